@@ -1,0 +1,624 @@
+//! The run configuration: typed sections with the quickstart as defaults, TOML files, `--set`
+//! overrides, and errors that name the file, the line and the key.
+//!
+//! Loading is layered: built-in defaults, then an optional TOML file, then `--set key=value`
+//! overrides in order. Every key is checked against the schema (an unknown key is refused with the
+//! nearest valid one), the merged table is deserialised with the failing key's path, and every
+//! value is range-checked. The error says where the offending value came from.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+pub use widebag_data::TargetKind;
+
+mod locate;
+
+/// The built-in quickstart, layered over the schema defaults when no `--config` is given.
+pub const QUICKSTART_TOML: &str = include_str!("../../../configs/quickstart.toml");
+/// How the quickstart is named in error messages.
+pub const QUICKSTART_NAME: &str = "<built-in quickstart: configs/quickstart.toml>";
+
+/// Which device the run uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DeviceChoice {
+    /// wgpu when an adapter exists, else the flex CPU backend (with a one-line notice).
+    Auto,
+    /// wgpu only; an error when no adapter is found.
+    Wgpu,
+    /// burn's flex CPU backend.
+    Cpu,
+}
+
+/// Optimizer of the dense layers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DenseOptim {
+    Sgd,
+    Adam,
+}
+
+/// Optimizer of the embedding table (row-sparse: only touched rows are updated).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TableOptim {
+    /// Row-sparse SGD.
+    Sgd,
+    /// Lazy Adam (PyTorch `SparseAdam`): moments of touched rows only, global step count.
+    Adam,
+}
+
+/// `[data]`: where batches come from.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DataConfig {
+    /// Input width (number of distinct ids).
+    pub width: usize,
+    /// Output classes; defaults to the width (next-id targets).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub n_classes: Option<usize>,
+    /// Mean ids drawn per row.
+    pub nnz: f64,
+    /// Half-width of the uniform spread of ids per row.
+    pub nnz_spread: f64,
+    pub zipf_exponent: f64,
+    /// Share of a row's ids that carry signal about its target.
+    pub signal_share: f64,
+    pub target: TargetKind,
+}
+
+impl Default for DataConfig {
+    fn default() -> Self {
+        Self {
+            width: 240_000,
+            n_classes: None,
+            nnz: 20.0,
+            nnz_spread: 10.0,
+            zipf_exponent: 1.05,
+            signal_share: 0.5,
+            target: TargetKind::NextId,
+        }
+    }
+}
+
+impl DataConfig {
+    pub fn n_classes(&self) -> usize {
+        self.n_classes.unwrap_or(self.width)
+    }
+}
+
+/// `[model]`: embedding bag → ReLU MLP → softmax over the classes.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ModelConfig {
+    /// Embedding-bag output size (the first layer, width → dim).
+    pub dim: usize,
+    /// Hidden layer sizes after the bag, each followed by ReLU.
+    pub hidden: Vec<usize>,
+    /// Classes per output chunk; 0 picks the largest chunk the device's buffer limit allows.
+    pub class_chunk: usize,
+    /// Caps any single device buffer (MiB) below the adapter's own limit; 0 keeps the adapter's.
+    pub max_buffer_mib: u64,
+}
+
+impl Default for ModelConfig {
+    fn default() -> Self {
+        Self {
+            dim: 32,
+            hidden: vec![64],
+            class_chunk: 0,
+            max_buffer_mib: 0,
+        }
+    }
+}
+
+/// `[train]`: the loop.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TrainConfig {
+    pub batch_size: usize,
+    pub steps: usize,
+    pub seed: u64,
+    pub device: DeviceChoice,
+}
+
+impl Default for TrainConfig {
+    fn default() -> Self {
+        Self {
+            batch_size: 64,
+            steps: 100,
+            seed: 0,
+            device: DeviceChoice::Auto,
+        }
+    }
+}
+
+/// `[optim]`: optimizers and their hyper-parameters. Defaults follow PyTorch: Adam betas
+/// (0.9, 0.999), eps 1e-8, no weight decay; SGD without momentum or dampening.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct OptimConfig {
+    pub dense: DenseOptim,
+    pub table: TableOptim,
+    /// Learning rate of the dense layers.
+    pub lr: f64,
+    /// Learning rate of the table; defaults to `lr`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub table_lr: Option<f64>,
+    pub beta1: f64,
+    pub beta2: f64,
+    pub eps: f64,
+}
+
+impl Default for OptimConfig {
+    fn default() -> Self {
+        Self {
+            dense: DenseOptim::Adam,
+            table: TableOptim::Adam,
+            lr: 1e-3,
+            table_lr: None,
+            beta1: 0.9,
+            beta2: 0.999,
+            eps: 1e-8,
+        }
+    }
+}
+
+impl OptimConfig {
+    pub fn table_lr(&self) -> f64 {
+        self.table_lr.unwrap_or(self.lr)
+    }
+}
+
+/// A whole run configuration. `Config::default()` is the built-in quickstart.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    pub data: DataConfig,
+    pub model: ModelConfig,
+    pub train: TrainConfig,
+    pub optim: OptimConfig,
+}
+
+/// Where a value came from.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Origin {
+    Default,
+    File { path: PathBuf, line: Option<usize> },
+    Set { arg: String },
+}
+
+impl std::fmt::Display for Origin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Origin::Default => write!(f, "built-in default"),
+            Origin::File {
+                path,
+                line: Some(l),
+            } => write!(f, "{}:{l}", path.display()),
+            Origin::File { path, line: None } => write!(f, "{}", path.display()),
+            Origin::Set { arg } => write!(f, "--set {arg}"),
+        }
+    }
+}
+
+/// Configuration errors. Each names the key (where there is one) and where the value came from.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("{}: cannot read config file: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{}:{line}:{column}: invalid TOML: {message}", path.display())]
+    Syntax {
+        path: PathBuf,
+        line: usize,
+        column: usize,
+        message: String,
+    },
+    #[error("{origin}: unknown key `{key}`{}", suggestion.as_ref().map(|s| format!(" (did you mean `{s}`?)")).unwrap_or_default())]
+    UnknownKey {
+        key: String,
+        origin: Origin,
+        suggestion: Option<String>,
+    },
+    #[error("{arg}: expected `key=value`")]
+    BadOverride { arg: String },
+    #[error("{origin}: key `{key}`: {message}")]
+    Invalid {
+        key: String,
+        origin: Origin,
+        message: String,
+    },
+}
+
+/// A flattened TOML table: dotted key → value (arrays are leaves).
+fn flatten(prefix: &str, table: &toml::Table, out: &mut Vec<(String, toml::Value)>) {
+    for (k, v) in table {
+        let key = if prefix.is_empty() {
+            k.clone()
+        } else {
+            format!("{prefix}.{k}")
+        };
+        match v {
+            toml::Value::Table(t) => flatten(&key, t, out),
+            other => out.push((key, other.clone())),
+        }
+    }
+}
+
+/// Every valid dotted key, from the schema's defaults with optional keys filled in.
+pub fn known_keys() -> Vec<String> {
+    let mut full = Config::default();
+    full.data.n_classes = Some(1);
+    full.optim.table_lr = Some(1.0);
+    let table = toml::Table::try_from(&full).expect("config serialises");
+    let mut out = Vec::new();
+    flatten("", &table, &mut out);
+    out.into_iter().map(|(k, _)| k).collect()
+}
+
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut cur = vec![i + 1; b.len() + 1];
+        for (j, &cb) in b.iter().enumerate() {
+            cur[j + 1] = (prev[j] + usize::from(ca != cb))
+                .min(prev[j + 1] + 1)
+                .min(cur[j] + 1);
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}
+
+/// The valid key nearest to `key`, if any is reasonably close.
+pub fn nearest_key(key: &str) -> Option<String> {
+    known_keys()
+        .into_iter()
+        .map(|k| (edit_distance(key, &k), k))
+        .min()
+        .filter(|(d, k)| *d <= k.len().max(4) / 2)
+        .map(|(_, k)| k)
+}
+
+fn set_path(root: &mut toml::Table, key: &str, value: toml::Value) {
+    let mut parts: Vec<&str> = key.split('.').collect();
+    let last = parts.pop().expect("non-empty key");
+    let mut table = root;
+    for p in parts {
+        table = table
+            .entry(p.to_string())
+            .or_insert_with(|| toml::Value::Table(toml::Table::new()))
+            .as_table_mut()
+            .expect("schema sections are tables");
+    }
+    table.insert(last.to_string(), value);
+}
+
+/// Parses the value of `--set key=value`: TOML if it parses, else a plain string.
+pub fn parse_override_value(raw: &str) -> toml::Value {
+    toml::from_str::<toml::Table>(&format!("v = {raw}"))
+        .ok()
+        .and_then(|mut t| t.remove("v"))
+        .unwrap_or_else(|| toml::Value::String(raw.to_string()))
+}
+
+/// Builds configurations from defaults, a file and overrides, remembering each key's origin.
+#[derive(Clone, Debug)]
+pub struct ConfigLoader {
+    table: toml::Table,
+    origins: BTreeMap<String, Origin>,
+    known: Vec<String>,
+}
+
+impl Default for ConfigLoader {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl ConfigLoader {
+    pub fn new() -> Self {
+        Self {
+            table: toml::Table::try_from(Config::default()).expect("config serialises"),
+            origins: BTreeMap::new(),
+            known: known_keys(),
+        }
+    }
+
+    fn check_known(&self, key: &str, origin: &Origin) -> Result<(), ConfigError> {
+        if self.known.iter().any(|k| k == key) {
+            Ok(())
+        } else {
+            Err(ConfigError::UnknownKey {
+                key: key.to_string(),
+                origin: origin.clone(),
+                suggestion: nearest_key(key),
+            })
+        }
+    }
+
+    /// Layers a TOML file over what is loaded so far.
+    pub fn file(self, path: &Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        self.text(path, &text)
+    }
+
+    /// Layers TOML text (read from `path`, or named so) over what is loaded so far.
+    pub fn text(mut self, path: &Path, text: &str) -> Result<Self, ConfigError> {
+        let parsed: toml::Table = toml::from_str(text).map_err(|e| {
+            let (line, column) = e
+                .span()
+                .map(|s| locate::line_col(text, s.start))
+                .unwrap_or((1, 1));
+            ConfigError::Syntax {
+                path: path.to_path_buf(),
+                line,
+                column,
+                message: e.message().to_string(),
+            }
+        })?;
+        let mut leaves = Vec::new();
+        flatten("", &parsed, &mut leaves);
+        for (key, value) in leaves {
+            let origin = Origin::File {
+                path: path.to_path_buf(),
+                line: locate::key_line(text, &key),
+            };
+            self.check_known(&key, &origin)?;
+            set_path(&mut self.table, &key, value);
+            self.origins.insert(key, origin);
+        }
+        Ok(self)
+    }
+
+    /// Applies one `key=value` override.
+    pub fn set(mut self, arg: &str) -> Result<Self, ConfigError> {
+        let (key, raw) = arg
+            .split_once('=')
+            .ok_or_else(|| ConfigError::BadOverride {
+                arg: arg.to_string(),
+            })?;
+        let key = key.trim();
+        let origin = Origin::Set {
+            arg: arg.to_string(),
+        };
+        self.check_known(key, &origin)?;
+        set_path(&mut self.table, key, parse_override_value(raw.trim()));
+        self.origins.insert(key.to_string(), origin);
+        Ok(self)
+    }
+
+    fn origin_of(&self, key: &str) -> Origin {
+        self.origins.get(key).cloned().unwrap_or(Origin::Default)
+    }
+
+    /// Deserialises and range-checks the merged configuration.
+    pub fn build(self) -> Result<Config, ConfigError> {
+        let value = toml::Value::Table(self.table.clone());
+        let config: Config = serde_path_to_error::deserialize(value).map_err(|e| {
+            let key = e.path().to_string();
+            // Paths into arrays read `model.hidden[1]`; the origin is the array's key.
+            let base = key.split('[').next().unwrap_or(&key).to_string();
+            ConfigError::Invalid {
+                origin: self.origin_of(&base),
+                key: base,
+                message: e.into_inner().message().to_string(),
+            }
+        })?;
+        if let Err((key, message)) = validate(&config) {
+            return Err(ConfigError::Invalid {
+                origin: self.origin_of(key),
+                key: key.to_string(),
+                message,
+            });
+        }
+        Ok(config)
+    }
+}
+
+/// Loads the schema defaults, then `file` (or, without one, the built-in quickstart), then
+/// `overrides` in order.
+pub fn load(file: Option<&Path>, overrides: &[String]) -> Result<Config, ConfigError> {
+    let loader = ConfigLoader::new();
+    let mut loader = match file {
+        Some(path) => loader.file(path)?,
+        None => loader.text(Path::new(QUICKSTART_NAME), QUICKSTART_TOML)?,
+    };
+    for arg in overrides {
+        loader = loader.set(arg)?;
+    }
+    loader.build()
+}
+
+/// Range checks; returns the first failing key and why.
+pub fn validate(c: &Config) -> Result<(), (&'static str, String)> {
+    fn check(ok: bool, key: &'static str, msg: &str) -> Result<(), (&'static str, String)> {
+        if ok {
+            Ok(())
+        } else {
+            Err((key, msg.to_string()))
+        }
+    }
+    let d = &c.data;
+    check(
+        (1..=u32::MAX as usize).contains(&d.width),
+        "data.width",
+        "must be between 1 and 4294967295",
+    )?;
+    if let Some(n) = d.n_classes {
+        check(
+            (2..=u32::MAX as usize).contains(&n),
+            "data.n_classes",
+            "must be between 2 and 4294967295",
+        )?;
+    } else {
+        check(
+            d.width >= 2,
+            "data.n_classes",
+            "defaults to data.width, which must then be at least 2",
+        )?;
+    }
+    check(
+        d.nnz.is_finite() && d.nnz >= 1.0 && d.nnz <= d.width as f64,
+        "data.nnz",
+        "must be a number between 1 and data.width",
+    )?;
+    check(
+        d.nnz_spread.is_finite() && d.nnz_spread >= 0.0,
+        "data.nnz_spread",
+        "must be a finite number >= 0",
+    )?;
+    check(
+        d.zipf_exponent.is_finite() && d.zipf_exponent >= 0.0,
+        "data.zipf_exponent",
+        "must be a finite number >= 0",
+    )?;
+    check(
+        (0.0..=1.0).contains(&d.signal_share),
+        "data.signal_share",
+        "must be within [0, 1]",
+    )?;
+    let m = &c.model;
+    check(m.dim >= 1, "model.dim", "must be at least 1")?;
+    check(
+        m.hidden.iter().all(|&h| h >= 1),
+        "model.hidden",
+        "every hidden size must be at least 1",
+    )?;
+    let t = &c.train;
+    check(t.batch_size >= 1, "train.batch_size", "must be at least 1")?;
+    check(t.steps >= 1, "train.steps", "must be at least 1")?;
+    let o = &c.optim;
+    check(
+        o.lr.is_finite() && o.lr > 0.0,
+        "optim.lr",
+        "must be a finite number > 0",
+    )?;
+    if let Some(lr) = o.table_lr {
+        check(
+            lr.is_finite() && lr > 0.0,
+            "optim.table_lr",
+            "must be a finite number > 0",
+        )?;
+    }
+    check(
+        (0.0..1.0).contains(&o.beta1),
+        "optim.beta1",
+        "must be within [0, 1)",
+    )?;
+    check(
+        (0.0..1.0).contains(&o.beta2),
+        "optim.beta2",
+        "must be within [0, 1)",
+    )?;
+    check(
+        o.eps.is_finite() && o.eps > 0.0,
+        "optim.eps",
+        "must be a finite number > 0",
+    )?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    fn sets(args: &[&str]) -> Result<Config, ConfigError> {
+        let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+        load(None, &args)
+    }
+
+    #[test]
+    fn quickstart_and_schema_defaults() {
+        let c = sets(&[]).unwrap();
+        assert_eq!(c.data.width, 240_000);
+        assert_eq!(c.data.n_classes(), 4096);
+        assert_eq!(c.optim.eps, 1e-8);
+        let mut expected = Config::default();
+        expected.data.n_classes = Some(4096);
+        assert_eq!(
+            c, expected,
+            "the quickstart differs from the schema only in n_classes"
+        );
+        assert_eq!(Config::default().data.n_classes(), 240_000);
+    }
+
+    #[test]
+    fn overrides_parse_toml_or_strings() {
+        let c = sets(&[
+            "model.hidden=[1024,512]",
+            "optim.dense=sgd",
+            "train.batch_size=7",
+            "data.n_classes=16",
+        ])
+        .unwrap();
+        assert_eq!(c.model.hidden, vec![1024, 512]);
+        assert_eq!(c.optim.dense, DenseOptim::Sgd);
+        assert_eq!(c.train.batch_size, 7);
+        assert_eq!(c.data.n_classes(), 16);
+    }
+
+    #[test]
+    fn unknown_key_suggests_nearest() {
+        let e = sets(&["train.batchsize=3"]).unwrap_err();
+        let msg = e.to_string();
+        assert!(msg.contains("train.batchsize"), "{msg}");
+        assert!(msg.contains("did you mean `train.batch_size`"), "{msg}");
+    }
+
+    #[test]
+    fn range_and_type_errors_name_the_key() {
+        for (arg, key) in [
+            ("train.batch_size=0", "train.batch_size"),
+            ("data.width=0", "data.width"),
+            ("train.batch_size=abc", "train.batch_size"),
+            ("model.hidden=[4,\"x\"]", "model.hidden"),
+            ("optim.dense=rmsprop", "optim.dense"),
+        ] {
+            let msg = sets(&[arg]).unwrap_err().to_string();
+            assert!(msg.contains(key), "{arg}: {msg}");
+            assert!(msg.contains(arg), "{arg}: {msg}");
+        }
+    }
+
+    #[test]
+    fn file_errors_name_file_line_and_key() {
+        let dir = std::env::temp_dir().join(format!("widebag-config-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("bad.toml");
+        let mut f = std::fs::File::create(&path).unwrap();
+        writeln!(f, "[train]\nsteps = 3\n\n[model]\ndim = 0").unwrap();
+        let msg = load(Some(&path), &[]).unwrap_err().to_string();
+        assert!(msg.contains("bad.toml:5"), "{msg}");
+        assert!(msg.contains("model.dim"), "{msg}");
+
+        std::fs::write(&path, "[train]\nstepz = 3\n").unwrap();
+        let msg = load(Some(&path), &[]).unwrap_err().to_string();
+        assert!(msg.contains("bad.toml:2"), "{msg}");
+        assert!(msg.contains("train.stepz"), "{msg}");
+        assert!(msg.contains("train.steps"), "{msg}");
+
+        std::fs::write(&path, "[train]\nsteps = = 3\n").unwrap();
+        let msg = load(Some(&path), &[]).unwrap_err().to_string();
+        assert!(msg.contains("bad.toml:2"), "{msg}");
+    }
+
+    #[test]
+    fn later_layers_win() {
+        let dir = std::env::temp_dir().join(format!("widebag-config-l-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("ok.toml");
+        std::fs::write(&path, "[train]\nsteps = 3\nbatch_size = 9\n").unwrap();
+        let c = load(Some(&path), &["train.steps=5".to_string()]).unwrap();
+        assert_eq!((c.train.steps, c.train.batch_size), (5, 9));
+    }
+}

@@ -1,0 +1,471 @@
+//! CSR mini-batches for very wide sparse inputs: validated rows, their targets, and the batch's
+//! sorted unique ids with each entry's local position among them.
+//!
+//! A [`CsrBatch`] is what the embedding-bag layer consumes. It holds an `n_rows × width` sprs
+//! matrix in CSR form (column ids sorted within each row, duplicates summed), one target per row,
+//! the sorted unique ids of the batch and, for every stored entry, the index of its id in that
+//! unique list. Assembly ([`CsrBatch::from_rows`]) normalises the rows in parallel with rayon.
+
+use rayon::prelude::*;
+use sprs::CsMatI;
+
+/// Errors raised while validating or assembling a batch. Each names the row (0-based, within the
+/// batch) and the offending id or value.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum CsrError {
+    #[error("row {row}: id {id} is not below the width {width}")]
+    IdOutOfRange { row: usize, id: u64, width: usize },
+    #[error("row {row}: value {value} for id {id} is not finite")]
+    NonFiniteValue { row: usize, id: u32, value: f32 },
+    #[error("row {row}: {n_ids} ids but {n_values} values")]
+    LengthMismatch {
+        row: usize,
+        n_ids: usize,
+        n_values: usize,
+    },
+    #[error("row {row}: target class {class} is not below the number of classes {n_classes}")]
+    TargetOutOfRange {
+        row: usize,
+        class: u64,
+        n_classes: usize,
+    },
+    #[error("row {row}: target weight {weight} for class {class} is not finite and non-negative")]
+    BadTargetWeight { row: usize, class: u32, weight: f32 },
+    #[error("{n_rows} rows but {n_targets} targets")]
+    TargetCountMismatch { n_rows: usize, n_targets: usize },
+    #[error("width {width} does not fit in 32-bit ids")]
+    WidthTooLarge { width: usize },
+    #[error("invalid CSR structure: {0}")]
+    Structure(String),
+}
+
+/// One input row: parallel arrays of ids and values, in any order, duplicates allowed.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SparseRow {
+    pub ids: Vec<u32>,
+    pub values: Vec<f32>,
+}
+
+impl SparseRow {
+    /// A bag of ids, each with value 1 (repeats are summed into counts during assembly).
+    pub fn bag(ids: Vec<u32>) -> Self {
+        let values = vec![1.0; ids.len()];
+        Self { ids, values }
+    }
+}
+
+/// The target of one row.
+#[derive(Clone, Debug, PartialEq)]
+pub enum RowTarget {
+    /// One class id (next-word style).
+    Class(u32),
+    /// A weighted bag of class ids (recommender style); weights are counts or ratings.
+    Bag(SparseRow),
+}
+
+/// Targets of a whole batch, in CSR form: row `r` owns entries `row_ptr[r]..row_ptr[r+1]`.
+/// A single-class target is a bag of one entry with weight 1.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Targets {
+    pub n_classes: usize,
+    pub row_ptr: Vec<usize>,
+    pub classes: Vec<u32>,
+    pub weights: Vec<f32>,
+    /// True when every row has exactly one class with weight 1.
+    pub single_class: bool,
+}
+
+impl Targets {
+    /// Total target weight of row `r` (1 for single-class targets).
+    pub fn row_weight(&self, r: usize) -> f32 {
+        self.weights[self.row_ptr[r]..self.row_ptr[r + 1]]
+            .iter()
+            .sum()
+    }
+}
+
+/// A validated CSR mini-batch.
+#[derive(Clone, Debug)]
+pub struct CsrBatch {
+    matrix: CsMatI<f32, u32, usize>,
+    row_ptr: Vec<usize>,
+    targets: Targets,
+    unique_ids: Vec<u32>,
+    local_pos: Vec<u32>,
+}
+
+/// Sorts a row by id, sums duplicates and checks every id and value.
+fn normalize_row(row_index: usize, row: &SparseRow, width: usize) -> Result<SparseRow, CsrError> {
+    if row.ids.len() != row.values.len() {
+        return Err(CsrError::LengthMismatch {
+            row: row_index,
+            n_ids: row.ids.len(),
+            n_values: row.values.len(),
+        });
+    }
+    let mut pairs: Vec<(u32, f32)> = Vec::with_capacity(row.ids.len());
+    for (&id, &value) in row.ids.iter().zip(&row.values) {
+        if id as usize >= width {
+            return Err(CsrError::IdOutOfRange {
+                row: row_index,
+                id: id as u64,
+                width,
+            });
+        }
+        if !value.is_finite() {
+            return Err(CsrError::NonFiniteValue {
+                row: row_index,
+                id,
+                value,
+            });
+        }
+        pairs.push((id, value));
+    }
+    pairs.sort_unstable_by_key(|&(id, _)| id);
+    let mut out = SparseRow {
+        ids: Vec::with_capacity(pairs.len()),
+        values: Vec::with_capacity(pairs.len()),
+    };
+    for (id, value) in pairs {
+        if out.ids.last() == Some(&id) {
+            *out.values.last_mut().expect("values parallel to ids") += value;
+        } else {
+            out.ids.push(id);
+            out.values.push(value);
+        }
+    }
+    Ok(out)
+}
+
+/// Concatenates normalised rows into CSR arrays.
+fn concat_rows(rows: &[SparseRow]) -> (Vec<usize>, Vec<u32>, Vec<f32>) {
+    let mut row_ptr = Vec::with_capacity(rows.len() + 1);
+    row_ptr.push(0usize);
+    for row in rows {
+        row_ptr.push(row_ptr.last().copied().unwrap_or(0) + row.ids.len());
+    }
+    let nnz = *row_ptr.last().unwrap_or(&0);
+    let mut ids = Vec::with_capacity(nnz);
+    let mut values = Vec::with_capacity(nnz);
+    for row in rows {
+        ids.extend_from_slice(&row.ids);
+        values.extend_from_slice(&row.values);
+    }
+    (row_ptr, ids, values)
+}
+
+/// Returns the first error by row index, so the report is deterministic under rayon.
+fn first_error<T>(results: Vec<Result<T, CsrError>>) -> Result<Vec<T>, CsrError> {
+    results.into_iter().collect()
+}
+
+impl Targets {
+    /// Validates and assembles per-row targets.
+    pub fn from_rows(targets: &[RowTarget], n_classes: usize) -> Result<Self, CsrError> {
+        let normalized = first_error(
+            targets
+                .par_iter()
+                .enumerate()
+                .map(|(r, t)| match t {
+                    RowTarget::Class(c) => {
+                        if *c as usize >= n_classes {
+                            Err(CsrError::TargetOutOfRange {
+                                row: r,
+                                class: *c as u64,
+                                n_classes,
+                            })
+                        } else {
+                            Ok(SparseRow {
+                                ids: vec![*c],
+                                values: vec![1.0],
+                            })
+                        }
+                    }
+                    RowTarget::Bag(bag) => {
+                        let row = normalize_row(r, bag, n_classes).map_err(|e| match e {
+                            CsrError::IdOutOfRange { row, id, .. } => CsrError::TargetOutOfRange {
+                                row,
+                                class: id,
+                                n_classes,
+                            },
+                            other => other,
+                        })?;
+                        if let Some((&class, &weight)) = row
+                            .ids
+                            .iter()
+                            .zip(&row.values)
+                            .find(|&(_, &w)| !(w.is_finite() && w >= 0.0))
+                        {
+                            return Err(CsrError::BadTargetWeight {
+                                row: r,
+                                class,
+                                weight,
+                            });
+                        }
+                        Ok(row)
+                    }
+                })
+                .collect(),
+        )?;
+        let single_class = targets.iter().all(|t| matches!(t, RowTarget::Class(_)));
+        let (row_ptr, classes, weights) = concat_rows(&normalized);
+        Ok(Self {
+            n_classes,
+            row_ptr,
+            classes,
+            weights,
+            single_class,
+        })
+    }
+}
+
+impl CsrBatch {
+    /// Assembles a batch from rows and targets: rows are sorted, duplicate ids summed, every id
+    /// checked against `width` and every value for finiteness, all in parallel.
+    pub fn from_rows(
+        rows: &[SparseRow],
+        targets: &[RowTarget],
+        width: usize,
+        n_classes: usize,
+    ) -> Result<Self, CsrError> {
+        if width > u32::MAX as usize {
+            return Err(CsrError::WidthTooLarge { width });
+        }
+        if rows.len() != targets.len() {
+            return Err(CsrError::TargetCountMismatch {
+                n_rows: rows.len(),
+                n_targets: targets.len(),
+            });
+        }
+        let normalized = first_error(
+            rows.par_iter()
+                .enumerate()
+                .map(|(r, row)| normalize_row(r, row, width))
+                .collect(),
+        )?;
+        let targets = Targets::from_rows(targets, n_classes)?;
+        let (row_ptr, ids, values) = concat_rows(&normalized);
+        let matrix = CsMatI::try_new((rows.len(), width), row_ptr, ids, values)
+            .map_err(|(_, _, _, e)| CsrError::Structure(e.to_string()))?;
+        Ok(Self::from_parts(matrix, targets))
+    }
+
+    /// Wraps an already valid CSR matrix (sorted, deduplicated indices) and its targets.
+    fn from_parts(matrix: CsMatI<f32, u32, usize>, targets: Targets) -> Self {
+        let ids = matrix.indices();
+        let mut unique_ids = ids.to_vec();
+        unique_ids.par_sort_unstable();
+        unique_ids.dedup();
+        let local_pos = ids
+            .par_iter()
+            .map(|id| {
+                unique_ids
+                    .binary_search(id)
+                    .expect("every id is among the unique ids") as u32
+            })
+            .collect();
+        Self {
+            row_ptr: matrix.proper_indptr().into_owned(),
+            matrix,
+            targets,
+            unique_ids,
+            local_pos,
+        }
+    }
+
+    /// Builds a batch from a sprs CSR matrix, validating ids and values like [`Self::from_rows`].
+    pub fn from_csmat(
+        matrix: &CsMatI<f32, u32, usize>,
+        targets: &[RowTarget],
+        n_classes: usize,
+    ) -> Result<Self, CsrError> {
+        let rows: Vec<SparseRow> = matrix
+            .outer_iterator()
+            .map(|row| SparseRow {
+                ids: row.indices().to_vec(),
+                values: row.data().to_vec(),
+            })
+            .collect();
+        Self::from_rows(&rows, targets, matrix.cols(), n_classes)
+    }
+
+    pub fn n_rows(&self) -> usize {
+        self.matrix.rows()
+    }
+    pub fn width(&self) -> usize {
+        self.matrix.cols()
+    }
+    pub fn nnz(&self) -> usize {
+        self.matrix.nnz()
+    }
+    /// Row pointers (`n_rows + 1` offsets into ids and values).
+    pub fn row_ptr(&self) -> &[usize] {
+        &self.row_ptr
+    }
+    /// Column ids, sorted within each row, no duplicates within a row.
+    pub fn ids(&self) -> &[u32] {
+        self.matrix.indices()
+    }
+    pub fn values(&self) -> &[f32] {
+        self.matrix.data()
+    }
+    pub fn targets(&self) -> &Targets {
+        &self.targets
+    }
+    /// The batch's distinct ids, sorted ascending.
+    pub fn unique_ids(&self) -> &[u32] {
+        &self.unique_ids
+    }
+    /// For each stored entry, the index of its id in [`Self::unique_ids`].
+    pub fn local_pos(&self) -> &[u32] {
+        &self.local_pos
+    }
+    /// For each stored entry, the row it belongs to.
+    pub fn entry_rows(&self) -> Vec<u32> {
+        let row_ptr = self.row_ptr();
+        let mut out = Vec::with_capacity(self.nnz());
+        for r in 0..self.n_rows() {
+            out.extend(std::iter::repeat_n(r as u32, row_ptr[r + 1] - row_ptr[r]));
+        }
+        out
+    }
+    /// The underlying sprs matrix.
+    pub fn matrix(&self) -> &CsMatI<f32, u32, usize> {
+        &self.matrix
+    }
+    /// Bytes of the host-side batch buffers as uploaded to a device: row ids of entries (u32),
+    /// local positions (u32), values (f32), unique ids (u32) and targets (u32 + f32).
+    pub fn upload_bytes(&self) -> usize {
+        4 * (3 * self.nnz() + self.unique_ids.len())
+            + 8 * self.targets.classes.len()
+            + 4 * self.n_rows()
+    }
+    /// Rows present in the batch as a dense `n_rows × width` row-major matrix (tests and the
+    /// dense baseline only: this is exactly the allocation the sparse path avoids).
+    pub fn to_dense(&self) -> Vec<f32> {
+        let width = self.width();
+        let mut out = vec![0.0; self.n_rows() * width];
+        for (r, row) in self.matrix.outer_iterator().enumerate() {
+            for (id, &v) in row.iter() {
+                out[r * width + id] += v;
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn classes(n: usize) -> Vec<RowTarget> {
+        (0..n).map(|i| RowTarget::Class(i as u32 % 3)).collect()
+    }
+
+    #[test]
+    fn duplicates_are_summed_and_sorted() {
+        let rows = vec![SparseRow {
+            ids: vec![5, 1, 5, 3],
+            values: vec![1.0, 2.0, 0.5, 1.0],
+        }];
+        let b = CsrBatch::from_rows(&rows, &classes(1), 10, 3).unwrap();
+        assert_eq!(b.ids(), &[1, 3, 5]);
+        assert_eq!(b.values(), &[2.0, 1.0, 1.5]);
+        assert_eq!(b.unique_ids(), &[1, 3, 5]);
+        assert_eq!(b.local_pos(), &[0, 1, 2]);
+    }
+
+    #[test]
+    fn rejects_bad_ids_and_values() {
+        let rows = vec![SparseRow::bag(vec![1]), SparseRow::bag(vec![10])];
+        assert_eq!(
+            CsrBatch::from_rows(&rows, &classes(2), 10, 3).unwrap_err(),
+            CsrError::IdOutOfRange {
+                row: 1,
+                id: 10,
+                width: 10
+            }
+        );
+        let rows = vec![SparseRow {
+            ids: vec![2],
+            values: vec![f32::NAN],
+        }];
+        assert!(matches!(
+            CsrBatch::from_rows(&rows, &classes(1), 10, 3),
+            Err(CsrError::NonFiniteValue { row: 0, id: 2, .. })
+        ));
+        let rows = vec![SparseRow::bag(vec![1])];
+        assert!(matches!(
+            CsrBatch::from_rows(&rows, &[RowTarget::Class(7)], 10, 3),
+            Err(CsrError::TargetOutOfRange {
+                row: 0,
+                class: 7,
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn empty_rows_are_allowed() {
+        let rows = vec![SparseRow::default(), SparseRow::bag(vec![4, 4])];
+        let b = CsrBatch::from_rows(&rows, &classes(2), 10, 3).unwrap();
+        assert_eq!(b.row_ptr(), &[0, 0, 1]);
+        assert_eq!(b.values(), &[2.0]);
+        assert_eq!(b.entry_rows(), vec![1]);
+    }
+
+    #[test]
+    fn bag_targets_are_normalised() {
+        let rows = vec![SparseRow::bag(vec![1])];
+        let t = vec![RowTarget::Bag(SparseRow::bag(vec![2, 0, 2]))];
+        let b = CsrBatch::from_rows(&rows, &t, 10, 3).unwrap();
+        assert_eq!(b.targets().classes, vec![0, 2]);
+        assert_eq!(b.targets().weights, vec![1.0, 2.0]);
+        assert_eq!(b.targets().row_weight(0), 3.0);
+        assert!(!b.targets().single_class);
+    }
+
+    fn arb_rows(width: u32) -> impl Strategy<Value = Vec<SparseRow>> {
+        prop::collection::vec(
+            prop::collection::vec((0..width, -4.0f32..4.0), 0..12).prop_map(|pairs| {
+                let (ids, values) = pairs.into_iter().unzip();
+                SparseRow { ids, values }
+            }),
+            1..20,
+        )
+    }
+
+    proptest! {
+        #[test]
+        fn csr_matches_dense_accumulation(rows in arb_rows(50)) {
+            let b = CsrBatch::from_rows(&rows, &classes(rows.len()), 50, 3).unwrap();
+            // Dense reference: accumulate every (id, value) pair.
+            let mut dense = vec![0.0f32; rows.len() * 50];
+            for (r, row) in rows.iter().enumerate() {
+                for (&id, &v) in row.ids.iter().zip(&row.values) {
+                    dense[r * 50 + id as usize] += v;
+                }
+            }
+            let got = b.to_dense();
+            for (a, e) in got.iter().zip(&dense) {
+                prop_assert!((a - e).abs() <= 1e-5);
+            }
+            // Ids strictly increasing within each row.
+            for r in 0..b.n_rows() {
+                let ids = &b.ids()[b.row_ptr()[r]..b.row_ptr()[r + 1]];
+                prop_assert!(ids.windows(2).all(|w| w[0] < w[1]));
+            }
+            // Unique ids sorted, distinct, and local positions point at the right id.
+            prop_assert!(b.unique_ids().windows(2).all(|w| w[0] < w[1]));
+            for (k, &id) in b.ids().iter().enumerate() {
+                prop_assert_eq!(b.unique_ids()[b.local_pos()[k] as usize], id);
+            }
+            let mut all: Vec<u32> = rows.iter().flat_map(|r| r.ids.iter().copied()).collect();
+            all.sort_unstable();
+            all.dedup();
+            prop_assert_eq!(all.as_slice(), b.unique_ids());
+            prop_assert_eq!(b.entry_rows().len(), b.nnz());
+        }
+    }
+}

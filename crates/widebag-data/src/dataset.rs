@@ -1,0 +1,135 @@
+//! An in-memory dataset of parsed rows in flat CSR form, and batches drawn from it.
+
+use std::path::PathBuf;
+
+use serde::Serialize;
+use widebag_csr::{CsrBatch, CsrError, RowTarget, SparseRow};
+
+/// Rows and their targets as flat arrays: row `r` owns `ids[row_ptr[r]..row_ptr[r+1]]` and
+/// `targets[target_ptr[r]..target_ptr[r+1]]`.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RowStore {
+    pub row_ptr: Vec<usize>,
+    pub ids: Vec<u32>,
+    pub values: Vec<f32>,
+    pub target_ptr: Vec<usize>,
+    pub targets: Vec<u32>,
+    pub target_weights: Vec<f32>,
+}
+
+impl RowStore {
+    pub fn new() -> Self {
+        Self {
+            row_ptr: vec![0],
+            target_ptr: vec![0],
+            ..Self::default()
+        }
+    }
+
+    pub fn n_rows(&self) -> usize {
+        self.row_ptr.len() - 1
+    }
+
+    pub fn nnz(&self) -> usize {
+        self.ids.len()
+    }
+
+    /// Appends one row.
+    pub fn push(&mut self, ids: &[u32], values: &[f32], targets: &[u32], weights: &[f32]) {
+        self.ids.extend_from_slice(ids);
+        self.values.extend_from_slice(values);
+        self.row_ptr.push(self.ids.len());
+        self.targets.extend_from_slice(targets);
+        self.target_weights.extend_from_slice(weights);
+        self.target_ptr.push(self.targets.len());
+    }
+
+    /// Appends all rows of `other`.
+    pub fn extend(&mut self, other: &RowStore) {
+        let base = self.ids.len();
+        self.ids.extend_from_slice(&other.ids);
+        self.values.extend_from_slice(&other.values);
+        self.row_ptr
+            .extend(other.row_ptr[1..].iter().map(|&p| p + base));
+        let tbase = self.targets.len();
+        self.targets.extend_from_slice(&other.targets);
+        self.target_weights.extend_from_slice(&other.target_weights);
+        self.target_ptr
+            .extend(other.target_ptr[1..].iter().map(|&p| p + tbase));
+    }
+
+    pub fn row(&self, r: usize) -> (&[u32], &[f32]) {
+        let (a, b) = (self.row_ptr[r], self.row_ptr[r + 1]);
+        (&self.ids[a..b], &self.values[a..b])
+    }
+
+    pub fn row_targets(&self, r: usize) -> (&[u32], &[f32]) {
+        let (a, b) = (self.target_ptr[r], self.target_ptr[r + 1]);
+        (&self.targets[a..b], &self.target_weights[a..b])
+    }
+}
+
+/// A parsed dataset.
+#[derive(Clone, Debug)]
+pub struct Dataset {
+    pub source: PathBuf,
+    pub width: usize,
+    pub n_classes: usize,
+    pub rows: RowStore,
+    /// Lines skipped under `--skip-bad-lines`.
+    pub skipped_lines: usize,
+    /// Extra facts a reader reports (e.g. the index base it detected).
+    pub notes: Vec<String>,
+}
+
+/// Summary of a dataset's shape.
+#[derive(Clone, Debug, Serialize)]
+pub struct Shape {
+    pub rows: usize,
+    pub width: usize,
+    pub n_classes: usize,
+    pub nnz_total: usize,
+    pub empty_rows: usize,
+}
+
+impl Dataset {
+    pub fn n_rows(&self) -> usize {
+        self.rows.n_rows()
+    }
+
+    pub fn shape(&self) -> Shape {
+        Shape {
+            rows: self.n_rows(),
+            width: self.width,
+            n_classes: self.n_classes,
+            nnz_total: self.rows.nnz(),
+            empty_rows: (0..self.n_rows())
+                .filter(|&r| self.rows.row_ptr[r] == self.rows.row_ptr[r + 1])
+                .count(),
+        }
+    }
+
+    /// The rows `indices` as a validated batch. A row with exactly one target of weight 1
+    /// becomes a class target; any other becomes a bag.
+    pub fn batch(&self, indices: &[usize]) -> Result<CsrBatch, CsrError> {
+        let mut rows = Vec::with_capacity(indices.len());
+        let mut targets = Vec::with_capacity(indices.len());
+        for &r in indices {
+            let (ids, values) = self.rows.row(r);
+            rows.push(SparseRow {
+                ids: ids.to_vec(),
+                values: values.to_vec(),
+            });
+            let (t, w) = self.rows.row_targets(r);
+            targets.push(if t.len() == 1 && w[0] == 1.0 {
+                RowTarget::Class(t[0])
+            } else {
+                RowTarget::Bag(SparseRow {
+                    ids: t.to_vec(),
+                    values: w.to_vec(),
+                })
+            });
+        }
+        CsrBatch::from_rows(&rows, &targets, self.width, self.n_classes.max(1))
+    }
+}

@@ -1,0 +1,49 @@
+//! Data sources that produce CSR batches: the seeded synthetic generator (and, later, file readers).
+
+pub mod dataset;
+pub mod libsvm;
+pub mod lines;
+pub mod rng;
+pub mod synthetic;
+
+use std::path::PathBuf;
+
+pub use dataset::{Dataset, RowStore};
+
+pub use synthetic::{SyntheticSpec, SyntheticStream, TargetKind, ZipfTable};
+
+/// Errors from data sources. Each names the setting or location at fault.
+#[derive(Debug, thiserror::Error)]
+pub enum DataError {
+    #[error("invalid data setting `{key}`: {message}")]
+    InvalidSpec { key: &'static str, message: String },
+    #[error(transparent)]
+    Csr(#[from] widebag_csr::CsrError),
+    #[error("{}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{}:{line}:{column}: {message}", path.display())]
+    Parse {
+        path: PathBuf,
+        line: usize,
+        column: usize,
+        message: String,
+    },
+    #[error("{}: the file holds no rows", path.display())]
+    Empty { path: PathBuf },
+}
+
+/// Options shared by the file readers.
+#[derive(Clone, Debug, Default)]
+pub struct ReadOptions {
+    /// Ids are 0-based (`Some(true)`), 1-based (`Some(false)`), or detected (`None`).
+    pub zero_based: Option<bool>,
+    /// Input width; taken from the data when unset.
+    pub width: Option<usize>,
+    /// Number of classes; taken from the data when unset.
+    pub n_classes: Option<usize>,
+    /// Skip malformed lines (and count them) instead of failing.
+    pub skip_bad_lines: bool,
+}

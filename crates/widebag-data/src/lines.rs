@@ -1,0 +1,138 @@
+//! Streams a text file in blocks of whole lines, so line-oriented readers can parse each block in
+//! parallel with rayon while the file is read once, front to back, never held whole.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use crate::DataError;
+
+/// Target block size in bytes (a block always ends at a line boundary).
+pub const BLOCK_BYTES: usize = 4 << 20;
+
+/// One block: the bytes of whole lines and the 1-based number of its first line.
+pub struct LineBlock {
+    pub first_line: usize,
+    pub bytes: Vec<u8>,
+}
+
+impl LineBlock {
+    /// `(line_number, line)` pairs, without the line terminator (`\n` or `\r\n`).
+    pub fn lines(&self) -> Vec<(usize, &[u8])> {
+        let mut out = Vec::new();
+        let mut line = self.first_line;
+        let mut start = 0;
+        let b = &self.bytes;
+        while start < b.len() {
+            let end = memchr(b'\n', &b[start..]).map_or(b.len(), |i| start + i);
+            let mut l = &b[start..end];
+            if l.last() == Some(&b'\r') {
+                l = &l[..l.len() - 1];
+            }
+            out.push((line, l));
+            line += 1;
+            start = end + 1;
+        }
+        out
+    }
+}
+
+fn memchr(needle: u8, hay: &[u8]) -> Option<usize> {
+    hay.iter().position(|&c| c == needle)
+}
+
+/// Reads `path` block by block.
+pub struct LineBlocks<R: Read> {
+    path: PathBuf,
+    reader: R,
+    carry: Vec<u8>,
+    next_line: usize,
+    done: bool,
+}
+
+impl LineBlocks<std::fs::File> {
+    pub fn open(path: &Path) -> Result<Self, DataError> {
+        let file = std::fs::File::open(path).map_err(|source| DataError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Ok(Self::new(path, file))
+    }
+}
+
+impl<R: Read> LineBlocks<R> {
+    pub fn new(path: &Path, reader: R) -> Self {
+        Self {
+            path: path.to_path_buf(),
+            reader,
+            carry: Vec::new(),
+            next_line: 1,
+            done: false,
+        }
+    }
+
+    /// The next block, or `None` at the end of the file.
+    pub fn next_block(&mut self) -> Result<Option<LineBlock>, DataError> {
+        if self.done {
+            return Ok(None);
+        }
+        let mut buf = std::mem::take(&mut self.carry);
+        let mut filled = buf.len();
+        buf.resize(filled.max(BLOCK_BYTES), 0);
+        loop {
+            if filled == buf.len() {
+                // Block full: cut at the last newline, or grow if one line is longer than a block.
+                if let Some(cut) = buf[..filled].iter().rposition(|&c| c == b'\n') {
+                    self.carry = buf[cut + 1..filled].to_vec();
+                    buf.truncate(cut + 1);
+                    break;
+                }
+                buf.resize(buf.len() * 2, 0);
+            }
+            let n = self
+                .reader
+                .read(&mut buf[filled..])
+                .map_err(|source| DataError::Io {
+                    path: self.path.clone(),
+                    source,
+                })?;
+            if n == 0 {
+                self.done = true;
+                buf.truncate(filled);
+                break;
+            }
+            filled += n;
+        }
+        if buf.is_empty() {
+            return Ok(None);
+        }
+        let first_line = self.next_line;
+        self.next_line += buf.iter().filter(|&&c| c == b'\n').count();
+        Ok(Some(LineBlock {
+            first_line,
+            bytes: buf,
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn blocks_end_on_line_boundaries_and_number_lines() {
+        let text: String = (0..100_000).map(|i| format!("line {i}\r\n")).collect();
+        let mut blocks = LineBlocks::new(Path::new("mem"), text.as_bytes());
+        let mut seen = 0;
+        while let Some(b) = blocks.next_block().unwrap() {
+            for (n, l) in b.lines() {
+                assert_eq!(l, format!("line {}", n - 1).as_bytes());
+                seen += 1;
+            }
+        }
+        assert_eq!(seen, 100_000);
+        let mut last = LineBlocks::new(Path::new("mem"), &b"a\nb"[..]);
+        let b = last.next_block().unwrap().unwrap();
+        assert_eq!(b.lines(), vec![(1, &b"a"[..]), (2, &b"b"[..])]);
+        assert!(last.next_block().unwrap().is_none());
+    }
+}

@@ -1,0 +1,206 @@
+//! Full-softmax cross-entropy over many classes, computed in class chunks with a running max and
+//! sum, so the `batch × classes` logits never sit in one buffer.
+//!
+//! The output layer is `z = h W + b` with `W` split by classes into chunks. Targets are a
+//! weighted bag per row (`y`, one entry of weight 1 for next-id targets), and the loss of row `r`
+//! is `sum_j y_rj * (logsumexp(z_r) - z_rj)`, averaged over rows. Both passes run off autodiff:
+//!
+//! 1. forward: per chunk, update the running row max `m` and the rescaled sum `s`, and accumulate
+//!    `sum_j y_rj z_rj`; then `lse = m + ln s`;
+//! 2. backward: per chunk, recompute `z`, form `g = (w_r softmax(z) - y) / B` and accumulate
+//!    `dW = hᵀ g`, `db = sum_r g`, `dh += g Wᵀ`.
+//!
+//! Peak temporary memory is a few `[batch, chunk]` tensors, whatever the number of classes.
+
+use burn::tensor::{Device, Int, Tensor};
+use widebag_csr::Targets;
+
+use crate::tensors::floats;
+
+/// Classes `offset .. offset + n` of the output layer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct ClassChunk {
+    pub offset: usize,
+    pub n: usize,
+}
+
+/// Splits `n_classes` into chunks of at most `chunk` classes.
+pub fn class_chunks(n_classes: usize, chunk: usize) -> Vec<ClassChunk> {
+    let chunk = chunk.max(1);
+    (0..n_classes)
+        .step_by(chunk)
+        .map(|offset| ClassChunk {
+            offset,
+            n: chunk.min(n_classes - offset),
+        })
+        .collect()
+}
+
+/// Largest chunk whose weight slice (`hidden × n`) and logits (`batch × n`) fit the buffer limit.
+pub fn max_chunk_classes(hidden: usize, batch_size: usize, max_buffer_bytes: u64) -> usize {
+    let per_class = 4 * hidden.max(batch_size).max(1) as u64;
+    ((max_buffer_bytes / per_class) as usize).max(1)
+}
+
+/// Targets laid out per chunk, on the device.
+pub struct ChunkTargets {
+    n_rows: usize,
+    /// Per chunk: `([M, 2] (row, local class) indices, [M] weights)`, or `None` when no target of
+    /// the batch falls in the chunk.
+    per_chunk: Vec<Option<(Tensor<2, Int>, Tensor<1>)>>,
+    /// `[B, 1]` total target weight per row.
+    row_weight: Tensor<2>,
+}
+
+impl ChunkTargets {
+    pub fn new(targets: &Targets, chunks: &[ClassChunk], device: &Device) -> Self {
+        let n_rows = targets.row_ptr.len() - 1;
+        let mut lists: Vec<(Vec<i32>, Vec<f32>)> = vec![(Vec::new(), Vec::new()); chunks.len()];
+        let chunk_of = |class: usize| chunks.partition_point(|c| c.offset + c.n <= class);
+        for r in 0..n_rows {
+            for k in targets.row_ptr[r]..targets.row_ptr[r + 1] {
+                let class = targets.classes[k] as usize;
+                let c = chunk_of(class);
+                lists[c]
+                    .0
+                    .extend([r as i32, (class - chunks[c].offset) as i32]);
+                lists[c].1.push(targets.weights[k]);
+            }
+        }
+        let per_chunk = lists
+            .into_iter()
+            .map(|(idx, w)| {
+                if w.is_empty() {
+                    return None;
+                }
+                let m = w.len();
+                let idx =
+                    Tensor::<2, Int>::from_data(burn::tensor::TensorData::new(idx, [m, 2]), device);
+                Some((idx, floats(w, [m], device)))
+            })
+            .collect();
+        let row_weight = (0..n_rows).map(|r| targets.row_weight(r)).collect();
+        Self {
+            n_rows,
+            per_chunk,
+            row_weight: floats(row_weight, [n_rows, 1], device),
+        }
+    }
+
+    /// Dense `[B, n]` targets of chunk `c`, or `None` when it holds none.
+    fn dense(&self, c: usize, n: usize, device: &Device) -> Option<Tensor<2>> {
+        self.per_chunk[c].as_ref().map(|(idx, w)| {
+            Tensor::<2>::zeros([self.n_rows, n], device).scatter_nd(
+                idx.clone(),
+                w.clone(),
+                burn::tensor::IndexingUpdateOp::Add,
+            )
+        })
+    }
+}
+
+/// Output of the forward pass.
+pub struct SoftmaxForward {
+    /// `[B, 1]` log-sum-exp of each row's logits.
+    pub lse: Tensor<2>,
+    /// `[1]` mean loss over rows.
+    pub loss: Tensor<1>,
+}
+
+/// Gradients of the output layer.
+pub struct SoftmaxGrads {
+    pub dh: Tensor<2>,
+    /// Per chunk: `(dW [hidden, n], db [1, n])`.
+    pub chunks: Vec<(Tensor<2>, Tensor<2>)>,
+}
+
+fn logits(h: &Tensor<2>, w: &Tensor<2>, b: &Tensor<2>) -> Tensor<2> {
+    h.clone().matmul(w.clone()) + b.clone()
+}
+
+/// Pass 1: running max and sum over chunks, and the loss.
+pub fn forward(
+    h: &Tensor<2>,
+    layer: &[(&Tensor<2>, &Tensor<2>)],
+    chunks: &[ClassChunk],
+    targets: &ChunkTargets,
+) -> SoftmaxForward {
+    let device = h.device();
+    let mut running: Option<(Tensor<2>, Tensor<2>)> = None;
+    let mut target_logit = Tensor::<2>::zeros([targets.n_rows, 1], &device);
+    for (c, (chunk, (w, b))) in chunks.iter().zip(layer).enumerate() {
+        let z = logits(h, w, b);
+        if let Some(y) = targets.dense(c, chunk.n, &device) {
+            target_logit = target_logit + (z.clone() * y).sum_dim(1);
+        }
+        let chunk_max = z.clone().max_dim(1);
+        running = Some(match running {
+            None => {
+                let s = (z - chunk_max.clone()).exp().sum_dim(1);
+                (chunk_max, s)
+            }
+            Some((m, s)) => {
+                let m_new = m.clone().max_pair(chunk_max);
+                let s = s * (m - m_new.clone()).exp() + (z - m_new.clone()).exp().sum_dim(1);
+                (m_new, s)
+            }
+        });
+    }
+    let (m, s) = running.expect("at least one class chunk");
+    let lse = m + s.log();
+    let per_row = lse.clone() * targets.row_weight.clone() - target_logit;
+    let loss = per_row.mean().reshape([1]);
+    SoftmaxForward { lse, loss }
+}
+
+/// Pass 2: recompute each chunk's logits and accumulate the gradients.
+pub fn backward(
+    h: &Tensor<2>,
+    layer: &[(&Tensor<2>, &Tensor<2>)],
+    chunks: &[ClassChunk],
+    targets: &ChunkTargets,
+    lse: &Tensor<2>,
+) -> SoftmaxGrads {
+    let device = h.device();
+    let inv_rows = 1.0 / targets.n_rows.max(1) as f64;
+    let ht = h.clone().transpose();
+    let mut dh: Option<Tensor<2>> = None;
+    let mut grads = Vec::with_capacity(chunks.len());
+    for (c, (chunk, (w, b))) in chunks.iter().zip(layer).enumerate() {
+        let p = (logits(h, w, b) - lse.clone()).exp();
+        let mut g = p * targets.row_weight.clone();
+        if let Some(y) = targets.dense(c, chunk.n, &device) {
+            g = g - y;
+        }
+        let g = g.mul_scalar(inv_rows);
+        let dh_c = g.clone().matmul((*w).clone().transpose());
+        dh = Some(match dh {
+            None => dh_c,
+            Some(acc) => acc + dh_c,
+        });
+        grads.push((ht.clone().matmul(g.clone()), g.sum_dim(0)));
+    }
+    SoftmaxGrads {
+        dh: dh.expect("at least one class chunk"),
+        chunks: grads,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chunks_cover_all_classes() {
+        let c = class_chunks(10, 4);
+        assert_eq!(
+            c,
+            vec![
+                ClassChunk { offset: 0, n: 4 },
+                ClassChunk { offset: 4, n: 4 },
+                ClassChunk { offset: 8, n: 2 }
+            ]
+        );
+        assert_eq!(max_chunk_classes(8, 16, 1024), 16);
+    }
+}

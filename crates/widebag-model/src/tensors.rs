@@ -1,0 +1,32 @@
+//! Host ↔ device helpers: upload vectors as float or int tensors, read tensors back as vectors.
+
+use burn::tensor::{Device, Int, Tensor, TensorData};
+
+use crate::ModelError;
+
+pub fn floats<const D: usize>(values: Vec<f32>, shape: [usize; D], device: &Device) -> Tensor<D> {
+    Tensor::from_data(TensorData::new(values, shape), device)
+}
+
+pub fn ints(values: &[u32], device: &Device) -> Tensor<1, Int> {
+    let v: Vec<i32> = values.iter().map(|&x| x as i32).collect();
+    let n = v.len();
+    Tensor::from_data(TensorData::new(v, [n]), device)
+}
+
+/// `[n, 1]` index tensor for `scatter_nd` over rows.
+pub fn row_indices(values: &[u32], device: &Device) -> Tensor<2, Int> {
+    let n = values.len();
+    ints(values, device).reshape([n, 1])
+}
+
+pub fn to_vec<const D: usize>(t: Tensor<D>) -> Result<Vec<f32>, ModelError> {
+    t.into_data()
+        .convert::<f32>()
+        .try_into_vec::<f32>()
+        .map_err(|e| ModelError::Read(format!("{e:?}")))
+}
+
+pub fn scalar(t: Tensor<1>) -> Result<f32, ModelError> {
+    Ok(to_vec(t)?.first().copied().unwrap_or(f32::NAN))
+}

@@ -1,0 +1,36 @@
+//! Helpers shared by the integration tests: device selection with required-wgpu enforcement.
+
+#![allow(dead_code)]
+
+use widebag_model::{Compute, open_device};
+
+/// The wgpu device, or `None` (test skipped with a notice) when no adapter exists. With
+/// `WIDEBAG_REQUIRE_WGPU=1` (set by `.ci/run`) a missing adapter fails the test instead.
+pub fn wgpu_or_skip(test: &str) -> Option<Compute> {
+    match open_device(widebag_config::DeviceChoice::Wgpu) {
+        Ok(c) => Some(c),
+        Err(e) => {
+            if std::env::var("WIDEBAG_REQUIRE_WGPU").is_ok_and(|v| v == "1") {
+                panic!("{test}: WIDEBAG_REQUIRE_WGPU=1 but no wgpu adapter: {e}");
+            }
+            eprintln!("{test}: skipped, no wgpu adapter ({e})");
+            None
+        }
+    }
+}
+
+pub fn flex() -> Compute {
+    Compute::flex()
+}
+
+/// `|a - b| <= atol + rtol * |b|` elementwise, with the first offender in the message.
+pub fn assert_close(what: &str, got: &[f32], want: &[f32], atol: f32, rtol: f32) {
+    assert_eq!(got.len(), want.len(), "{what}: lengths differ");
+    for (i, (a, b)) in got.iter().zip(want).enumerate() {
+        assert!(
+            (a - b).abs() <= atol + rtol * b.abs(),
+            "{what}[{i}]: got {a}, want {b} (|diff| {})",
+            (a - b).abs()
+        );
+    }
+}

@@ -1,0 +1,309 @@
+//! Numerical checks of the sparse path on flex and on wgpu: the embedding bag and chunked softmax
+//! against the dense formulation and finite differences, and lazy Adam against dense Adam.
+
+mod common;
+
+use common::{assert_close, flex, wgpu_or_skip};
+use widebag_config::{Config, DenseOptim, TableOptim, TargetKind};
+use widebag_csr::CsrBatch;
+use widebag_data::SyntheticStream;
+use widebag_model::optim::DenseParam;
+use widebag_model::reference::dense_reference;
+use widebag_model::softmax::{self, ChunkTargets};
+use widebag_model::tensors::{floats, to_vec};
+use widebag_model::train::synthetic_spec;
+use widebag_model::{Compute, WideModel};
+
+fn small_config(target: TargetKind) -> Config {
+    let mut c = Config::default();
+    c.data.width = 40;
+    c.data.n_classes = Some(7);
+    c.data.nnz = 5.0;
+    c.data.nnz_spread = 3.0;
+    c.data.target = target;
+    c.model.dim = 4;
+    c.model.hidden = vec![5];
+    c.train.batch_size = 6;
+    c.train.seed = 3;
+    c
+}
+
+fn batch(config: &Config, first_row: u64) -> CsrBatch {
+    SyntheticStream::new(synthetic_spec(config))
+        .unwrap()
+        .batch_at(first_row, config.train.batch_size)
+        .unwrap()
+}
+
+/// Sparse gradient of the touched rows, laid out as a full `[width, dim]` table gradient.
+fn scatter_rows(model: &WideModel, batch: &CsrBatch, rows: Vec<f32>) -> Vec<f32> {
+    let dim = model.spec.dim;
+    let mut full = vec![0.0; model.spec.width * dim];
+    for (k, &id) in batch.unique_ids().iter().enumerate() {
+        full[id as usize * dim..(id as usize + 1) * dim]
+            .copy_from_slice(&rows[k * dim..(k + 1) * dim]);
+    }
+    full
+}
+
+fn check_against_dense_and_fd(compute: Compute, label: &str) {
+    for target in [TargetKind::NextId, TargetKind::Bag] {
+        let config = small_config(target);
+        // A 64-byte buffer cap forces 4-row table shards and 2-class output chunks.
+        let compute = compute.clone().with_buffer_cap(64);
+        let mut model = WideModel::new(&config, &compute);
+        assert!(model.table.n_shards() > 1 && model.chunks.len() > 1);
+        let b = batch(&config, 11);
+        let grads = model.gradients(&b).unwrap();
+        let reference = dense_reference(&model, &b).unwrap();
+        let what = format!("{label}/{target:?}");
+        assert_close(
+            &format!("{what} loss"),
+            &[grads.loss],
+            &[reference.loss],
+            1e-5,
+            1e-5,
+        );
+        let rows = to_vec(grads.rows.clone().unwrap()).unwrap();
+        let sparse_full = scatter_rows(&model, &b, rows.clone());
+        assert_close(
+            &format!("{what} table grad"),
+            &sparse_full,
+            &reference.table_grad,
+            1e-5,
+            1e-4,
+        );
+        for (i, g) in grads.dense.iter().enumerate() {
+            let g = to_vec(g.clone()).unwrap();
+            let name = &model.dense[i].name;
+            assert_close(
+                &format!("{what} {name}"),
+                &g,
+                &reference.dense_grads[i],
+                1e-5,
+                1e-4,
+            );
+        }
+        // Central finite differences on table entries of touched rows and on dense elements.
+        let eps = 1e-2;
+        let dim = model.spec.dim;
+        for (k, &id) in b.unique_ids().iter().enumerate().step_by(3).take(4) {
+            let col = k % dim;
+            model.perturb_table(id, col, eps);
+            let up = model.loss(&b).unwrap();
+            model.perturb_table(id, col, -2.0 * eps);
+            let down = model.loss(&b).unwrap();
+            model.perturb_table(id, col, eps);
+            let fd = (up - down) / (2.0 * eps);
+            let g = rows[k * dim + col];
+            assert!(
+                (fd - g).abs() <= 2e-3 + 2e-2 * g.abs(),
+                "{what} fd table[{id},{col}]: fd {fd}, grad {g}"
+            );
+        }
+        for param in [1, model.output_start(), model.dense.len() - 1] {
+            let g = to_vec(grads.dense[param].clone()).unwrap();
+            let index = g.len() / 2;
+            model.perturb_dense(param, index, eps).unwrap();
+            let up = model.loss(&b).unwrap();
+            model.perturb_dense(param, index, -2.0 * eps).unwrap();
+            let down = model.loss(&b).unwrap();
+            model.perturb_dense(param, index, eps).unwrap();
+            let fd = (up - down) / (2.0 * eps);
+            assert!(
+                (fd - g[index]).abs() <= 2e-3 + 2e-2 * g[index].abs(),
+                "{what} fd {}[{index}]: fd {fd}, grad {}",
+                model.dense[param].name,
+                g[index]
+            );
+        }
+    }
+}
+
+#[test]
+fn embedding_bag_matches_dense_and_finite_differences_on_flex() {
+    check_against_dense_and_fd(flex(), "flex");
+}
+
+#[test]
+fn embedding_bag_matches_dense_and_finite_differences_on_wgpu() {
+    if let Some(c) = wgpu_or_skip("embedding_bag_on_wgpu") {
+        check_against_dense_and_fd(c, "wgpu");
+    }
+}
+
+fn check_lazy_adam(compute: Compute, label: &str) {
+    // Every row appears in every batch: width 6 and 60 draws per row.
+    let mut config = small_config(TargetKind::NextId);
+    config.data.width = 6;
+    config.data.nnz = 60.0;
+    config.data.nnz_spread = 0.0;
+    config.data.signal_share = 0.0;
+    config.data.zipf_exponent = 0.0;
+    config.optim.table = TableOptim::Adam;
+    config.optim.dense = DenseOptim::Sgd;
+    config.optim.lr = 0.05;
+    let mut model = WideModel::new(&config, &compute);
+    let width = model.spec.width;
+    let dim = model.spec.dim;
+    let mut dense_table = DenseParam::new(
+        "table",
+        floats(model.table.to_vec().unwrap(), [width, dim], model.device()),
+        DenseOptim::Adam,
+    );
+    let mut meter = widebag_model::MemoryMeter::new(model.device());
+    for step in 0..6u64 {
+        let b = batch(&config, step * 100);
+        assert_eq!(b.unique_ids().len(), width, "every row must be touched");
+        let grads = model.gradients(&b).unwrap();
+        let rows = to_vec(grads.rows.unwrap()).unwrap();
+        let full = scatter_rows(&model, &b, rows);
+        dense_table = dense_table.step(
+            floats(full, [width, dim], model.device()),
+            &config.optim,
+            step + 1,
+        );
+        model.train_step(&b, &mut meter).unwrap();
+        let lazy = model.table.to_vec().unwrap();
+        let dense = to_vec(dense_table.value.clone()).unwrap();
+        assert_close(
+            &format!("{label} lazy vs dense Adam, step {}", step + 1),
+            &lazy,
+            &dense,
+            1e-5,
+            0.0,
+        );
+    }
+}
+
+#[test]
+fn lazy_adam_equals_dense_adam_when_every_row_is_touched_on_flex() {
+    check_lazy_adam(flex(), "flex");
+}
+
+#[test]
+fn lazy_adam_equals_dense_adam_when_every_row_is_touched_on_wgpu() {
+    if let Some(c) = wgpu_or_skip("lazy_adam_on_wgpu") {
+        check_lazy_adam(c, "wgpu");
+    }
+}
+
+/// Chunked full softmax over 240,000 classes against burn's unchunked `log_softmax` (which fits
+/// one buffer at this batch and hidden size).
+fn check_chunked_softmax(compute: Compute, label: &str) {
+    use burn::tensor::activation::log_softmax;
+    use widebag_csr::{RowTarget, SparseRow};
+    let (n_rows, hidden, n_classes) = (16usize, 8usize, 240_000usize);
+    let device = compute.device.clone();
+    let mut rng = widebag_data::rng::SplitMix64::new(5);
+    let mut rand = |n: usize, scale: f64| -> Vec<f32> {
+        (0..n)
+            .map(|_| ((rng.next_f64() * 2.0 - 1.0) * scale) as f32)
+            .collect()
+    };
+    let h = rand(n_rows * hidden, 1.0);
+    let w = rand(hidden * n_classes, 0.5);
+    let bias = rand(n_classes, 0.5);
+    // Half the rows have next-id targets, half weighted bags, spread across chunks.
+    let targets: Vec<RowTarget> = (0..n_rows)
+        .map(|r| {
+            if r % 2 == 0 {
+                RowTarget::Class((r * 15_013 + 7) as u32 % n_classes as u32)
+            } else {
+                RowTarget::Bag(SparseRow {
+                    ids: vec![(r * 37_003) as u32 % 240_000, 239_999, 3],
+                    values: vec![1.0, 2.0, 0.5],
+                })
+            }
+        })
+        .collect();
+    let t = widebag_csr::Targets::from_rows(&targets, n_classes).unwrap();
+
+    let chunks = softmax::class_chunks(n_classes, 30_000);
+    let h_t = floats(h.clone(), [n_rows, hidden], &device);
+    let w_chunks: Vec<_> = chunks
+        .iter()
+        .map(|c| {
+            let mut wc = Vec::with_capacity(hidden * c.n);
+            for i in 0..hidden {
+                wc.extend_from_slice(&w[i * n_classes + c.offset..i * n_classes + c.offset + c.n]);
+            }
+            (
+                floats(wc, [hidden, c.n], &device),
+                floats(bias[c.offset..c.offset + c.n].to_vec(), [1, c.n], &device),
+            )
+        })
+        .collect();
+    let layer: Vec<_> = w_chunks.iter().map(|(a, b)| (a, b)).collect();
+    let ct = ChunkTargets::new(&t, &chunks, &device);
+    let fwd = softmax::forward(&h_t, &layer, &chunks, &ct);
+    let grads = softmax::backward(&h_t, &layer, &chunks, &ct, &fwd.lse);
+
+    let ad = device.clone().autodiff();
+    let h_ref = floats(h, [n_rows, hidden], &ad).require_grad();
+    let w_ref = floats(w, [hidden, n_classes], &ad).require_grad();
+    let b_ref = floats(bias, [1, n_classes], &ad).require_grad();
+    let mut y = vec![0.0f32; n_rows * n_classes];
+    for r in 0..n_rows {
+        for k in t.row_ptr[r]..t.row_ptr[r + 1] {
+            y[r * n_classes + t.classes[k] as usize] += t.weights[k];
+        }
+    }
+    let y = floats(y, [n_rows, n_classes], &ad);
+    let logp = log_softmax(h_ref.clone().matmul(w_ref.clone()) + b_ref.clone(), 1);
+    let loss = (logp * y).sum_dim(1).mean().neg();
+    let g = loss.backward();
+
+    let loss_ref = to_vec(loss.inner()).unwrap();
+    assert_close(
+        &format!("{label} loss"),
+        &to_vec(fwd.loss).unwrap(),
+        &loss_ref,
+        1e-5,
+        1e-5,
+    );
+    assert_close(
+        &format!("{label} dh"),
+        &to_vec(grads.dh).unwrap(),
+        &to_vec(h_ref.grad(&g).unwrap()).unwrap(),
+        1e-5,
+        1e-5,
+    );
+    let dw_ref = to_vec(w_ref.grad(&g).unwrap()).unwrap();
+    let db_ref = to_vec(b_ref.grad(&g).unwrap()).unwrap();
+    for (c, (dw, db)) in chunks.iter().zip(grads.chunks) {
+        let dw = to_vec(dw).unwrap();
+        let mut want = Vec::with_capacity(hidden * c.n);
+        for i in 0..hidden {
+            want.extend_from_slice(
+                &dw_ref[i * n_classes + c.offset..i * n_classes + c.offset + c.n],
+            );
+        }
+        assert_close(
+            &format!("{label} dW chunk {}", c.offset),
+            &dw,
+            &want,
+            1e-5,
+            1e-5,
+        );
+        assert_close(
+            &format!("{label} db chunk {}", c.offset),
+            &to_vec(db).unwrap(),
+            &db_ref[c.offset..c.offset + c.n],
+            1e-5,
+            1e-5,
+        );
+    }
+}
+
+#[test]
+fn chunked_softmax_matches_unchunked_over_240k_classes_on_flex() {
+    check_chunked_softmax(flex(), "flex");
+}
+
+#[test]
+fn chunked_softmax_matches_unchunked_over_240k_classes_on_wgpu() {
+    if let Some(c) = wgpu_or_skip("chunked_softmax_on_wgpu") {
+        check_chunked_softmax(c, "wgpu");
+    }
+}
