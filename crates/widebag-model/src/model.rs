@@ -253,6 +253,26 @@ impl WideModel {
                 self.spec.batch_size
             )));
         }
+        // The bag's activations are single buffers: refuse, before any work, a batch whose
+        // gathered rows, weighted entries or widest hidden activation would exceed the limit.
+        let widest = self.spec.layer_sizes().into_iter().max().unwrap_or(1);
+        for (what, n_floats) in [
+            (
+                "gathered unique rows",
+                batch.unique_ids().len() * self.spec.dim,
+            ),
+            ("weighted bag entries", batch.nnz() * self.spec.dim),
+            ("hidden activations", batch.n_rows() * widest),
+        ] {
+            let bytes = 4 * n_floats as u64;
+            if bytes > self.spec.max_buffer_bytes {
+                return Err(ModelError::Shape(format!(
+                    "the batch's {what} need one {bytes}-byte buffer, over the device's \
+                     {}-byte limit: use a smaller train.batch_size or model.dim",
+                    self.spec.max_buffer_bytes
+                )));
+            }
+        }
         Ok(())
     }
 
