@@ -2,8 +2,10 @@
 
 pub mod dataset;
 pub mod libsvm;
+pub mod lightgcn;
 pub mod lines;
 pub mod rng;
+pub mod stats;
 pub mod synthetic;
 
 use std::path::PathBuf;

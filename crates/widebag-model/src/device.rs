@@ -61,8 +61,9 @@ fn init_wgpu() -> WgpuOpen {
         Ok(Ok((device, setup))) => {
             let info = setup.adapter.get_info();
             let limits = setup.device.limits();
-            let max_buffer_bytes =
-                (limits.max_storage_buffer_binding_size as u64).min(limits.max_buffer_size);
+            let max_buffer_bytes = limits
+                .max_storage_buffer_binding_size
+                .min(limits.max_buffer_size);
             let adapter = format!(
                 "{} ({:?}, {:?}, {})",
                 info.name, info.device_type, info.backend, info.driver_info

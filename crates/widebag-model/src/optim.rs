@@ -45,11 +45,18 @@ impl AdamStep {
     }
 }
 
+/// Adam's first and second moments of one dense parameter.
+#[derive(Clone, Debug)]
+pub struct Moments {
+    pub m: Tensor<2>,
+    pub v: Tensor<2>,
+}
+
 /// Optimizer state of one dense parameter.
 #[derive(Clone, Debug)]
 pub enum DenseState {
     Sgd,
-    Adam { m: Tensor<2>, v: Tensor<2> },
+    Adam(Box<Moments>),
 }
 
 /// A dense parameter with its optimizer state.
@@ -64,10 +71,10 @@ impl DenseParam {
     pub fn new(name: impl Into<String>, value: Tensor<2>, optim: DenseOptim) -> Self {
         let state = match optim {
             DenseOptim::Sgd => DenseState::Sgd,
-            DenseOptim::Adam => DenseState::Adam {
+            DenseOptim::Adam => DenseState::Adam(Box::new(Moments {
                 m: value.zeros_like(),
                 v: value.zeros_like(),
-            },
+            })),
         };
         Self {
             name: name.into(),
@@ -85,7 +92,8 @@ impl DenseParam {
                 value: value - grad.mul_scalar(config.lr),
                 state: DenseState::Sgd,
             },
-            DenseState::Adam { m, v } => {
+            DenseState::Adam(moments) => {
+                let Moments { m, v } = *moments;
                 let a = AdamStep::new(config, config.lr, step);
                 let m = m.mul_scalar(a.beta1) + grad.clone().mul_scalar(1.0 - a.beta1);
                 let v = v.mul_scalar(a.beta2) + grad.square().mul_scalar(1.0 - a.beta2);
@@ -93,7 +101,7 @@ impl DenseParam {
                 Self {
                     name,
                     value,
-                    state: DenseState::Adam { m, v },
+                    state: DenseState::Adam(Box::new(Moments { m, v })),
                 }
             }
         }
@@ -104,7 +112,7 @@ impl DenseParam {
         let n = self.value.shape().num_elements() as u64 * 4;
         match self.state {
             DenseState::Sgd => 0,
-            DenseState::Adam { .. } => 2 * n,
+            DenseState::Adam(_) => 2 * n,
         }
     }
 }

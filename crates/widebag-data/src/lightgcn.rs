@@ -1,0 +1,184 @@
+//! Interaction lists in the LightGCN format (`user item item …` per line), as in the Gowalla
+//! split. Each user becomes one row: the bag of its training items (value 1), with the same bag
+//! as target (autoencoder-style recommenders). The test file loads alongside, aligned by user, so
+//! held-out items can be scored against the training bag.
+
+use std::path::Path;
+
+use rayon::prelude::*;
+
+use crate::dataset::{Dataset, RowStore};
+use crate::lines::LineBlocks;
+use crate::{DataError, ReadOptions};
+
+/// Training rows and the held-out items of each user (same row order).
+#[derive(Clone, Debug)]
+pub struct Interactions {
+    pub train: Dataset,
+    pub test: Option<RowStore>,
+}
+
+type UserItems = (u32, Vec<u32>);
+
+fn parse_line(line: &[u8]) -> Result<Option<UserItems>, (usize, String)> {
+    let text = std::str::from_utf8(line).map_err(|e| {
+        (
+            e.valid_up_to() + 1,
+            "the line is not valid UTF-8".to_string(),
+        )
+    })?;
+    let mut tokens = text
+        .char_indices()
+        .filter(|&(i, c)| {
+            !c.is_whitespace() && (i == 0 || text.as_bytes()[i - 1].is_ascii_whitespace())
+        })
+        .map(|(i, _)| {
+            let end = text[i..]
+                .find(char::is_whitespace)
+                .map_or(text.len(), |e| i + e);
+            (i + 1, &text[i..end])
+        });
+    let Some((col, user)) = tokens.next() else {
+        return Ok(None);
+    };
+    let user: u32 = user.parse().map_err(|_| {
+        (
+            col,
+            format!("user id `{user}` is not a non-negative integer"),
+        )
+    })?;
+    let items = tokens
+        .map(|(col, t)| {
+            t.parse::<u32>()
+                .map_err(|_| (col, format!("item id `{t}` is not a non-negative integer")))
+        })
+        .collect::<Result<Vec<u32>, _>>()?;
+    Ok(Some((user, items)))
+}
+
+fn read_file(path: &Path, options: &ReadOptions) -> Result<(Vec<UserItems>, usize), DataError> {
+    let mut blocks = LineBlocks::open(path)?;
+    let mut out = Vec::new();
+    let mut skipped = 0;
+    while let Some(block) = blocks.next_block()? {
+        let parsed: Vec<_> = block
+            .lines()
+            .into_par_iter()
+            .map(|(n, l)| (n, parse_line(l)))
+            .collect();
+        for (line, r) in parsed {
+            match r {
+                Ok(Some(u)) => out.push(u),
+                Ok(None) => {}
+                Err(_) if options.skip_bad_lines => skipped += 1,
+                Err((column, message)) => {
+                    return Err(DataError::Parse {
+                        path: path.to_path_buf(),
+                        line,
+                        column,
+                        message,
+                    });
+                }
+            }
+        }
+    }
+    Ok((out, skipped))
+}
+
+fn to_rows(users: &[UserItems], n_users: usize) -> RowStore {
+    let mut by_user: Vec<Vec<u32>> = vec![Vec::new(); n_users];
+    for (u, items) in users {
+        by_user[*u as usize].extend_from_slice(items);
+    }
+    let mut rows = RowStore::new();
+    for mut items in by_user {
+        items.sort_unstable();
+        items.dedup();
+        let ones = vec![1.0; items.len()];
+        rows.push(&items, &ones, &items, &ones);
+    }
+    rows
+}
+
+/// Reads `train` (and `test`, if given). Users are rows by id (a user with no line is an empty
+/// row); the width is the largest item id in either file plus one, unless set.
+pub fn read_lightgcn(
+    train: &Path,
+    test: Option<&Path>,
+    options: &ReadOptions,
+) -> Result<Interactions, DataError> {
+    let (train_users, mut skipped) = read_file(train, options)?;
+    let test_users = match test {
+        Some(p) => {
+            let (t, s) = read_file(p, options)?;
+            skipped += s;
+            Some(t)
+        }
+        None => None,
+    };
+    if train_users.is_empty() {
+        return Err(DataError::Empty {
+            path: train.to_path_buf(),
+        });
+    }
+    let all = train_users.iter().chain(test_users.iter().flatten());
+    let (max_user, max_item) = all.fold((0u32, None::<u32>), |(mu, mi), (u, items)| {
+        (mu.max(*u), mi.max(items.iter().max().copied()))
+    });
+    let width = options
+        .width
+        .unwrap_or_else(|| max_item.map_or(0, |m| m as usize + 1));
+    if let Some(w) = options.width
+        && max_item.is_some_and(|m| m as usize >= w)
+    {
+        return Err(DataError::InvalidSpec {
+            key: "data.width",
+            message: format!(
+                "item id {} in {} is beyond the set width {w}",
+                max_item.unwrap_or(0),
+                train.display()
+            ),
+        });
+    }
+    let n_users = max_user as usize + 1;
+    Ok(Interactions {
+        train: Dataset {
+            source: train.to_path_buf(),
+            width,
+            n_classes: width,
+            rows: to_rows(&train_users, n_users),
+            skipped_lines: skipped,
+            notes: vec![format!("{n_users} users")],
+        },
+        test: test_users.map(|t| to_rows(&t, n_users)),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_users_and_items_with_columns() {
+        assert_eq!(parse_line(b"3 10 2 7").unwrap(), Some((3, vec![10, 2, 7])));
+        assert_eq!(parse_line(b"   ").unwrap(), None);
+        assert_eq!(parse_line(b"5").unwrap(), Some((5, vec![])));
+        assert_eq!(parse_line(b"1 2 x3").unwrap_err().0, 5);
+        assert_eq!(parse_line(b"1 \xff").unwrap_err().0, 3);
+    }
+
+    #[test]
+    fn train_and_test_align_by_user() {
+        let dir = std::env::temp_dir().join(format!("widebag-lgcn-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (tr, te) = (dir.join("train.txt"), dir.join("test.txt"));
+        std::fs::write(&tr, "0 1 2\n2 5 1 1\n").unwrap();
+        std::fs::write(&te, "0 3\n1 6\n2 4\n").unwrap();
+        let d = read_lightgcn(&tr, Some(&te), &ReadOptions::default()).unwrap();
+        assert_eq!(d.train.n_rows(), 3);
+        assert_eq!(d.train.width, 7);
+        assert_eq!(d.train.rows.row(1).0, &[] as &[u32]);
+        assert_eq!(d.train.rows.row(2).0, &[1, 5]);
+        assert_eq!(d.test.as_ref().unwrap().row(1).0, &[6]);
+    }
+}

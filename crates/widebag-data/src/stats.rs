@@ -1,0 +1,190 @@
+//! Dataset statistics in the terms that decide memory: nnz per row, the id-frequency histogram,
+//! head coverage, and unique ids per batch as a function of batch size (row-sparse gradient and
+//! optimizer traffic scale with unique ids, not with batch × nnz).
+
+use std::collections::BTreeMap;
+
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+
+use crate::dataset::Dataset;
+use crate::rng::{SplitMix64, hash2};
+
+/// Distribution summary of nnz per row.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NnzPerRow {
+    pub min: usize,
+    pub mean: f64,
+    pub p50: usize,
+    pub p99: usize,
+    pub max: usize,
+}
+
+/// The statistics `widebag data stats` prints and saves.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DataStats {
+    pub rows: usize,
+    pub width: usize,
+    pub n_classes: usize,
+    pub nnz_total: usize,
+    pub empty_rows: usize,
+    pub nnz_per_row: NnzPerRow,
+    /// Ids that occur at least once.
+    pub ids_used: usize,
+    /// `k` → share of all nnz covered by the `k` most frequent ids (k on a log grid).
+    pub top_coverage: BTreeMap<usize, f64>,
+    /// Frequency bin `[2^i, 2^(i+1))` (keyed by its lower bound) → number of ids.
+    pub frequency_histogram: BTreeMap<u64, usize>,
+    /// Batch size → mean unique ids over sampled batches of that many random rows.
+    pub unique_ids_per_batch: BTreeMap<usize, f64>,
+    /// Batches sampled per batch size.
+    pub batches_sampled: usize,
+}
+
+/// Batch sizes at which unique ids are sampled.
+pub const BATCH_GRID: &[usize] = &[1, 8, 32, 128, 256, 512, 1024, 2048, 4096, 8192];
+
+fn percentile(sorted: &[usize], p: f64) -> usize {
+    if sorted.is_empty() {
+        return 0;
+    }
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+/// Mean number of distinct ids in `n_samples` batches of `batch_size` rows drawn without
+/// replacement (seeded), or over all rows when the batch covers the dataset.
+pub fn mean_unique_ids(data: &Dataset, batch_size: usize, n_samples: usize, seed: u64) -> f64 {
+    let n_rows = data.n_rows();
+    if n_rows == 0 {
+        return 0.0;
+    }
+    let batch_size = batch_size.min(n_rows);
+    let samples = if batch_size == n_rows { 1 } else { n_samples };
+    let total: usize = (0..samples)
+        .into_par_iter()
+        .map(|s| {
+            let mut rng = SplitMix64::new(hash2(seed, s as u64));
+            // Partial Fisher-Yates over a sparse permutation: batch_size distinct rows.
+            let mut swapped: std::collections::HashMap<usize, usize> = Default::default();
+            let mut seen = std::collections::HashSet::new();
+            for i in 0..batch_size {
+                let j = i + rng.below((n_rows - i) as u64) as usize;
+                let vj = *swapped.get(&j).unwrap_or(&j);
+                let vi = *swapped.get(&i).unwrap_or(&i);
+                swapped.insert(j, vi);
+                seen.extend(data.rows.row(vj).0.iter().copied());
+            }
+            seen.len()
+        })
+        .sum();
+    total as f64 / samples as f64
+}
+
+/// Computes the statistics; `n_samples` batches per batch size for unique ids.
+pub fn compute(data: &Dataset, n_samples: usize, seed: u64) -> DataStats {
+    let shape = data.shape();
+    let mut nnz: Vec<usize> = (0..data.n_rows())
+        .map(|r| data.rows.row_ptr[r + 1] - data.rows.row_ptr[r])
+        .collect();
+    nnz.sort_unstable();
+    let mut counts = vec![0u64; data.width];
+    for &id in &data.rows.ids {
+        counts[id as usize] += 1;
+    }
+    counts.par_sort_unstable_by(|a, b| b.cmp(a));
+    let ids_used = counts.iter().take_while(|&&c| c > 0).count();
+    let total = data.rows.nnz().max(1) as f64;
+    let mut top_coverage = BTreeMap::new();
+    let mut k = 1;
+    let mut covered = 0u64;
+    let mut taken = 0;
+    loop {
+        let k_eff = k.min(data.width);
+        while taken < k_eff {
+            covered += counts[taken];
+            taken += 1;
+        }
+        top_coverage.insert(k_eff, covered as f64 / total);
+        if k_eff == data.width {
+            break;
+        }
+        k *= 10;
+    }
+    let mut frequency_histogram = BTreeMap::new();
+    for &c in counts.iter().filter(|&&c| c > 0) {
+        *frequency_histogram
+            .entry(1u64 << (63 - c.leading_zeros()))
+            .or_insert(0) += 1;
+    }
+    let unique_ids_per_batch = BATCH_GRID
+        .iter()
+        .map(|&b| (b, mean_unique_ids(data, b, n_samples, seed)))
+        .collect();
+    DataStats {
+        rows: shape.rows,
+        width: shape.width,
+        n_classes: shape.n_classes,
+        nnz_total: shape.nnz_total,
+        empty_rows: shape.empty_rows,
+        nnz_per_row: NnzPerRow {
+            min: nnz.first().copied().unwrap_or(0),
+            mean: shape.nnz_total as f64 / shape.rows.max(1) as f64,
+            p50: percentile(&nnz, 50.0),
+            p99: percentile(&nnz, 99.0),
+            max: nnz.last().copied().unwrap_or(0),
+        },
+        ids_used,
+        top_coverage,
+        frequency_histogram,
+        unique_ids_per_batch,
+        batches_sampled: n_samples,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dataset::RowStore;
+
+    fn toy() -> Dataset {
+        let mut rows = RowStore::new();
+        rows.push(&[0, 1], &[1.0, 1.0], &[0], &[1.0]);
+        rows.push(&[0], &[1.0], &[0], &[1.0]);
+        rows.push(&[], &[], &[0], &[1.0]);
+        rows.push(&[0, 2, 3], &[1.0; 3], &[0], &[1.0]);
+        Dataset {
+            source: "toy".into(),
+            width: 5,
+            n_classes: 1,
+            rows,
+            skipped_lines: 0,
+            notes: vec![],
+        }
+    }
+
+    #[test]
+    fn hand_computed_figures() {
+        let s = compute(&toy(), 8, 1);
+        assert_eq!(
+            (s.rows, s.nnz_total, s.empty_rows, s.ids_used),
+            (4, 6, 1, 4)
+        );
+        assert_eq!(s.nnz_per_row.min, 0);
+        assert_eq!(s.nnz_per_row.max, 3);
+        assert_eq!(s.nnz_per_row.p50, 1);
+        assert!((s.top_coverage[&1] - 0.5).abs() < 1e-12); // id 0: 3 of 6
+        assert!((s.top_coverage[&5] - 1.0).abs() < 1e-12);
+        // All rows together touch 4 distinct ids.
+        assert_eq!(s.unique_ids_per_batch[&4096], 4.0);
+        assert_eq!(s.frequency_histogram[&2], 1); // id 0 occurs 3 times: bin [2, 4)
+        assert_eq!(s.frequency_histogram[&1], 3);
+    }
+
+    #[test]
+    fn unique_ids_grow_with_batch_size() {
+        let s = compute(&toy(), 16, 2);
+        let v: Vec<f64> = s.unique_ids_per_batch.values().copied().collect();
+        assert!(v.windows(2).all(|w| w[0] <= w[1] + 1e-9));
+    }
+}
