@@ -25,6 +25,51 @@ struct Cli {
 enum Command {
     /// Train a model (with no options: the built-in quickstart on synthetic 240k-wide data).
     Train(TrainArgs),
+    /// Inspect data files.
+    Data {
+        #[command(subcommand)]
+        command: DataCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum DataCommand {
+    /// Rows, width, nnz per row, head coverage and unique ids per batch of a data file.
+    Stats(StatsArgs),
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum DataFormat {
+    /// `label[,label…] idx:val …` (svmlight).
+    Libsvm,
+    /// LightGCN interaction lists: `user item item …`.
+    Lightgcn,
+}
+
+#[derive(Args)]
+struct StatsArgs {
+    /// The data file (for lightgcn: the training file).
+    file: PathBuf,
+    #[arg(long, value_enum)]
+    format: DataFormat,
+    /// lightgcn: the held-out file loaded alongside.
+    #[arg(long)]
+    test: Option<PathBuf>,
+    /// libsvm: ids are 0-based (true) or 1-based (false); detected when unset.
+    #[arg(long)]
+    zero_based: Option<bool>,
+    /// Skip malformed lines and report how many, instead of failing.
+    #[arg(long)]
+    skip_bad_lines: bool,
+    /// Batches sampled per batch size for unique ids.
+    #[arg(long, default_value_t = 20)]
+    samples: usize,
+    /// Print one JSON object on stdout.
+    #[arg(long)]
+    json: bool,
+    /// Do not save the statistics as `FILE.stats.json` beside the data.
+    #[arg(long)]
+    no_save: bool,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -159,10 +204,69 @@ fn train(args: &TrainArgs) -> Result<(), Failure> {
     Ok(())
 }
 
+fn data_stats(args: &StatsArgs) -> Result<(), Failure> {
+    let options = widebag_data::ReadOptions {
+        zero_based: args.zero_based,
+        skip_bad_lines: args.skip_bad_lines,
+        ..Default::default()
+    };
+    let dataset = match args.format {
+        DataFormat::Libsvm => widebag_data::libsvm::read_libsvm(&args.file, &options),
+        DataFormat::Lightgcn => {
+            widebag_data::lightgcn::read_lightgcn(&args.file, args.test.as_deref(), &options)
+                .map(|i| i.train)
+        }
+    }
+    .map_err(Failure::usage)?;
+    let stats = widebag_data::stats::compute(&dataset, args.samples, 0);
+    let json = serde_json::to_string_pretty(&stats).expect("stats serialise");
+    let mut beside = args.file.clone().into_os_string();
+    beside.push(".stats.json");
+    if !args.no_save
+        && let Err(e) = std::fs::write(&beside, &json)
+    {
+        eprintln!(
+            "widebag: could not save the statistics beside the data ({}: {e})",
+            PathBuf::from(&beside).display()
+        );
+    }
+    if dataset.skipped_lines > 0 {
+        eprintln!("widebag: skipped {} bad lines", dataset.skipped_lines);
+    }
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string(&stats).expect("stats serialise")
+        );
+        return Ok(());
+    }
+    println!("{}", args.file.display());
+    println!(
+        "  rows {}  width {}  classes {}  empty rows {}",
+        stats.rows, stats.width, stats.n_classes, stats.empty_rows
+    );
+    let n = &stats.nnz_per_row;
+    println!(
+        "  nnz {} (per row: min {}, mean {:.2}, p50 {}, p99 {}, max {})",
+        stats.nnz_total, n.min, n.mean, n.p50, n.p99, n.max
+    );
+    println!("  ids used {}", stats.ids_used);
+    for (k, share) in &stats.top_coverage {
+        println!("  top {k:>8} ids cover {:6.2}% of nnz", 100.0 * share);
+    }
+    for (b, u) in &stats.unique_ids_per_batch {
+        println!("  batch {b:>5}: {u:10.1} unique ids");
+    }
+    Ok(())
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match &cli.command {
         Command::Train(args) => train(args),
+        Command::Data {
+            command: DataCommand::Stats(args),
+        } => data_stats(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

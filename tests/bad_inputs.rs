@@ -1,0 +1,56 @@
+//! The bad-input corpus in `tests/data/bad/`: every file is refused with exit code 2 and a
+//! message naming file, line and column; nothing panics.
+
+use std::path::Path;
+use std::process::Command;
+
+fn stats(path: &Path, format: &str, extra: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_widebag"))
+        .args(["data", "stats"])
+        .arg(path)
+        .args(["--format", format, "--json", "--no-save"])
+        .args(extra)
+        .output()
+        .expect("runs the binary")
+}
+
+#[test]
+fn every_bad_file_is_refused_with_file_line_and_column() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/bad");
+    let mut checked = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        let Some(format) = path.extension().and_then(|e| e.to_str()) else {
+            continue;
+        };
+        if !["libsvm", "lightgcn"].contains(&format) {
+            continue;
+        }
+        let expected = std::fs::read_to_string(path.with_extension(format!("{format}.expected")))
+            .unwrap_or_else(|_| panic!("{} has an .expected file", path.display()));
+        let out = stats(&path, format, &[]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{}: {stderr}", path.display());
+        assert!(!stderr.contains("panicked"), "{}: {stderr}", path.display());
+        for want in expected.lines().filter(|l| !l.is_empty()) {
+            assert!(
+                stderr.contains(want),
+                "{}: `{want}` not in: {stderr}",
+                path.display()
+            );
+        }
+        checked += 1;
+    }
+    assert!(checked >= 10, "only {checked} bad files found");
+}
+
+#[test]
+fn skip_bad_lines_counts_instead_of_failing() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/bad/nan_value.libsvm");
+    let out = stats(&path, "libsvm", &["--skip-bad-lines"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("skipped 1 bad lines"), "{stderr}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["rows"], 1);
+}
