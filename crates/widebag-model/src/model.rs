@@ -12,7 +12,7 @@ use widebag_data::rng::hash2;
 use crate::memory::{MemoryMeter, Phase};
 use crate::optim::{DenseParam, TableState};
 use crate::softmax::{self, ChunkTargets, ClassChunk};
-use crate::table::ShardedTable;
+use crate::table::{Segment, ShardedTable};
 use crate::tensors::{floats, ints, scalar, to_vec};
 use crate::{Compute, ModelError};
 
@@ -90,30 +90,80 @@ pub struct StepStats {
 /// Gradients of one batch, off autodiff: the touched rows and every dense parameter.
 pub struct Grads {
     pub loss: f32,
-    /// `[U, dim]` gradient of the batch's unique rows (`None` for an empty batch).
-    pub rows: Option<Tensor<2>>,
+    /// Gradient of the batch's unique rows, one `[end - start, dim]` tensor per table segment
+    /// (runs of `unique_ids` within one shard), in order.
+    pub rows: Vec<(Segment, Tensor<2>)>,
     /// One per dense parameter, in [`WideModel::dense`] order.
     pub dense: Vec<Tensor<2>>,
 }
 
-/// The batch's index and value buffers on the autodiff device.
-struct BagInputs {
-    n_rows: usize,
-    nnz: usize,
+/// Entries of the batch that read one table segment, at most a buffer's worth.
+struct BagPiece {
+    /// Index of the segment (and of its rows leaf).
+    segment: usize,
+    /// Position of each entry's id within its segment's rows.
     local_pos: Tensor<1, Int>,
+    /// Row of the batch each entry belongs to.
     entry_rows: Tensor<1, Int>,
+    /// `[n, 1]` entry values.
     values: Tensor<2>,
 }
 
+impl Grads {
+    /// The unique rows' gradient as one host vector, `[U, dim]` row-major.
+    pub fn rows_to_vec(&self) -> Result<Vec<f32>, ModelError> {
+        let mut out = Vec::new();
+        for (_, g) in &self.rows {
+            out.extend(to_vec(g.clone())?);
+        }
+        Ok(out)
+    }
+}
+
+/// The batch's index and value buffers on the autodiff device, grouped by table segment and cut
+/// into pieces whose `[n, dim]` weighted entries fit the buffer limit.
+struct BagInputs {
+    n_rows: usize,
+    segments: Vec<Segment>,
+    pieces: Vec<BagPiece>,
+}
+
 impl BagInputs {
-    fn upload(batch: &CsrBatch, device: &Device) -> Self {
-        let nnz = batch.nnz();
+    fn upload(
+        batch: &CsrBatch,
+        segments: Vec<Segment>,
+        max_entries: usize,
+        device: &Device,
+    ) -> Self {
+        let mut buckets: Vec<(Vec<u32>, Vec<u32>, Vec<f32>)> =
+            vec![(Vec::new(), Vec::new(), Vec::new()); segments.len()];
+        let row_ptr = batch.row_ptr();
+        for r in 0..batch.n_rows() {
+            for k in row_ptr[r]..row_ptr[r + 1] {
+                let local = batch.local_pos()[k] as usize;
+                let s = segments.partition_point(|seg| seg.end <= local);
+                let b = &mut buckets[s];
+                b.0.push((local - segments[s].start) as u32);
+                b.1.push(r as u32);
+                b.2.push(batch.values()[k]);
+            }
+        }
+        let mut pieces = Vec::new();
+        for (segment, (pos, rows, vals)) in buckets.into_iter().enumerate() {
+            for start in (0..pos.len()).step_by(max_entries.max(1)) {
+                let end = (start + max_entries.max(1)).min(pos.len());
+                pieces.push(BagPiece {
+                    segment,
+                    local_pos: ints(&pos[start..end], device),
+                    entry_rows: ints(&rows[start..end], device),
+                    values: floats(vals[start..end].to_vec(), [end - start, 1], device),
+                });
+            }
+        }
         Self {
             n_rows: batch.n_rows(),
-            nnz,
-            local_pos: ints(batch.local_pos(), device),
-            entry_rows: ints(&batch.entry_rows(), device),
-            values: floats(batch.values().to_vec(), [nnz, 1], device),
+            segments,
+            pieces,
         }
     }
 }
@@ -253,25 +303,16 @@ impl WideModel {
                 self.spec.batch_size
             )));
         }
-        // The bag's activations are single buffers: refuse, before any work, a batch whose
-        // gathered rows, weighted entries or widest hidden activation would exceed the limit.
+        // Gathered rows and bag entries are split by segment and piece; the `[batch, width]`
+        // hidden activations are single buffers: refuse, before any work, one over the limit.
         let widest = self.spec.layer_sizes().into_iter().max().unwrap_or(1);
-        for (what, n_floats) in [
-            (
-                "gathered unique rows",
-                batch.unique_ids().len() * self.spec.dim,
-            ),
-            ("weighted bag entries", batch.nnz() * self.spec.dim),
-            ("hidden activations", batch.n_rows() * widest),
-        ] {
-            let bytes = 4 * n_floats as u64;
-            if bytes > self.spec.max_buffer_bytes {
-                return Err(ModelError::Shape(format!(
-                    "the batch's {what} need one {bytes}-byte buffer, over the device's \
-                     {}-byte limit: use a smaller train.batch_size or model.dim",
-                    self.spec.max_buffer_bytes
-                )));
-            }
+        let bytes = 4 * (batch.n_rows() * widest) as u64;
+        if bytes > self.spec.max_buffer_bytes {
+            return Err(ModelError::Shape(format!(
+                "the batch's hidden activations need one {bytes}-byte buffer, over the device's \
+                 {}-byte limit: use a smaller train.batch_size or hidden size",
+                self.spec.max_buffer_bytes
+            )));
         }
         Ok(())
     }
@@ -280,15 +321,18 @@ impl WideModel {
     /// `leaves` are the bag bias and hidden parameters as gradient leaves.
     fn forward_hidden(
         &self,
-        rows: &Tensor<2>,
+        rows: &[Tensor<2>],
         leaves: &[Tensor<2>],
         inputs: &BagInputs,
     ) -> Tensor<2> {
         let ad = self.device.clone().autodiff();
         let mut bags = Tensor::<2>::zeros([inputs.n_rows, self.spec.dim], &ad);
-        if inputs.nnz > 0 {
-            let entries = rows.clone().select(0, inputs.local_pos.clone()) * inputs.values.clone();
-            bags = bags.select_assign(0, inputs.entry_rows.clone(), entries, IndexingUpdateOp::Add);
+        for piece in &inputs.pieces {
+            let entries = rows[piece.segment]
+                .clone()
+                .select(0, piece.local_pos.clone())
+                * piece.values.clone();
+            bags = bags.select_assign(0, piece.entry_rows.clone(), entries, IndexingUpdateOp::Add);
         }
         let mut h = relu(bags + leaves[0].clone());
         for layer in 0..self.n_hidden() {
@@ -327,16 +371,22 @@ impl WideModel {
     ) -> Result<Grads, ModelError> {
         self.check_batch(batch)?;
         let ad = self.device.clone().autodiff();
-        // 1. data: the batch's index and value buffers.
-        let inputs = BagInputs::upload(batch, &ad);
-        let targets = ChunkTargets::new(batch.targets(), &self.chunks, &self.device);
-        // 2. unique rows: gather them from the table and make them a gradient leaf.
+        // 1. data: the batch's index and value buffers, grouped by table segment.
         let uniq = batch.unique_ids();
-        let rows = if uniq.is_empty() {
-            Tensor::<2>::zeros([1, self.spec.dim], &ad)
-        } else {
-            self.table.gather(uniq).autodiff().require_grad()
-        };
+        let max_entries = (self.spec.max_buffer_bytes / (4 * self.spec.dim as u64)) as usize;
+        let inputs = BagInputs::upload(batch, self.table.segments(uniq), max_entries, &ad);
+        let targets = ChunkTargets::new(batch.targets(), &self.chunks, &self.device);
+        // 2. unique rows: gather them per segment and make each a gradient leaf.
+        let rows: Vec<Tensor<2>> = inputs
+            .segments
+            .iter()
+            .map(|&seg| {
+                self.table
+                    .gather_segment(uniq, seg)
+                    .autodiff()
+                    .require_grad()
+            })
+            .collect();
         // 3. forward: bag → MLP on autodiff; the output layer in class chunks, off autodiff.
         let leaves = self.hidden_leaves();
         let h = self.forward_hidden(&rows, &leaves, &inputs);
@@ -349,14 +399,17 @@ impl WideModel {
         let out = softmax::backward(&h_plain, &layer, &self.chunks, &targets, &fwd.lse);
         let surrogate = (h * Tensor::from_inner(out.dh)).sum();
         let ad_grads = surrogate.backward();
-        let rows_grad = if uniq.is_empty() {
-            None
-        } else {
-            Some(
-                rows.grad(&ad_grads)
-                    .unwrap_or_else(|| Tensor::zeros([uniq.len(), self.spec.dim], &self.device)),
-            )
-        };
+        let rows_grad = inputs
+            .segments
+            .iter()
+            .zip(&rows)
+            .map(|(&seg, leaf)| {
+                let g = leaf.grad(&ad_grads).unwrap_or_else(|| {
+                    Tensor::zeros([seg.end - seg.start, self.spec.dim], &self.device)
+                });
+                (seg, g)
+            })
+            .collect();
         let mut dense: Vec<Tensor<2>> = leaves
             .iter()
             .zip(&self.dense)
@@ -386,10 +439,11 @@ impl WideModel {
         let grads = self.forward_backward(batch, meter)?;
         self.step += 1;
         // 5. row updates: only the batch's unique rows, in place, with deduplicated ids.
-        if let Some(rows_grad) = grads.rows {
+        let uniq = batch.unique_ids();
+        for (seg, rows_grad) in grads.rows {
             self.table_state.step(
                 &mut self.table,
-                batch.unique_ids(),
+                &uniq[seg.start..seg.end],
                 rows_grad,
                 &self.optim,
                 self.step,

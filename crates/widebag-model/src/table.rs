@@ -19,10 +19,10 @@ pub struct ShardedTable {
 
 /// A run of sorted unique ids that falls in one shard: `uniq[start..end]` live in `shard`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Segment {
-    shard: usize,
-    start: usize,
-    end: usize,
+pub struct Segment {
+    pub shard: usize,
+    pub start: usize,
+    pub end: usize,
 }
 
 impl ShardedTable {
@@ -89,7 +89,8 @@ impl ShardedTable {
         self.n_rows as u64 * self.dim as u64 * 4
     }
 
-    fn segments(&self, uniq: &[u32]) -> Vec<Segment> {
+    /// Splits sorted unique ids into runs that each fall in one shard.
+    pub fn segments(&self, uniq: &[u32]) -> Vec<Segment> {
         let mut out = Vec::new();
         let mut start = 0;
         while start < uniq.len() {
@@ -110,6 +111,14 @@ impl ShardedTable {
             .collect()
     }
 
+    /// Rows `uniq[seg.start..seg.end]` (all in shard `seg.shard`) as one tensor, off autodiff.
+    /// It is never larger than a shard, so it stays within the buffer limit.
+    pub fn gather_segment(&self, uniq: &[u32], seg: Segment) -> Tensor<2> {
+        let device = self.device();
+        let idx = ints(&self.local_ids(seg, uniq), &device);
+        self.shards[seg.shard].clone().select(0, idx)
+    }
+
     /// Rows `uniq` (sorted, distinct, in range) as a `[uniq.len(), dim]` tensor, off autodiff.
     pub fn gather(&self, uniq: &[u32]) -> Tensor<2> {
         let device = self.shards[0].device();
@@ -119,10 +128,7 @@ impl ShardedTable {
         let parts: Vec<Tensor<2>> = self
             .segments(uniq)
             .into_iter()
-            .map(|seg| {
-                let idx = ints(&self.local_ids(seg, uniq), &device);
-                self.shards[seg.shard].clone().select(0, idx)
-            })
+            .map(|seg| self.gather_segment(uniq, seg))
             .collect();
         if parts.len() == 1 {
             parts.into_iter().next().expect("one part")
