@@ -8,10 +8,8 @@
 use std::io::Write;
 use std::path::Path;
 
-use rayon::prelude::*;
-
 use crate::dataset::{Dataset, RowStore};
-use crate::lines::LineBlocks;
+use crate::lines::{LineError, parse_lines};
 use crate::{DataError, ReadOptions};
 
 /// One parsed line: class labels, raw (not yet rebased) ids and their values, and the byte
@@ -23,8 +21,6 @@ struct ParsedLine {
     values: Vec<f32>,
     columns: Vec<u32>,
 }
-
-type LineError = (usize, String);
 
 fn parse_u32(tok: &[u8]) -> Option<u32> {
     if tok.is_empty() || tok.len() > 10 {
@@ -135,34 +131,7 @@ fn parse_line(line: &[u8]) -> Result<Option<ParsedLine>, LineError> {
 
 /// Reads a libsvm file.
 pub fn read_libsvm(path: &Path, options: &ReadOptions) -> Result<Dataset, DataError> {
-    let mut blocks = LineBlocks::open(path)?;
-    let mut parsed: Vec<(usize, ParsedLine)> = Vec::new();
-    let mut skipped = 0;
-    while let Some(block) = blocks.next_block()? {
-        let results: Vec<(usize, Result<Option<ParsedLine>, LineError>)> = block
-            .lines()
-            .into_par_iter()
-            .map(|(n, l)| (n, parse_line(l)))
-            .collect();
-        for (line, r) in results {
-            match r {
-                Ok(Some(p)) => parsed.push((line, p)),
-                Ok(None) => {}
-                Err((column, message)) => {
-                    if options.skip_bad_lines {
-                        skipped += 1;
-                    } else {
-                        return Err(DataError::Parse {
-                            path: path.to_path_buf(),
-                            line,
-                            column,
-                            message,
-                        });
-                    }
-                }
-            }
-        }
-    }
+    let (parsed, mut skipped) = parse_lines(path, options.skip_bad_lines, parse_line)?;
     let min_id = parsed.iter().flat_map(|(_, p)| p.ids.iter()).min().copied();
     let zero_based = options.zero_based.unwrap_or(min_id == Some(0));
     let base = u32::from(!zero_based);

@@ -5,10 +5,8 @@
 
 use std::path::Path;
 
-use rayon::prelude::*;
-
 use crate::dataset::{Dataset, RowStore};
-use crate::lines::LineBlocks;
+use crate::lines::{LineError, parse_lines};
 use crate::{DataError, ReadOptions};
 
 /// Training rows and the held-out items of each user (same row order).
@@ -20,7 +18,7 @@ pub struct Interactions {
 
 type UserItems = (u32, Vec<u32>);
 
-fn parse_line(line: &[u8]) -> Result<Option<UserItems>, (usize, String)> {
+fn parse_line(line: &[u8]) -> Result<Option<UserItems>, LineError> {
     let text = std::str::from_utf8(line).map_err(|e| {
         (
             e.valid_up_to() + 1,
@@ -57,32 +55,8 @@ fn parse_line(line: &[u8]) -> Result<Option<UserItems>, (usize, String)> {
 }
 
 fn read_file(path: &Path, options: &ReadOptions) -> Result<(Vec<UserItems>, usize), DataError> {
-    let mut blocks = LineBlocks::open(path)?;
-    let mut out = Vec::new();
-    let mut skipped = 0;
-    while let Some(block) = blocks.next_block()? {
-        let parsed: Vec<_> = block
-            .lines()
-            .into_par_iter()
-            .map(|(n, l)| (n, parse_line(l)))
-            .collect();
-        for (line, r) in parsed {
-            match r {
-                Ok(Some(u)) => out.push(u),
-                Ok(None) => {}
-                Err(_) if options.skip_bad_lines => skipped += 1,
-                Err((column, message)) => {
-                    return Err(DataError::Parse {
-                        path: path.to_path_buf(),
-                        line,
-                        column,
-                        message,
-                    });
-                }
-            }
-        }
-    }
-    Ok((out, skipped))
+    let (lines, skipped) = parse_lines(path, options.skip_bad_lines, parse_line)?;
+    Ok((lines.into_iter().map(|(_, u)| u).collect(), skipped))
 }
 
 fn to_rows(users: &[UserItems], n_users: usize) -> RowStore {

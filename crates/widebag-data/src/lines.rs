@@ -114,6 +114,47 @@ impl<R: Read> LineBlocks<R> {
     }
 }
 
+/// A line parser's failure: 1-based byte column and message.
+pub type LineError = (usize, String);
+
+/// Parses every line of `path` with `parse` (blocks read in order, lines of a block in parallel
+/// with rayon). Returns `(line_number, item)` for lines that yield an item, and the number of
+/// lines skipped as bad when `skip_bad_lines` is set; otherwise the first bad line is an error
+/// naming the file, line and column.
+pub fn parse_lines<T: Send>(
+    path: &Path,
+    skip_bad_lines: bool,
+    parse: impl Fn(&[u8]) -> Result<Option<T>, LineError> + Sync,
+) -> Result<(Vec<(usize, T)>, usize), DataError> {
+    use rayon::prelude::*;
+    let mut blocks = LineBlocks::open(path)?;
+    let mut out = Vec::new();
+    let mut skipped = 0;
+    while let Some(block) = blocks.next_block()? {
+        let results: Vec<(usize, Result<Option<T>, LineError>)> = block
+            .lines()
+            .into_par_iter()
+            .map(|(n, l)| (n, parse(l)))
+            .collect();
+        for (line, r) in results {
+            match r {
+                Ok(Some(item)) => out.push((line, item)),
+                Ok(None) => {}
+                Err(_) if skip_bad_lines => skipped += 1,
+                Err((column, message)) => {
+                    return Err(DataError::Parse {
+                        path: path.to_path_buf(),
+                        line,
+                        column,
+                        message,
+                    });
+                }
+            }
+        }
+    }
+    Ok((out, skipped))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
