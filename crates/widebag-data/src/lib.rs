@@ -7,6 +7,7 @@ pub mod lines;
 pub mod rng;
 pub mod stats;
 pub mod synthetic;
+pub mod text;
 
 use std::path::PathBuf;
 
