@@ -273,22 +273,6 @@ impl CsrBatch {
         }
     }
 
-    /// Builds a batch from a sprs CSR matrix, validating ids and values like [`Self::from_rows`].
-    pub fn from_csmat(
-        matrix: &CsMatI<f32, u32, usize>,
-        targets: &[RowTarget],
-        n_classes: usize,
-    ) -> Result<Self, CsrError> {
-        let rows: Vec<SparseRow> = matrix
-            .outer_iterator()
-            .map(|row| SparseRow {
-                ids: row.indices().to_vec(),
-                values: row.data().to_vec(),
-            })
-            .collect();
-        Self::from_rows(&rows, targets, matrix.cols(), n_classes)
-    }
-
     pub fn n_rows(&self) -> usize {
         self.matrix.rows()
     }
@@ -332,13 +316,6 @@ impl CsrBatch {
     /// The underlying sprs matrix.
     pub fn matrix(&self) -> &CsMatI<f32, u32, usize> {
         &self.matrix
-    }
-    /// Bytes of the host-side batch buffers as uploaded to a device: row ids of entries (u32),
-    /// local positions (u32), values (f32), unique ids (u32) and targets (u32 + f32).
-    pub fn upload_bytes(&self) -> usize {
-        4 * (3 * self.nnz() + self.unique_ids.len())
-            + 8 * self.targets.classes.len()
-            + 4 * self.n_rows()
     }
     /// Rows present in the batch as a dense `n_rows × width` row-major matrix (tests and the
     /// dense baseline only: this is exactly the allocation the sparse path avoids).

@@ -44,20 +44,6 @@ impl RowStore {
         self.target_ptr.push(self.targets.len());
     }
 
-    /// Appends all rows of `other`.
-    pub fn extend(&mut self, other: &RowStore) {
-        let base = self.ids.len();
-        self.ids.extend_from_slice(&other.ids);
-        self.values.extend_from_slice(&other.values);
-        self.row_ptr
-            .extend(other.row_ptr[1..].iter().map(|&p| p + base));
-        let tbase = self.targets.len();
-        self.targets.extend_from_slice(&other.targets);
-        self.target_weights.extend_from_slice(&other.target_weights);
-        self.target_ptr
-            .extend(other.target_ptr[1..].iter().map(|&p| p + tbase));
-    }
-
     pub fn row(&self, r: usize) -> (&[u32], &[f32]) {
         let (a, b) = (self.row_ptr[r], self.row_ptr[r + 1]);
         (&self.ids[a..b], &self.values[a..b])

@@ -32,13 +32,10 @@ pub struct ModelSpec {
 
 impl ModelSpec {
     pub fn new(config: &Config, compute: &Compute) -> Self {
-        let max_buffer_bytes = if config.model.max_buffer_mib > 0 {
-            compute
-                .max_buffer_bytes
-                .min(config.model.max_buffer_mib << 20)
-        } else {
-            compute.max_buffer_bytes
-        };
+        let max_buffer_bytes = compute
+            .clone()
+            .with_buffer_cap(config.model.max_buffer_mib << 20)
+            .max_buffer_bytes;
         let last = config
             .model
             .hidden

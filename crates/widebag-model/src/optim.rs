@@ -106,15 +106,6 @@ impl DenseParam {
             }
         }
     }
-
-    /// Bytes of optimizer state.
-    pub fn state_bytes(&self) -> u64 {
-        let n = self.value.shape().num_elements() as u64 * 4;
-        match self.state {
-            DenseState::Sgd => 0,
-            DenseState::Adam(_) => 2 * n,
-        }
-    }
 }
 
 /// Optimizer state of the table, in the table's own row layout.

@@ -76,9 +76,6 @@ impl ShardedTable {
     pub fn device(&self) -> Device {
         self.shards[0].device()
     }
-    pub fn rows_per_shard_used(&self) -> usize {
-        self.rows_per_shard
-    }
     pub fn dim(&self) -> usize {
         self.dim
     }
