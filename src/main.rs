@@ -8,6 +8,7 @@ use anyhow::Context;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 use widebag_config::{Config, DeviceChoice};
+use widebag_data::{Format, Source, TextMode, TextOptions, TokenFormat};
 use widebag_model::{RunSummary, open_device, run_training};
 
 #[derive(Parser)]
@@ -36,22 +37,82 @@ enum Command {
 enum DataCommand {
     /// Rows, width, nnz per row, head coverage and unique ids per batch of a data file.
     Stats(StatsArgs),
+    /// Convert a data file to libsvm or scipy npz.
+    Convert(ConvertArgs),
+    /// Write synthetic rows (the `[data]` settings of the config) to a libsvm or npz file.
+    Synth(SynthArgs),
 }
 
 #[derive(Clone, Copy, ValueEnum)]
-enum DataFormat {
-    /// `label[,label…] idx:val …` (svmlight).
+enum FormatArg {
+    /// `label[,label…] [qid:n] idx:val … [# comment]` (svmlight).
     Libsvm,
+    /// scipy.sparse CSR `.npz` (as written by `save_npz`).
+    Npz,
     /// LightGCN interaction lists: `user item item …`.
     Lightgcn,
+    /// Text: one document per line of a file, or one per file under a directory.
+    Text,
+    /// dictd database: NAME.index + NAME.dict(.dz); one document per entry.
+    Dictd,
 }
 
+impl From<FormatArg> for Format {
+    fn from(f: FormatArg) -> Self {
+        match f {
+            FormatArg::Libsvm => Format::Libsvm,
+            FormatArg::Npz => Format::Npz,
+            FormatArg::Lightgcn => Format::Lightgcn,
+            FormatArg::Text => Format::Text,
+            FormatArg::Dictd => Format::Dictd,
+        }
+    }
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum ModeArg {
+    /// One row per document, its bag of words (target: the same bag).
+    Bow,
+    /// One row per word: the bag of context words, the word as target.
+    Cbow,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum TokensArg {
+    Plain,
+    /// `word/TAG` tokens (Brown corpus): tags are dropped.
+    Tagged,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum OutFormat {
+    Libsvm,
+    Npz,
+}
+
+/// Which file and how to read it (shared by `data stats` and `data convert`).
 #[derive(Args)]
-struct StatsArgs {
-    /// The data file (for lightgcn: the training file).
+struct SourceArgs {
+    /// The data file (lightgcn: the training file; text: a file or a directory; dictd: the
+    /// .index, the .dict(.dz), or their common stem).
     file: PathBuf,
     #[arg(long, value_enum)]
-    format: DataFormat,
+    format: FormatArg,
+    /// text/dictd: bag-of-words documents or CBOW windows.
+    #[arg(long, value_enum)]
+    mode: Option<ModeArg>,
+    /// cbow: context words on each side.
+    #[arg(long, default_value_t = 2)]
+    window: usize,
+    /// text/dictd: least count of a vocabulary word.
+    #[arg(long, default_value_t = 1)]
+    min_count: u64,
+    /// text/dictd: most vocabulary words kept (most frequent first); 0 keeps all.
+    #[arg(long, default_value_t = 0)]
+    max_vocab: usize,
+    /// text/dictd: token format.
+    #[arg(long, value_enum, default_value = "plain")]
+    tokens: TokensArg,
     /// lightgcn: the held-out file loaded alongside.
     #[arg(long)]
     test: Option<PathBuf>,
@@ -61,15 +122,81 @@ struct StatsArgs {
     /// Skip malformed lines and report how many, instead of failing.
     #[arg(long)]
     skip_bad_lines: bool,
+}
+
+impl SourceArgs {
+    fn source(&self) -> Result<Source, Failure> {
+        let format = Format::from(self.format);
+        if self.mode.is_some() && !format.is_text() {
+            return Err(Failure::usage(anyhow::anyhow!(
+                "--mode applies to --format text and dictd only"
+            )));
+        }
+        if self.window == 0 || self.min_count == 0 {
+            return Err(Failure::usage(anyhow::anyhow!(
+                "--window and --min-count must be at least 1"
+            )));
+        }
+        let mut s = Source::new(&self.file, format);
+        s.test_path = self.test.clone();
+        s.read.zero_based = self.zero_based;
+        s.read.skip_bad_lines = self.skip_bad_lines;
+        s.text = TextOptions {
+            mode: match self.mode {
+                Some(ModeArg::Cbow) => TextMode::Cbow,
+                _ => TextMode::Bow,
+            },
+            window: self.window,
+            min_count: self.min_count,
+            max_vocab: self.max_vocab,
+            tokens: match self.tokens {
+                TokensArg::Plain => TokenFormat::Plain,
+                TokensArg::Tagged => TokenFormat::Tagged,
+            },
+        };
+        Ok(s)
+    }
+}
+
+#[derive(Args)]
+struct StatsArgs {
+    #[command(flatten)]
+    source: SourceArgs,
     /// Batches sampled per batch size for unique ids.
     #[arg(long, default_value_t = 20)]
     samples: usize,
     /// Print one JSON object on stdout.
     #[arg(long)]
     json: bool,
-    /// Do not save the statistics as `FILE.stats.json` beside the data.
+    /// Do not save the statistics (`FILE.stats.json` beside the data, or the cache directory
+    /// when that is read-only).
     #[arg(long)]
     no_save: bool,
+}
+
+#[derive(Args)]
+struct ConvertArgs {
+    #[command(flatten)]
+    source: SourceArgs,
+    /// Output format.
+    #[arg(long, value_enum)]
+    to: OutFormat,
+    /// Output file.
+    out: PathBuf,
+}
+
+#[derive(Args)]
+struct SynthArgs {
+    #[command(flatten)]
+    config: ConfigArgs,
+    /// Number of rows to write.
+    #[arg(long, default_value_t = 10_000)]
+    rows: usize,
+    /// Output format.
+    #[arg(long, value_enum)]
+    to: OutFormat,
+    /// Output file.
+    out: PathBuf,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -152,6 +279,23 @@ fn print_summary(s: &RunSummary) {
         mib(s.table_bytes),
         mib(s.parameter_bytes)
     );
+    if let Some(d) = &s.data {
+        println!(
+            "  data               {} ({}, {} rows, {} epochs started, {:.1} unique ids per batch)",
+            d.path.display(),
+            d.format.name(),
+            d.rows,
+            s.epochs.unwrap_or(0),
+            d.unique_ids_per_batch
+        );
+        if let Some(v) = &d.vocabulary_file {
+            println!("  vocabulary         {}", v.display());
+        }
+        if let Some(f) = &d.stats_file {
+            let how = if d.stats_reused { "reused" } else { "saved" };
+            println!("  statistics         {} ({how})", f.display());
+        }
+    }
     match (s.peak_in_use_bytes, s.peak_reserved_bytes) {
         (Some(u), Some(r)) => println!(
             "  peak device memory {:.1} MiB in use, {:.1} MiB reserved (burn allocator)",
@@ -171,6 +315,26 @@ fn train(args: &TrainArgs) -> Result<(), Failure> {
             DeviceArg::Cpu => DeviceChoice::Cpu,
         };
     }
+    let prepared = widebag_config::open_data(&config).map_err(Failure::usage)?;
+    for w in &prepared.warnings {
+        eprintln!("widebag: {w}");
+    }
+    if let Some(d) = &prepared.data {
+        eprintln!(
+            "widebag: {} ({}): {} rows, width {}, {} classes, {} nnz{}",
+            d.path.display(),
+            d.format.name(),
+            d.rows,
+            d.width,
+            d.n_classes,
+            d.nnz_total,
+            if d.skipped_lines > 0 {
+                format!(", {} bad lines skipped", d.skipped_lines)
+            } else {
+                String::new()
+            }
+        );
+    }
     let compute = open_device(config.train.device)
         .context("opening the device")
         .map_err(Failure::run)?;
@@ -184,7 +348,7 @@ fn train(args: &TrainArgs) -> Result<(), Failure> {
     );
     let started = std::time::Instant::now();
     let mut examples = 0usize;
-    let summary = run_training(&config, &compute, |s| {
+    let summary = run_training(prepared, &compute, |s| {
         examples += s.n_rows;
         let rate = examples as f64 / started.elapsed().as_secs_f64().max(1e-9);
         bar.set_message(format!("loss {:.4}  {:.0} ex/s", s.loss, rate));
@@ -204,34 +368,42 @@ fn train(args: &TrainArgs) -> Result<(), Failure> {
     Ok(())
 }
 
-fn data_stats(args: &StatsArgs) -> Result<(), Failure> {
-    let options = widebag_data::ReadOptions {
-        zero_based: args.zero_based,
-        skip_bad_lines: args.skip_bad_lines,
-        ..Default::default()
-    };
-    let dataset = match args.format {
-        DataFormat::Libsvm => widebag_data::libsvm::read_libsvm(&args.file, &options),
-        DataFormat::Lightgcn => {
-            widebag_data::lightgcn::read_lightgcn(&args.file, args.test.as_deref(), &options)
-                .map(|i| i.train)
+/// Loads a source and saves a text vocabulary beside `vocab_beside` (when given); data errors are
+/// usage errors (exit 2).
+fn load_source(
+    source: &Source,
+    vocab_beside: Option<&std::path::Path>,
+) -> Result<widebag_data::Loaded, Failure> {
+    let loaded = widebag_data::load(source).map_err(Failure::usage)?;
+    if let (Some(v), Some(beside)) = (&loaded.vocabulary, vocab_beside) {
+        match widebag_data::source::save_sidecar(beside, "vocab.tsv", &v.to_tsv()) {
+            Ok(p) => eprintln!(
+                "widebag: vocabulary of {} words saved to {}",
+                v.len(),
+                p.display()
+            ),
+            Err(e) => eprintln!("widebag: vocabulary not saved: {e}"),
         }
     }
-    .map_err(Failure::usage)?;
-    let stats = widebag_data::stats::compute(&dataset, args.samples, 0);
-    let json = serde_json::to_string_pretty(&stats).expect("stats serialise");
-    let mut beside = args.file.clone().into_os_string();
-    beside.push(".stats.json");
-    if !args.no_save
-        && let Err(e) = std::fs::write(&beside, &json)
-    {
+    if loaded.dataset.skipped_lines > 0 {
         eprintln!(
-            "widebag: could not save the statistics beside the data ({}: {e})",
-            PathBuf::from(&beside).display()
+            "widebag: skipped {} bad lines",
+            loaded.dataset.skipped_lines
         );
     }
-    if dataset.skipped_lines > 0 {
-        eprintln!("widebag: skipped {} bad lines", dataset.skipped_lines);
+    Ok(loaded)
+}
+
+fn data_stats(args: &StatsArgs) -> Result<(), Failure> {
+    let source = args.source.source()?;
+    let beside = (!args.no_save).then_some(source.path.as_path());
+    let dataset = load_source(&source, beside)?.dataset;
+    let mut stats = widebag_data::stats::compute(&dataset, args.samples, 0);
+    if !args.no_save {
+        match widebag_data::stats::save(&source, &mut stats) {
+            Ok(p) => eprintln!("widebag: statistics saved to {}", p.display()),
+            Err(e) => eprintln!("widebag: statistics not saved: {e}"),
+        }
     }
     if args.json {
         println!(
@@ -240,7 +412,7 @@ fn data_stats(args: &StatsArgs) -> Result<(), Failure> {
         );
         return Ok(());
     }
-    println!("{}", args.file.display());
+    println!("{}", source.path.display());
     println!(
         "  rows {}  width {}  classes {}  empty rows {}",
         stats.rows, stats.width, stats.n_classes, stats.empty_rows
@@ -260,13 +432,59 @@ fn data_stats(args: &StatsArgs) -> Result<(), Failure> {
     Ok(())
 }
 
+fn data_convert(args: &ConvertArgs) -> Result<(), Failure> {
+    let source = args.source.source()?;
+    // The ids of a converted text corpus mean nothing without its vocabulary: keep it beside
+    // the output.
+    let dataset = load_source(&source, Some(&args.out))?.dataset;
+    write_dataset(&dataset, args.to, &args.out)?;
+    let shape = dataset.shape();
+    eprintln!(
+        "widebag: wrote {} rows, width {}, {} nnz to {}",
+        shape.rows,
+        shape.width,
+        shape.nnz_total,
+        args.out.display()
+    );
+    Ok(())
+}
+
+fn write_dataset(
+    dataset: &widebag_data::Dataset,
+    to: OutFormat,
+    out: &std::path::Path,
+) -> Result<(), Failure> {
+    match to {
+        OutFormat::Libsvm => widebag_data::libsvm::write_libsvm(dataset, out, true),
+        OutFormat::Npz => widebag_data::npz::write_npz(dataset, out),
+    }
+    .map_err(Failure::run)
+}
+
+fn data_synth(args: &SynthArgs) -> Result<(), Failure> {
+    let config = load_config(&args.config)?;
+    let stream = widebag_data::SyntheticStream::new(widebag_config::synthetic_spec(&config))
+        .map_err(Failure::usage)?;
+    let dataset = widebag_data::synthetic::to_dataset(&stream, args.rows);
+    write_dataset(&dataset, args.to, &args.out)?;
+    eprintln!(
+        "widebag: wrote {} synthetic rows ({} nnz) to {}",
+        args.rows,
+        dataset.rows.nnz(),
+        args.out.display()
+    );
+    Ok(())
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match &cli.command {
         Command::Train(args) => train(args),
-        Command::Data {
-            command: DataCommand::Stats(args),
-        } => data_stats(args),
+        Command::Data { command } => match command {
+            DataCommand::Stats(args) => data_stats(args),
+            DataCommand::Convert(args) => data_convert(args),
+            DataCommand::Synth(args) => data_synth(args),
+        },
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,5 +1,6 @@
 //! The bad-input corpus in `tests/data/bad/`: every file is refused with exit code 2 and a
-//! message naming file, line and column; nothing panics.
+//! message naming the file and the place in it (line and column; member and byte for npz);
+//! nothing panics.
 
 use std::path::Path;
 use std::process::Command;
@@ -20,13 +21,17 @@ fn every_bad_file_is_refused_with_file_line_and_column() {
     let mut checked = 0;
     for entry in std::fs::read_dir(&dir).unwrap() {
         let path = entry.unwrap().path();
-        let Some(format) = path.extension().and_then(|e| e.to_str()) else {
+        let Some(ext) = path.extension().and_then(|e| e.to_str()) else {
             continue;
         };
-        if !["libsvm", "lightgcn"].contains(&format) {
-            continue;
-        }
-        let expected = std::fs::read_to_string(path.with_extension(format!("{format}.expected")))
+        let format = match ext {
+            "libsvm" | "lightgcn" | "npz" | "text" => ext,
+            "index" => "dictd",
+            _ => continue,
+        };
+        let mut expected_path = path.clone().into_os_string();
+        expected_path.push(".expected");
+        let expected = std::fs::read_to_string(&expected_path)
             .unwrap_or_else(|_| panic!("{} has an .expected file", path.display()));
         let out = stats(&path, format, &[]);
         let stderr = String::from_utf8_lossy(&out.stderr);
@@ -41,7 +46,7 @@ fn every_bad_file_is_refused_with_file_line_and_column() {
         }
         checked += 1;
     }
-    assert!(checked >= 10, "only {checked} bad files found");
+    assert!(checked >= 19, "only {checked} bad files found");
 }
 
 #[test]

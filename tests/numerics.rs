@@ -4,6 +4,7 @@
 mod common;
 
 use common::{assert_close, flex, wgpu_or_skip};
+use widebag_config::synthetic_spec;
 use widebag_config::{Config, DenseOptim, TableOptim, TargetKind};
 use widebag_csr::CsrBatch;
 use widebag_data::SyntheticStream;
@@ -11,7 +12,6 @@ use widebag_model::optim::DenseParam;
 use widebag_model::reference::dense_reference;
 use widebag_model::softmax::{self, ChunkTargets};
 use widebag_model::tensors::{floats, to_vec};
-use widebag_model::train::synthetic_spec;
 use widebag_model::{Compute, WideModel};
 
 fn small_config(target: TargetKind) -> Config {

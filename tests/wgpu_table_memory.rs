@@ -22,7 +22,12 @@ fn table_240k_by_1024_trains_with_row_sparse_sgd_under_1_25x_table_bytes() {
     config.optim.table = TableOptim::Sgd;
     config.optim.dense = DenseOptim::Sgd;
     config.optim.lr = 0.01;
-    let summary = run_training(&config, &compute, |_| {}).unwrap();
+    let summary = run_training(
+        widebag_config::open_data(&config).unwrap(),
+        &compute,
+        |_| {},
+    )
+    .unwrap();
     let table = summary.table_bytes;
     assert_eq!(table, 240_000 * 1024 * 4);
     assert!(

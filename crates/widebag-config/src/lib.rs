@@ -10,9 +10,12 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
-pub use widebag_data::TargetKind;
+pub use widebag_data::{Format, TargetKind, TextMode, TokenFormat};
 
+pub mod data;
 mod locate;
+
+pub use data::{DataSummary, Prepared, open_data, synthetic_spec};
 
 /// The built-in quickstart, layered over the schema defaults when no `--config` is given.
 pub const QUICKSTART_TOML: &str = include_str!("../../../configs/quickstart.toml");
@@ -66,6 +69,32 @@ pub struct DataConfig {
     /// Share of a row's ids that carry signal about its target.
     pub signal_share: f64,
     pub target: TargetKind,
+    /// A data file (or directory, for `text`) to train on instead of synthetic data. The file
+    /// then decides the width and the classes; the synthetic keys above are not used.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path: Option<PathBuf>,
+    /// Format of `path`: `libsvm`, `npz`, `lightgcn`, `text` or `dictd`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub format: Option<Format>,
+    /// `lightgcn`: the held-out interactions file.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub test_path: Option<PathBuf>,
+    /// `text`/`dictd`: `bow` (one row per document) or `cbow` (one row per word).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mode: Option<TextMode>,
+    /// `cbow`: context words on each side.
+    pub window: usize,
+    /// `text`/`dictd`: words seen fewer times are left out of the vocabulary.
+    pub min_count: u64,
+    /// `text`/`dictd`: the most words kept; 0 keeps all.
+    pub max_vocab: usize,
+    /// `text`/`dictd`: `plain`, or `tagged` for `word/TAG` tokens (Brown corpus).
+    pub tokens: TokenFormat,
+    /// `libsvm`: ids are 0-based (true) or 1-based (false); detected when unset.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub zero_based: Option<bool>,
+    /// Skip malformed lines (counted and reported) instead of refusing the file.
+    pub skip_bad_lines: bool,
 }
 
 impl Default for DataConfig {
@@ -78,6 +107,16 @@ impl Default for DataConfig {
             zipf_exponent: 1.05,
             signal_share: 0.5,
             target: TargetKind::NextId,
+            path: None,
+            format: None,
+            test_path: None,
+            mode: None,
+            window: 2,
+            min_count: 1,
+            max_vocab: 0,
+            tokens: TokenFormat::Plain,
+            zero_based: None,
+            skip_bad_lines: false,
         }
     }
 }
@@ -85,6 +124,23 @@ impl Default for DataConfig {
 impl DataConfig {
     pub fn n_classes(&self) -> usize {
         self.n_classes.unwrap_or(self.width)
+    }
+
+    /// The data file to read, when the run trains on one (validated: `format` is set).
+    pub fn source(&self) -> Option<widebag_data::Source> {
+        let (path, format) = (self.path.as_ref()?, self.format?);
+        let mut s = widebag_data::Source::new(path, format);
+        s.test_path = self.test_path.clone();
+        s.read.zero_based = self.zero_based;
+        s.read.skip_bad_lines = self.skip_bad_lines;
+        s.text = widebag_data::TextOptions {
+            mode: self.mode.unwrap_or_default(),
+            window: self.window,
+            min_count: self.min_count,
+            max_vocab: self.max_vocab,
+            tokens: self.tokens,
+        };
+        Some(s)
     }
 }
 
@@ -253,6 +309,11 @@ fn flatten(prefix: &str, table: &toml::Table, out: &mut Vec<(String, toml::Value
 pub fn known_keys() -> Vec<String> {
     let mut full = Config::default();
     full.data.n_classes = Some(1);
+    full.data.path = Some(PathBuf::from("x"));
+    full.data.format = Some(Format::Libsvm);
+    full.data.test_path = Some(PathBuf::from("x"));
+    full.data.mode = Some(TextMode::Bow);
+    full.data.zero_based = Some(true);
     full.optim.table_lr = Some(1.0);
     let table = toml::Table::try_from(&full).expect("config serialises");
     let mut out = Vec::new();
@@ -403,7 +464,7 @@ impl ConfigLoader {
     /// Deserialises and range-checks the merged configuration.
     pub fn build(self) -> Result<Config, ConfigError> {
         let value = toml::Value::Table(self.table.clone());
-        let config: Config = serde_path_to_error::deserialize(value).map_err(|e| {
+        let mut config: Config = serde_path_to_error::deserialize(value).map_err(|e| {
             let key = e.path().to_string();
             // Paths into arrays read `model.hidden[1]`; the origin is the array's key.
             let base = key.split('[').next().unwrap_or(&key).to_string();
@@ -413,6 +474,14 @@ impl ConfigLoader {
                 message: e.into_inner().message().to_string(),
             }
         })?;
+        // The quickstart's class count is for its synthetic data; a data file brings its own.
+        let from_quickstart = matches!(
+            self.origin_of("data.n_classes"),
+            Origin::File { path, .. } if path == Path::new(QUICKSTART_NAME)
+        );
+        if config.data.path.is_some() && from_quickstart {
+            config.data.n_classes = None;
+        }
         if let Err((key, message)) = validate(&config) {
             return Err(ConfigError::Invalid {
                 origin: self.origin_of(key),
@@ -486,6 +555,34 @@ pub fn validate(c: &Config) -> Result<(), (&'static str, String)> {
         "data.signal_share",
         "must be within [0, 1]",
     )?;
+    match (&d.path, d.format) {
+        (Some(_), None) => check(
+            false,
+            "data.format",
+            "must be set with data.path: libsvm, npz, lightgcn, text or dictd",
+        )?,
+        (None, Some(_)) => check(false, "data.path", "must be set with data.format")?,
+        _ => {}
+    }
+    if let Some(f) = d.format {
+        check(
+            d.mode.is_none() || f.is_text(),
+            "data.mode",
+            "applies to the text and dictd formats only",
+        )?;
+        check(
+            d.test_path.is_none() || f == Format::Lightgcn,
+            "data.test_path",
+            "applies to the lightgcn format only",
+        )?;
+        check(
+            d.zero_based.is_none() || f == Format::Libsvm,
+            "data.zero_based",
+            "applies to the libsvm format only",
+        )?;
+    }
+    check(d.window >= 1, "data.window", "must be at least 1")?;
+    check(d.min_count >= 1, "data.min_count", "must be at least 1")?;
     let m = &c.model;
     check(m.dim >= 1, "model.dim", "must be at least 1")?;
     check(
@@ -610,6 +707,33 @@ mod tests {
         std::fs::write(&path, "[train]\nsteps = = 3\n").unwrap();
         let msg = load(Some(&path), &[]).unwrap_err().to_string();
         assert!(msg.contains("bad.toml:2"), "{msg}");
+    }
+
+    #[test]
+    fn data_file_keys() {
+        let c = sets(&[
+            "data.path=corpus.txt",
+            "data.format=text",
+            "data.mode=cbow",
+            "data.window=3",
+        ])
+        .unwrap();
+        let s = c.data.source().unwrap();
+        assert_eq!(s.format, Format::Text);
+        assert_eq!(s.text.mode, TextMode::Cbow);
+        assert_eq!(s.text.window, 3);
+        for (args, key) in [
+            (&["data.path=x.svm"][..], "data.format"),
+            (&["data.format=npz"][..], "data.path"),
+            (
+                &["data.path=x", "data.format=libsvm", "data.mode=cbow"][..],
+                "data.mode",
+            ),
+            (&["data.path=x", "data.format=csv"][..], "data.format"),
+        ] {
+            let msg = sets(args).unwrap_err().to_string();
+            assert!(msg.contains(key), "{args:?}: {msg}");
+        }
     }
 
     #[test]

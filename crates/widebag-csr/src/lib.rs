@@ -52,6 +52,30 @@ impl SparseRow {
         let values = vec![1.0; ids.len()];
         Self { ids, values }
     }
+
+    /// The same row with ids sorted and repeated ids' values summed (the form a batch holds).
+    pub fn canonical(&self) -> Self {
+        let mut pairs: Vec<(u32, f32)> = self
+            .ids
+            .iter()
+            .copied()
+            .zip(self.values.iter().copied())
+            .collect();
+        pairs.sort_by_key(|&(id, _)| id);
+        let mut out = Self {
+            ids: Vec::with_capacity(pairs.len()),
+            values: Vec::with_capacity(pairs.len()),
+        };
+        for (id, v) in pairs {
+            if out.ids.last() == Some(&id) {
+                *out.values.last_mut().expect("same length") += v;
+            } else {
+                out.ids.push(id);
+                out.values.push(v);
+            }
+        }
+        out
+    }
 }
 
 /// The target of one row.
@@ -328,6 +352,22 @@ impl CsrBatch {
             }
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod canonical_tests {
+    use super::*;
+
+    #[test]
+    fn canonical_sorts_and_sums() {
+        let r = SparseRow {
+            ids: vec![5, 2, 5, 0],
+            values: vec![1.0, 0.5, 2.0, 1.0],
+        };
+        let c = r.canonical();
+        assert_eq!(c.ids, vec![0, 2, 5]);
+        assert_eq!(c.values, vec![1.0, 0.5, 3.0]);
     }
 }
 

@@ -1,17 +1,25 @@
-//! Data sources that produce CSR batches: the seeded synthetic generator (and, later, file readers).
+//! Data sources that produce CSR batches: the seeded synthetic generator and the file readers
+//! (libsvm, scipy npz, LightGCN interaction lists, text corpora, dictd), statistics, conversion.
 
+pub mod batches;
 pub mod dataset;
+pub mod dictd;
 pub mod libsvm;
 pub mod lightgcn;
 pub mod lines;
+pub mod npz;
 pub mod rng;
+pub mod source;
 pub mod stats;
 pub mod synthetic;
 pub mod text;
 
 use std::path::PathBuf;
 
+pub use batches::{BatchSource, EpochBatches};
 pub use dataset::{Dataset, RowStore};
+pub use source::{Format, Loaded, Source, load};
+pub use text::{TextMode, TextOptions, TokenFormat, Vocabulary};
 
 pub use synthetic::{SyntheticSpec, SyntheticStream, TargetKind, ZipfTable};
 
@@ -34,12 +42,19 @@ pub enum DataError {
         column: usize,
         message: String,
     },
+    #[error("{}: member `{member}` at byte {offset}: {message}", path.display())]
+    Archive {
+        path: PathBuf,
+        member: String,
+        offset: u64,
+        message: String,
+    },
     #[error("{}: the file holds no rows", path.display())]
     Empty { path: PathBuf },
 }
 
 /// Options shared by the file readers.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct ReadOptions {
     /// Ids are 0-based (`Some(true)`), 1-based (`Some(false)`), or detected (`None`).
     pub zero_based: Option<bool>,

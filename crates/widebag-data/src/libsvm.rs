@@ -3,10 +3,17 @@
 //! Blocks of lines are parsed in parallel with rayon. Labels are class ids (non-negative
 //! integers; several, comma-separated, for multi-label rows). `qid:` is ignored and `#` comments
 //! are stripped. Ids are 0- or 1-based: set, or detected as sklearn's `load_svmlight_file` does
-//! (1-based unless some id is 0). The width is set or taken from the largest id.
+//! (1-based unless some id is 0). The width is set or taken from the largest id. Blank lines are
+//! skipped, as sklearn does.
+//!
+//! Files widebag writes start with a comment other tools ignore,
+//! `# widebag libsvm: zero_based=true width=N n_classes=K blank_lines=rows`, so widebag reads
+//! them back exactly: the index base, width and classes, and blank lines as empty rows.
 
 use std::io::Write;
 use std::path::Path;
+
+use widebag_csr::SparseRow;
 
 use crate::dataset::{Dataset, RowStore};
 use crate::lines::{LineError, parse_lines};
@@ -129,9 +136,55 @@ fn parse_line(line: &[u8]) -> Result<Option<ParsedLine>, LineError> {
     Ok(any.then_some(out))
 }
 
+/// The first line of files widebag writes.
+const HEADER: &str = "# widebag libsvm:";
+
+/// Settings recorded in a widebag header line.
+#[derive(Debug, Default, PartialEq)]
+struct Header {
+    zero_based: Option<bool>,
+    width: Option<usize>,
+    n_classes: Option<usize>,
+    blank_lines_are_rows: bool,
+}
+
+fn read_header(path: &Path) -> Header {
+    use std::io::BufRead;
+    let mut first = String::new();
+    let ok = std::fs::File::open(path)
+        .map(std::io::BufReader::new)
+        .and_then(|mut r| r.read_line(&mut first));
+    let mut h = Header::default();
+    let Some(rest) = ok.ok().and_then(|_| first.trim_end().strip_prefix(HEADER)) else {
+        return h;
+    };
+    for kv in rest.split_whitespace() {
+        match kv.split_once('=') {
+            Some(("zero_based", v)) => h.zero_based = v.parse().ok(),
+            Some(("width", v)) => h.width = v.parse().ok(),
+            Some(("n_classes", v)) => h.n_classes = v.parse().ok(),
+            Some(("blank_lines", v)) => h.blank_lines_are_rows = v == "rows",
+            _ => {}
+        }
+    }
+    h
+}
+
 /// Reads a libsvm file.
 pub fn read_libsvm(path: &Path, options: &ReadOptions) -> Result<Dataset, DataError> {
-    let (parsed, mut skipped) = parse_lines(path, options.skip_bad_lines, parse_line)?;
+    let header = read_header(path);
+    let options = &ReadOptions {
+        zero_based: options.zero_based.or(header.zero_based),
+        width: options.width.or(header.width),
+        n_classes: options.n_classes.or(header.n_classes),
+        skip_bad_lines: options.skip_bad_lines,
+    };
+    let (parsed, mut skipped) = parse_lines(path, options.skip_bad_lines, |line| {
+        if header.blank_lines_are_rows && line.iter().all(u8::is_ascii_whitespace) {
+            return Ok(Some(ParsedLine::default()));
+        }
+        parse_line(line)
+    })?;
     let min_id = parsed.iter().flat_map(|(_, p)| p.ids.iter()).min().copied();
     let zero_based = options.zero_based.unwrap_or(min_id == Some(0));
     let base = u32::from(!zero_based);
@@ -211,21 +264,54 @@ pub fn read_libsvm(path: &Path, options: &ReadOptions) -> Result<Dataset, DataEr
     })
 }
 
-/// Writes a dataset as libsvm with 0-based ids (`zero_based = false` writes 1-based).
+/// Writes a dataset as libsvm with 0-based ids (`zero_based = false` writes 1-based), after a
+/// widebag header comment. Labels are the target classes (a row whose target is its own bag
+/// gets its ids as labels; target weights other than 1 are not representable and are refused).
 pub fn write_libsvm(dataset: &Dataset, path: &Path, zero_based: bool) -> Result<(), DataError> {
     let io = |source| DataError::Io {
         path: path.to_path_buf(),
         source,
     };
+    if let Some(i) = dataset.rows.target_weights.iter().position(|&w| w != 1.0) {
+        let row = dataset.rows.target_ptr.partition_point(|&p| p <= i) - 1;
+        let (targets, weights) = dataset.rows.row_targets(row);
+        // Self-targets (the row's own bag with its values) are written as labels of weight 1.
+        if (targets, weights) != dataset.rows.row(row) {
+            return Err(DataError::InvalidSpec {
+                key: "--to libsvm",
+                message: format!(
+                    "row {row} has target weights other than 1, which libsvm labels cannot hold \
+                     (convert to npz instead)"
+                ),
+            });
+        }
+    }
     let file = std::fs::File::create(path).map_err(io)?;
     let mut w = std::io::BufWriter::new(file);
+    writeln!(
+        w,
+        "{HEADER} zero_based={zero_based} width={} n_classes={} blank_lines=rows",
+        dataset.width, dataset.n_classes
+    )
+    .map_err(io)?;
     let base = u32::from(!zero_based);
     for r in 0..dataset.n_rows() {
-        let (labels, _) = dataset.rows.row_targets(r);
+        let (ids, values) = dataset.rows.row(r);
+        let targets = dataset.rows.row_targets(r);
+        // svmlight readers (sklearn's among them) want sorted, unique indices per line.
+        let row = SparseRow {
+            ids: ids.to_vec(),
+            values: values.to_vec(),
+        }
+        .canonical();
+        let labels = if targets == (ids, values) {
+            &row.ids[..]
+        } else {
+            targets.0
+        };
         let labels: Vec<String> = labels.iter().map(|l| l.to_string()).collect();
         let mut line = labels.join(",");
-        let (ids, values) = dataset.rows.row(r);
-        for (id, v) in ids.iter().zip(values) {
+        for (id, v) in row.ids.iter().zip(&row.values) {
             line.push_str(&format!(" {}:{}", id + base, v));
         }
         line.push('\n');
@@ -241,6 +327,7 @@ mod tests {
     #[test]
     fn parses_labels_qid_comments_and_pairs() {
         let p = parse_line(b"1,3 qid:7 4:0.5 10:2 # note").unwrap().unwrap();
+        assert_eq!(HEADER.len(), 17);
         assert_eq!(p.labels, vec![1, 3]);
         assert_eq!(p.ids, vec![4, 10]);
         assert_eq!(p.values, vec![0.5, 2.0]);
@@ -249,6 +336,29 @@ mod tests {
         assert!(parse_line(b"").unwrap().is_none());
         let p = parse_line(b" 3:1").unwrap().unwrap();
         assert!(p.labels.is_empty());
+    }
+
+    #[test]
+    fn written_files_read_back_exactly() {
+        let mut rows = RowStore::new();
+        rows.push(&[3], &[0.25], &[1], &[1.0]);
+        rows.push(&[], &[], &[], &[]);
+        rows.push(&[1, 4], &[1.0, 2.0], &[0, 2], &[1.0, 1.0]);
+        let d = Dataset {
+            source: "mem".into(),
+            width: 9,
+            n_classes: 5,
+            rows,
+            skipped_lines: 0,
+            notes: vec![],
+        };
+        let p = std::env::temp_dir().join(format!("widebag-svm-{}.svm", std::process::id()));
+        for zero_based in [true, false] {
+            write_libsvm(&d, &p, zero_based).unwrap();
+            let back = read_libsvm(&p, &ReadOptions::default()).unwrap();
+            assert_eq!(back.rows, d.rows);
+            assert_eq!((back.width, back.n_classes), (9, 5));
+        }
     }
 
     #[test]

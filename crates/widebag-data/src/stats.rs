@@ -7,8 +7,10 @@ use std::collections::BTreeMap;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
+use crate::DataError;
 use crate::dataset::Dataset;
 use crate::rng::{SplitMix64, hash2};
+use crate::source::{Source, fingerprint, save_sidecar, sidecar_path};
 
 /// Distribution summary of nnz per row.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -39,6 +41,49 @@ pub struct DataStats {
     pub unique_ids_per_batch: BTreeMap<usize, f64>,
     /// Batches sampled per batch size.
     pub batches_sampled: usize,
+    /// The file these figures describe (set when saved beside it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<StatsSource>,
+}
+
+/// Identifies the data a saved statistics file describes.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StatsSource {
+    pub path: String,
+    /// Format and row-forming settings ([`Source::variant`]).
+    pub variant: String,
+    pub bytes: u64,
+    pub modified_unix_s: u64,
+}
+
+impl StatsSource {
+    pub fn of(source: &Source) -> Option<Self> {
+        let (bytes, modified_unix_s) = fingerprint(&source.path)?;
+        Some(Self {
+            path: source.path.to_string_lossy().into_owned(),
+            variant: source.variant(),
+            bytes,
+            modified_unix_s,
+        })
+    }
+}
+
+/// Suffix of the statistics file kept beside the data.
+pub const STATS_SUFFIX: &str = "stats.json";
+
+/// Saved statistics of `source`, if a file beside it (or in the cache) still matches it.
+pub fn cached(source: &Source) -> Option<DataStats> {
+    let want = StatsSource::of(source)?;
+    let text = std::fs::read_to_string(sidecar_path(&source.path, STATS_SUFFIX)).ok()?;
+    let stats: DataStats = serde_json::from_str(&text).ok()?;
+    (stats.source.as_ref() == Some(&want)).then_some(stats)
+}
+
+/// Saves `stats` (tagged with `source`) beside the data and returns where.
+pub fn save(source: &Source, stats: &mut DataStats) -> Result<std::path::PathBuf, DataError> {
+    stats.source = StatsSource::of(source);
+    let json = serde_json::to_string_pretty(stats).expect("stats serialise");
+    save_sidecar(&source.path, STATS_SUFFIX, &json)
 }
 
 /// Batch sizes at which unique ids are sampled.
@@ -139,6 +184,7 @@ pub fn compute(data: &Dataset, n_samples: usize, seed: u64) -> DataStats {
         frequency_histogram,
         unique_ids_per_batch,
         batches_sampled: n_samples,
+        source: None,
     }
 }
 

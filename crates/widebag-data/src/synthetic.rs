@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use widebag_csr::{CsrBatch, RowTarget, SparseRow};
 
 use crate::DataError;
+use crate::dataset::{Dataset, RowStore};
 use crate::rng::{SplitMix64, hash2};
 
 /// What each row predicts.
@@ -193,6 +194,34 @@ impl SyntheticStream {
         let batch = self.batch_at(self.next_row, n_rows)?;
         self.next_row += n_rows as u64;
         Ok(batch)
+    }
+}
+
+/// The first `n_rows` rows of `stream` as an in-memory dataset (e.g. to write them to a file),
+/// each row canonical: ids sorted, repeats summed into counts.
+pub fn to_dataset(stream: &SyntheticStream, n_rows: usize) -> Dataset {
+    let rows: Vec<(SparseRow, RowTarget)> = (0..n_rows as u64)
+        .into_par_iter()
+        .map(|i| stream.row(i))
+        .collect();
+    let mut store = RowStore::new();
+    for (row, target) in &rows {
+        let row = row.canonical();
+        match target {
+            RowTarget::Class(c) => store.push(&row.ids, &row.values, &[*c], &[1.0]),
+            RowTarget::Bag(b) => {
+                let b = b.canonical();
+                store.push(&row.ids, &row.values, &b.ids, &b.values)
+            }
+        }
+    }
+    Dataset {
+        source: format!("synthetic (seed {})", stream.spec.seed).into(),
+        width: stream.spec.width,
+        n_classes: stream.spec.n_classes,
+        rows: store,
+        skipped_lines: 0,
+        notes: vec![],
     }
 }
 

@@ -1,22 +1,49 @@
-//! Text corpora (one document per line): a simple tokenizer, a frequency-sorted vocabulary, and
-//! bag-of-words or CBOW-window rows.
+//! Text corpora: documents (one per line, one per file in a directory tree, or dictd entries)
+//! become bag-of-words or CBOW-window rows over a frequency-sorted vocabulary.
 //!
 //! Tokenizer: a word is a maximal run of ASCII letters, lower-cased; everything else separates
-//! words. Vocabulary ids are sorted by descending count (ties alphabetically), so id 0 is the most
-//! frequent word and head/tail bands are id ranges.
+//! words. With [`TokenFormat::Tagged`] (the Brown corpus' `word/TAG` format) the text after the
+//! last `/` of each whitespace-separated token is dropped first. Vocabulary ids are sorted by
+//! descending count (ties alphabetically), so id 0 is the most frequent word and head/tail bands
+//! are id ranges.
 
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+use widebag_csr::SparseRow;
 
 use crate::dataset::{Dataset, RowStore};
 use crate::lines::{LineError, parse_lines};
 use crate::{DataError, ReadOptions};
 
-/// Lower-cased `[a-z]+` words of a line.
-pub fn tokenize(line: &str) -> impl Iterator<Item = String> + '_ {
-    line.split(|c: char| !c.is_ascii_alphabetic())
-        .filter(|w| !w.is_empty())
-        .map(|w| w.to_ascii_lowercase())
+/// How raw text is split into tokens before words are taken.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TokenFormat {
+    /// Plain text.
+    #[default]
+    Plain,
+    /// `word/TAG` tokens (Brown corpus): the tag after the last `/` is dropped.
+    Tagged,
+}
+
+/// Lower-cased `[a-z]+` words of a text.
+pub fn tokenize(text: &str, format: TokenFormat) -> Vec<String> {
+    let words = |s: &str| -> Vec<String> {
+        s.split(|c: char| !c.is_ascii_alphabetic())
+            .filter(|w| !w.is_empty())
+            .map(|w| w.to_ascii_lowercase())
+            .collect()
+    };
+    match format {
+        TokenFormat::Plain => words(text),
+        TokenFormat::Tagged => text
+            .split_whitespace()
+            .flat_map(|t| words(t.rfind('/').map_or(t, |i| &t[..i])))
+            .collect(),
+    }
 }
 
 /// Words sorted by descending count, then alphabetically.
@@ -63,55 +90,190 @@ impl Vocabulary {
 }
 
 /// How documents become rows.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum TextMode {
-    /// One row per document: the bag of its in-vocabulary words, with the same bag as target.
+    /// One row per document: its distinct in-vocabulary words with their counts as values, and
+    /// the same bag (counts as weights) as target.
+    #[default]
     Bow,
     /// One row per in-vocabulary word: the bag of the `window` words on each side as input, the
     /// word as target.
-    Cbow { window: usize },
+    Cbow,
 }
 
-fn decode(line: &[u8]) -> Result<Option<String>, LineError> {
-    let text = std::str::from_utf8(line).map_err(|e| {
-        (
-            e.valid_up_to() + 1,
-            "the line is not valid UTF-8".to_string(),
-        )
-    })?;
-    Ok(Some(text.to_string()))
+/// Settings of the text readers.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TextOptions {
+    pub mode: TextMode,
+    /// CBOW context words on each side of the centre word.
+    pub window: usize,
+    /// Words seen fewer times are left out of the vocabulary.
+    pub min_count: u64,
+    /// Most words kept (the most frequent); 0 keeps all.
+    pub max_vocab: usize,
+    pub tokens: TokenFormat,
 }
 
-/// Reads a one-document-per-line corpus in two passes (count, then map to ids).
-pub fn read_text(
-    path: &Path,
-    options: &ReadOptions,
-    mode: TextMode,
-    min_count: u64,
-    max_size: usize,
-) -> Result<(Dataset, Vocabulary), DataError> {
-    let (docs, skipped) = parse_lines(path, options.skip_bad_lines, decode)?;
-    let mut counts: HashMap<String, u64> = HashMap::new();
-    for (_, d) in &docs {
-        for w in tokenize(d) {
-            *counts.entry(w).or_insert(0) += 1;
+impl Default for TextOptions {
+    fn default() -> Self {
+        Self {
+            mode: TextMode::Bow,
+            window: 2,
+            min_count: 1,
+            max_vocab: 0,
+            tokens: TokenFormat::Plain,
         }
     }
-    let vocab = Vocabulary::from_counts(counts, min_count, max_size);
+}
+
+/// UTF-8 text of `bytes`, or the 1-based line and column of the first invalid byte.
+pub fn decode_utf8(bytes: &[u8]) -> Result<&str, (usize, usize)> {
+    std::str::from_utf8(bytes).map_err(|e| {
+        let bad = e.valid_up_to();
+        let line_start = bytes[..bad]
+            .iter()
+            .rposition(|&b| b == b'\n')
+            .map_or(0, |i| i + 1);
+        let line = 1 + bytes[..bad].iter().filter(|&&b| b == b'\n').count();
+        (line, bad - line_start + 1)
+    })
+}
+
+/// Documents of a one-document-per-line file (blank lines are empty documents) and the number
+/// of lines skipped as bad.
+pub fn line_documents(
+    path: &Path,
+    skip_bad_lines: bool,
+) -> Result<(Vec<String>, usize), DataError> {
+    let (docs, skipped) = parse_lines(path, skip_bad_lines, |line| -> Result<_, LineError> {
+        let text = decode_utf8(line)
+            .map_err(|(_, col)| (col, "the line is not valid UTF-8".to_string()))?;
+        Ok(Some(text.to_string()))
+    })?;
+    Ok((docs.into_iter().map(|(_, d)| d).collect(), skipped))
+}
+
+/// Files under `dir`, recursively, in path order; names starting with `.` are left out.
+fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), DataError> {
+    let io = |source| DataError::Io {
+        path: dir.to_path_buf(),
+        source,
+    };
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(io)?
+        .map(|e| e.map(|e| e.path()))
+        .collect::<Result<_, _>>()
+        .map_err(io)?;
+    entries.sort();
+    for p in entries {
+        if p.file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.starts_with('.'))
+        {
+            continue;
+        }
+        if p.is_dir() {
+            walk(&p, out)?;
+        } else {
+            out.push(p);
+        }
+    }
+    Ok(())
+}
+
+/// One document per file under `dir` (recursively, path order). A file that is not UTF-8 is an
+/// error naming it, its line and column, or is skipped and counted under `skip_bad_lines`.
+pub fn file_documents(dir: &Path, skip_bad_lines: bool) -> Result<(Vec<String>, usize), DataError> {
+    let mut files = Vec::new();
+    walk(dir, &mut files)?;
+    let read: Vec<Result<String, DataError>> = files
+        .par_iter()
+        .map(|p| {
+            let bytes = std::fs::read(p).map_err(|source| DataError::Io {
+                path: p.clone(),
+                source,
+            })?;
+            decode_utf8(&bytes)
+                .map(str::to_string)
+                .map_err(|(line, column)| DataError::Parse {
+                    path: p.clone(),
+                    line,
+                    column,
+                    message: "the file is not valid UTF-8".into(),
+                })
+        })
+        .collect();
+    let mut docs = Vec::with_capacity(read.len());
+    let mut skipped = 0;
+    for r in read {
+        match r {
+            Ok(d) => docs.push(d),
+            Err(DataError::Parse { .. }) if skip_bad_lines => skipped += 1,
+            Err(e) => return Err(e),
+        }
+    }
+    Ok((docs, skipped))
+}
+
+/// Builds the vocabulary (counted in parallel) and the rows of `docs`.
+pub fn build(
+    source: &Path,
+    docs: &[String],
+    options: &TextOptions,
+    skipped_lines: usize,
+) -> Result<(Dataset, Vocabulary), DataError> {
+    let tokens = options.tokens;
+    let counts = docs
+        .par_iter()
+        .fold(HashMap::<String, u64>::new, |mut m, d| {
+            for w in tokenize(d, tokens) {
+                *m.entry(w).or_insert(0) += 1;
+            }
+            m
+        })
+        .reduce(HashMap::new, |mut a, b| {
+            if a.len() < b.len() {
+                return b.into_iter().fold(a, |mut acc, (w, c)| {
+                    *acc.entry(w).or_insert(0) += c;
+                    acc
+                });
+            }
+            for (w, c) in b {
+                *a.entry(w).or_insert(0) += c;
+            }
+            a
+        });
+    let max_size = if options.max_vocab == 0 {
+        usize::MAX
+    } else {
+        options.max_vocab
+    };
+    let vocab = Vocabulary::from_counts(counts, options.min_count, max_size);
     if vocab.is_empty() {
         return Err(DataError::Empty {
-            path: path.to_path_buf(),
+            path: source.to_path_buf(),
         });
     }
+    let doc_ids: Vec<Vec<u32>> = docs
+        .par_iter()
+        .map(|d| {
+            tokenize(d, tokens)
+                .iter()
+                .filter_map(|w| vocab.id(w))
+                .collect()
+        })
+        .collect();
     let mut rows = RowStore::new();
-    for (_, d) in &docs {
-        let ids: Vec<u32> = tokenize(d).filter_map(|w| vocab.id(&w)).collect();
-        match mode {
+    for ids in &doc_ids {
+        match options.mode {
             TextMode::Bow => {
-                let ones = vec![1.0; ids.len()];
-                rows.push(&ids, &ones, &ids, &ones);
+                // Distinct words with their counts, as input values and as target weights.
+                let bag = SparseRow::bag(ids.clone()).canonical();
+                rows.push(&bag.ids, &bag.values, &bag.ids, &bag.values);
             }
-            TextMode::Cbow { window } => {
+            TextMode::Cbow => {
+                let window = options.window;
                 for (i, &centre) in ids.iter().enumerate() {
                     let lo = i.saturating_sub(window);
                     let hi = (i + window + 1).min(ids.len());
@@ -122,17 +284,38 @@ pub fn read_text(
             }
         }
     }
+    let tokens_total: usize = doc_ids.iter().map(Vec::len).sum();
     Ok((
         Dataset {
-            source: path.to_path_buf(),
+            source: source.to_path_buf(),
             width: vocab.len(),
             n_classes: vocab.len(),
             rows,
-            skipped_lines: skipped,
-            notes: vec![format!("vocabulary of {} words", vocab.len())],
+            skipped_lines,
+            notes: vec![format!(
+                "{} documents, {} in-vocabulary tokens, vocabulary of {} words",
+                docs.len(),
+                tokens_total,
+                vocab.len()
+            )],
         },
         vocab,
     ))
+}
+
+/// Reads a text corpus: one document per line of a file, or one per file when `path` is a
+/// directory.
+pub fn read_text(
+    path: &Path,
+    read: &ReadOptions,
+    options: &TextOptions,
+) -> Result<(Dataset, Vocabulary), DataError> {
+    let (docs, skipped) = if path.is_dir() {
+        file_documents(path, read.skip_bad_lines)?
+    } else {
+        line_documents(path, read.skip_bad_lines)?
+    };
+    build(path, &docs, options, skipped)
 }
 
 #[cfg(test)]
@@ -141,8 +324,10 @@ mod tests {
 
     #[test]
     fn tokenizer_lowercases_alphabetic_runs() {
-        let w: Vec<String> = tokenize("The cat's 2 CATS—sat!").collect();
+        let w = tokenize("The cat's 2 CATS—sat!", TokenFormat::Plain);
         assert_eq!(w, vec!["the", "cat", "s", "cats", "sat"]);
+        let w = tokenize("The/at Fulton/np-tl ./. Atlanta's/np$", TokenFormat::Tagged);
+        assert_eq!(w, vec!["the", "fulton", "atlanta", "s"]);
     }
 
     #[test]
@@ -165,23 +350,43 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let p = dir.join("docs.txt");
         std::fs::write(&p, "a b c\nb a\n").unwrap();
-        let (d, v) = read_text(
-            &p,
-            &ReadOptions::default(),
-            TextMode::Cbow { window: 1 },
-            1,
-            100,
-        )
-        .unwrap();
+        let cbow = TextOptions {
+            mode: TextMode::Cbow,
+            window: 1,
+            ..TextOptions::default()
+        };
+        let (d, v) = read_text(&p, &ReadOptions::default(), &cbow).unwrap();
         // a:2, b:2, c:1 → a=0, b=1, c=2.
         assert_eq!(v.id("c"), Some(2));
         assert_eq!(d.n_rows(), 5);
         assert_eq!(d.rows.row(1).0, &[0, 2]); // context of "b" in "a b c"
         assert_eq!(d.rows.row_targets(1).0, &[1]);
-        let (d, _) = read_text(&p, &ReadOptions::default(), TextMode::Bow, 1, 100).unwrap();
+        let (d, _) = read_text(&p, &ReadOptions::default(), &TextOptions::default()).unwrap();
         assert_eq!(d.n_rows(), 2);
         std::fs::write(&p, b"ok\nfine\nx \xff\n").unwrap();
-        let e = read_text(&p, &ReadOptions::default(), TextMode::Bow, 1, 100).unwrap_err();
+        let e = read_text(&p, &ReadOptions::default(), &TextOptions::default()).unwrap_err();
         assert!(e.to_string().contains("docs.txt:3:3"), "{e}");
+        // A directory: one document per file; a non-UTF-8 file names its line and column.
+        let tree = dir.join("tree");
+        std::fs::create_dir_all(tree.join("sub")).unwrap();
+        std::fs::write(tree.join("a.txt"), "b b\nc").unwrap();
+        std::fs::write(tree.join("sub/b.txt"), "b a").unwrap();
+        std::fs::write(tree.join(".hidden"), "zzz").unwrap();
+        let (d, v) = read_text(&tree, &ReadOptions::default(), &TextOptions::default()).unwrap();
+        assert_eq!(d.n_rows(), 2);
+        assert_eq!(v.id("b"), Some(0));
+        // "b b c": distinct words with counts, as input and as target weights.
+        assert_eq!(d.rows.row(0), (&[0, 2][..], &[2.0, 1.0][..]));
+        assert_eq!(d.rows.row_targets(0), d.rows.row(0));
+        assert_eq!(v.id("zzz"), None);
+        std::fs::write(tree.join("sub/c.txt"), b"ok\nab\xffc").unwrap();
+        let e = read_text(&tree, &ReadOptions::default(), &TextOptions::default()).unwrap_err();
+        assert!(e.to_string().contains("c.txt:2:3"), "{e}");
+        let skip = ReadOptions {
+            skip_bad_lines: true,
+            ..ReadOptions::default()
+        };
+        let (d, _) = read_text(&tree, &skip, &TextOptions::default()).unwrap();
+        assert_eq!((d.n_rows(), d.skipped_lines), (2, 1));
     }
 }

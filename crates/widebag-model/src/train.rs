@@ -1,14 +1,14 @@
-//! The training loop: synthetic batches assembled on a background thread, one
-//! [`WideModel::train_step`] per batch, and a summary with throughput and measured memory.
+//! The training loop: batches (synthetic or from a data file) assembled on a background thread,
+//! one [`WideModel::train_step`] per batch, and a summary with throughput and measured memory.
 
 use std::collections::BTreeMap;
 use std::sync::mpsc;
 use std::time::Instant;
 
 use serde::Serialize;
-use widebag_config::Config;
+use widebag_config::{DataSummary, Prepared};
 use widebag_csr::CsrBatch;
-use widebag_data::{DataError, SyntheticSpec, SyntheticStream};
+use widebag_data::{BatchSource, DataError};
 
 use crate::memory::{MemoryMeter, Phase};
 use crate::model::{StepStats, WideModel};
@@ -48,25 +48,17 @@ pub struct RunSummary {
     pub phase_peak_in_use_bytes: BTreeMap<Phase, u64>,
     pub setup_s: f64,
     pub train_s: f64,
-}
-
-/// Synthetic data settings from the config.
-pub fn synthetic_spec(config: &Config) -> SyntheticSpec {
-    SyntheticSpec {
-        width: config.data.width,
-        n_classes: config.data.n_classes(),
-        nnz_mean: config.data.nnz,
-        nnz_spread: config.data.nnz_spread,
-        zipf_exponent: config.data.zipf_exponent,
-        signal_share: config.data.signal_share,
-        target: config.data.target,
-        seed: config.train.seed,
-    }
+    /// The data file trained on (absent for synthetic data).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub data: Option<DataSummary>,
+    /// Passes over the data file's rows started (absent for synthetic data).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub epochs: Option<u64>,
 }
 
 /// Streams `steps` batches from a background thread (two in flight).
 fn prefetch(
-    mut stream: SyntheticStream,
+    mut stream: BatchSource,
     batch_size: usize,
     steps: usize,
 ) -> mpsc::Receiver<Result<CsrBatch, DataError>> {
@@ -81,14 +73,20 @@ fn prefetch(
     rx
 }
 
-/// Trains the configured model on synthetic data. `on_step` sees every step's stats.
+/// Trains the configured model on the prepared batches. `on_step` sees every step's stats.
 pub fn run_training(
-    config: &Config,
+    prepared: Prepared,
     compute: &Compute,
     mut on_step: impl FnMut(&StepStats),
 ) -> Result<RunSummary, ModelError> {
     let setup_start = Instant::now();
-    let stream = SyntheticStream::new(synthetic_spec(config))?;
+    let Prepared {
+        config,
+        batches: stream,
+        data,
+        ..
+    } = prepared;
+    let config = &config;
     let mut model = WideModel::new(config, compute);
     let mut meter = MemoryMeter::new(&compute.device);
     meter.sample(Phase::Setup);
@@ -98,10 +96,12 @@ pub fn run_training(
     let train_start = Instant::now();
     let mut warm_start = train_start;
     let mut losses = Vec::with_capacity(config.train.steps);
+    let (mut rows_seen, mut first_rows) = (0usize, 0usize);
     for step in 0..config.train.steps {
         let batch = batches
             .recv()
             .map_err(|_| ModelError::Execution("batch producer stopped".into()))??;
+        rows_seen += batch.n_rows();
         let stats = model.train_step(&batch, &mut meter)?;
         if !stats.loss.is_finite() {
             return Err(ModelError::Execution(format!(
@@ -113,14 +113,15 @@ pub fn run_training(
         on_step(&stats);
         if step == 0 {
             warm_start = Instant::now();
+            first_rows = rows_seen;
         }
     }
     let train_s = train_start.elapsed().as_secs_f64();
     let warm_steps = config.train.steps.saturating_sub(1);
     let examples_per_s = if warm_steps > 0 {
-        (warm_steps * config.train.batch_size) as f64 / warm_start.elapsed().as_secs_f64()
+        (rows_seen - first_rows) as f64 / warm_start.elapsed().as_secs_f64()
     } else {
-        config.train.batch_size as f64 / train_s
+        rows_seen as f64 / train_s
     };
     let tail = &losses[losses.len().saturating_sub(10)..];
     let has_counters = meter.available();
@@ -150,5 +151,10 @@ pub fn run_training(
         phase_peak_in_use_bytes: meter.phase_peak_in_use_bytes.clone(),
         setup_s,
         train_s,
+        // Batches never straddle epochs, so the epochs started follow from the rows seen.
+        epochs: data
+            .as_ref()
+            .map(|d| (rows_seen as u64).div_ceil(d.rows.max(1) as u64)),
+        data,
     })
 }

@@ -1,0 +1,111 @@
+//! Batches for training: the synthetic stream, or a loaded dataset walked in seeded shuffled
+//! epochs (every row once per epoch; the last batch of an epoch may be short, as PyTorch's
+//! `DataLoader(shuffle=True, drop_last=False)`).
+
+use std::sync::Arc;
+
+use widebag_csr::CsrBatch;
+
+use crate::rng::{SplitMix64, hash2};
+use crate::{DataError, Dataset, SyntheticStream};
+
+/// Shuffled epochs over a dataset's rows.
+#[derive(Clone, Debug)]
+pub struct EpochBatches {
+    data: Arc<Dataset>,
+    seed: u64,
+    epoch: u64,
+    order: Vec<usize>,
+    next: usize,
+}
+
+impl EpochBatches {
+    pub fn new(data: Arc<Dataset>, seed: u64) -> Self {
+        let mut me = Self {
+            data,
+            seed,
+            epoch: 0,
+            order: Vec::new(),
+            next: 0,
+        };
+        me.shuffle();
+        me
+    }
+
+    fn shuffle(&mut self) {
+        let n = self.data.n_rows();
+        self.order = (0..n).collect();
+        let mut rng = SplitMix64::new(hash2(self.seed, self.epoch));
+        for i in (1..n).rev() {
+            let j = rng.below(i as u64 + 1) as usize;
+            self.order.swap(i, j);
+        }
+        self.next = 0;
+    }
+
+    /// Epochs started so far, counting the current one.
+    pub fn epoch(&self) -> u64 {
+        self.epoch + 1
+    }
+
+    /// The next `batch_size` rows of the current epoch (fewer at its end).
+    pub fn next_batch(&mut self, batch_size: usize) -> Result<CsrBatch, DataError> {
+        if self.next >= self.order.len() {
+            self.epoch += 1;
+            self.shuffle();
+        }
+        let end = (self.next + batch_size).min(self.order.len());
+        let rows = &self.order[self.next..end];
+        self.next = end;
+        Ok(self.data.batch(rows)?)
+    }
+}
+
+/// Where training batches come from.
+pub enum BatchSource {
+    Synthetic(SyntheticStream),
+    Rows(EpochBatches),
+}
+
+impl BatchSource {
+    pub fn next_batch(&mut self, batch_size: usize) -> Result<CsrBatch, DataError> {
+        match self {
+            BatchSource::Synthetic(s) => s.next_batch(batch_size),
+            BatchSource::Rows(r) => r.next_batch(batch_size),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::RowStore;
+
+    #[test]
+    fn every_row_once_per_epoch_then_reshuffled() {
+        let mut rows = RowStore::new();
+        for r in 0..10u32 {
+            rows.push(&[r], &[1.0], &[r], &[1.0]);
+        }
+        let data = Arc::new(Dataset {
+            source: "mem".into(),
+            width: 10,
+            n_classes: 10,
+            rows,
+            skipped_lines: 0,
+            notes: vec![],
+        });
+        let mut b = EpochBatches::new(data, 3);
+        let mut first: Vec<u32> = Vec::new();
+        for want in [4, 4, 2] {
+            let batch = b.next_batch(4).unwrap();
+            assert_eq!(batch.n_rows(), want);
+            first.extend(batch.unique_ids().iter().copied());
+        }
+        first.sort_unstable();
+        assert_eq!(first, (0..10).collect::<Vec<u32>>());
+        assert_eq!(b.epoch(), 1);
+        b.next_batch(4).unwrap();
+        assert_eq!(b.epoch(), 2);
+    }
+}

@@ -1,0 +1,243 @@
+//! One entry point for every file format: a [`Source`] (path, format, reader settings) loads into
+//! a [`Loaded`] dataset, and the files widebag keeps beside the data (vocabulary, statistics)
+//! are written there, or to a cache directory when the data's directory is read-only.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::dataset::{Dataset, RowStore};
+use crate::text::{TextMode, TextOptions, Vocabulary};
+use crate::{DataError, ReadOptions, dictd, libsvm, lightgcn, npz, text};
+
+/// The supported file formats (`--format` on the command line, `data.format` in a config).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Format {
+    /// `label[,label…] [qid:n] idx:val … [# comment]` (svmlight).
+    Libsvm,
+    /// scipy.sparse CSR `.npz` (`save_npz`).
+    Npz,
+    /// LightGCN interaction lists, `user item item …`.
+    Lightgcn,
+    /// A text corpus: one document per line of a file, or one per file in a directory tree.
+    Text,
+    /// A dictd database (`NAME.index` + `NAME.dict` or `NAME.dict.dz`), one document per entry.
+    Dictd,
+}
+
+impl Format {
+    pub const ALL: [Format; 5] = [
+        Format::Libsvm,
+        Format::Npz,
+        Format::Lightgcn,
+        Format::Text,
+        Format::Dictd,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::Libsvm => "libsvm",
+            Format::Npz => "npz",
+            Format::Lightgcn => "lightgcn",
+            Format::Text => "text",
+            Format::Dictd => "dictd",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|f| f.name() == name)
+    }
+
+    /// Whether `--mode`/`data.mode` applies.
+    pub fn is_text(self) -> bool {
+        matches!(self, Format::Text | Format::Dictd)
+    }
+}
+
+/// A data file and how to read it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Source {
+    pub path: PathBuf,
+    pub format: Format,
+    /// lightgcn: the held-out interactions, loaded alongside.
+    pub test_path: Option<PathBuf>,
+    pub read: ReadOptions,
+    pub text: TextOptions,
+}
+
+impl Source {
+    pub fn new(path: impl Into<PathBuf>, format: Format) -> Self {
+        Self {
+            path: path.into(),
+            format,
+            test_path: None,
+            read: ReadOptions::default(),
+            text: TextOptions::default(),
+        }
+    }
+
+    /// A short label of how rows are formed, used to key the saved statistics.
+    pub fn variant(&self) -> String {
+        match (self.format.is_text(), self.text.mode) {
+            (false, _) => self.format.name().to_string(),
+            (true, TextMode::Bow) => format!(
+                "{}-bow-min{}-max{}",
+                self.format.name(),
+                self.text.min_count,
+                self.text.max_vocab
+            ),
+            (true, TextMode::Cbow) => format!(
+                "{}-cbow{}-min{}-max{}",
+                self.format.name(),
+                self.text.window,
+                self.text.min_count,
+                self.text.max_vocab
+            ),
+        }
+    }
+}
+
+/// A loaded source.
+#[derive(Clone, Debug)]
+pub struct Loaded {
+    pub dataset: Dataset,
+    /// Text formats: the vocabulary (id order).
+    pub vocabulary: Option<Vocabulary>,
+    /// lightgcn: held-out items per user row.
+    pub test: Option<RowStore>,
+}
+
+/// Reads `source` into memory.
+pub fn load(source: &Source) -> Result<Loaded, DataError> {
+    let path = &source.path;
+    let mut loaded = match source.format {
+        Format::Libsvm => Loaded {
+            dataset: libsvm::read_libsvm(path, &source.read)?,
+            vocabulary: None,
+            test: None,
+        },
+        Format::Npz => Loaded {
+            dataset: npz::read_npz(path, &source.read)?,
+            vocabulary: None,
+            test: None,
+        },
+        Format::Lightgcn => {
+            let i = lightgcn::read_lightgcn(path, source.test_path.as_deref(), &source.read)?;
+            Loaded {
+                dataset: i.train,
+                vocabulary: None,
+                test: i.test,
+            }
+        }
+        Format::Text => {
+            let (dataset, vocab) = text::read_text(path, &source.read, &source.text)?;
+            Loaded {
+                dataset,
+                vocabulary: Some(vocab),
+                test: None,
+            }
+        }
+        Format::Dictd => {
+            let (docs, skipped, files) = dictd::dictd_documents(path, source.read.skip_bad_lines)?;
+            let (dataset, vocab) = text::build(&files.index, &docs, &source.text, skipped)?;
+            Loaded {
+                dataset,
+                vocabulary: Some(vocab),
+                test: None,
+            }
+        }
+    };
+    loaded.dataset.source = path.clone();
+    Ok(loaded)
+}
+
+/// Where widebag keeps `suffix` for `data`: beside it (`DATA.suffix`) when that directory is
+/// writable, else `$XDG_CACHE_HOME/widebag/sidecars/` (or `~/.cache/…`) under a name derived
+/// from the data's absolute path.
+pub fn sidecar_path(data: &Path, suffix: &str) -> PathBuf {
+    let mut beside = data.as_os_str().to_owned();
+    beside.push(format!(".{suffix}"));
+    let beside = PathBuf::from(beside);
+    let dir = beside.parent().filter(|p| !p.as_os_str().is_empty());
+    let writable = dir
+        .map_or(Path::new("."), |d| d)
+        .metadata()
+        .is_ok_and(|m| !m.permissions().readonly());
+    if writable {
+        return beside;
+    }
+    let abs = std::fs::canonicalize(data).unwrap_or_else(|_| data.to_path_buf());
+    let flat: String = abs
+        .to_string_lossy()
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '.' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    cache_dir()
+        .join("sidecars")
+        .join(format!("{flat}.{suffix}"))
+}
+
+fn cache_dir() -> PathBuf {
+    std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+        .unwrap_or_else(std::env::temp_dir)
+        .join("widebag")
+}
+
+/// Writes `contents` to [`sidecar_path`] and returns where it went.
+pub fn save_sidecar(data: &Path, suffix: &str, contents: &str) -> Result<PathBuf, DataError> {
+    let path = sidecar_path(data, suffix);
+    let io = |source| DataError::Io {
+        path: path.clone(),
+        source,
+    };
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(io)?;
+    }
+    std::fs::write(&path, contents).map_err(io)?;
+    Ok(path)
+}
+
+/// Size and modification time of a file (or of a directory's newest file), to tell whether a
+/// saved sidecar still describes it.
+pub fn fingerprint(path: &Path) -> Option<(u64, u64)> {
+    let meta = std::fs::metadata(path).ok()?;
+    let modified = meta
+        .modified()
+        .ok()?
+        .duration_since(std::time::UNIX_EPOCH)
+        .ok()?
+        .as_secs();
+    Some((meta.len(), modified))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip() {
+        for f in Format::ALL {
+            assert_eq!(Format::from_name(f.name()), Some(f));
+        }
+        assert_eq!(Format::from_name("csv"), None);
+    }
+
+    #[test]
+    fn sidecar_beside_writable_data() {
+        let dir = std::env::temp_dir().join(format!("widebag-src-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let data = dir.join("x.svm");
+        std::fs::write(&data, "1 1:1\n").unwrap();
+        let p = save_sidecar(&data, "stats.json", "{}").unwrap();
+        assert_eq!(p, dir.join("x.svm.stats.json"));
+    }
+}
