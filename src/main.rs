@@ -119,6 +119,10 @@ struct SourceArgs {
     /// libsvm: ids are 0-based (true) or 1-based (false); detected when unset.
     #[arg(long)]
     zero_based: Option<bool>,
+    /// libsvm/npz/lightgcn: the input width; taken from the data when unset (an id at or beyond
+    /// it is an error).
+    #[arg(long)]
+    width: Option<usize>,
     /// Skip malformed lines and report how many, instead of failing.
     #[arg(long)]
     skip_bad_lines: bool,
@@ -140,6 +144,7 @@ impl SourceArgs {
         let mut s = Source::new(&self.file, format);
         s.test_path = self.test.clone();
         s.read.zero_based = self.zero_based;
+        s.read.width = self.width;
         s.read.skip_bad_lines = self.skip_bad_lines;
         s.text = TextOptions {
             mode: match self.mode {

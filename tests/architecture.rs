@@ -4,7 +4,12 @@
 use std::collections::{HashMap, HashSet};
 use std::process::Command;
 
-const PURE: &[&str] = &["widebag-csr", "widebag-data", "widebag-config"];
+const PURE: &[&str] = &[
+    "widebag-csr",
+    "widebag-data",
+    "widebag-config",
+    "widebag-ledger",
+];
 
 #[test]
 fn pure_crates_do_not_depend_on_burn() {

@@ -542,7 +542,17 @@ fn read_npz_bytes(zip: &[u8], options: &ReadOptions) -> Result<Dataset, Fault> {
             format!("width {n_cols} exceeds 2^32 - 1"),
         ));
     }
-    let width = options.width.unwrap_or(0).max(n_cols as usize);
+    let width = match options.width {
+        Some(w) if (w as u64) < n_cols => {
+            return Err(fault(
+                shape.name,
+                shape.data_offset as u64,
+                format!("the matrix has {n_cols} columns, more than the set width {w}"),
+            ));
+        }
+        Some(w) => w,
+        None => n_cols as usize,
+    };
     let values = need("data")?.values()?;
     let indices = need("indices")?.indices(n_cols, "column index")?;
     if indices.len() != values.len() {
