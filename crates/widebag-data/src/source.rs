@@ -206,8 +206,9 @@ pub fn save_sidecar(data: &Path, suffix: &str, contents: &str) -> Result<PathBuf
     Ok(path)
 }
 
-/// Size and modification time of a file (or of a directory's newest file), to tell whether a
-/// saved sidecar still describes it.
+/// Size and modification time (Unix seconds) of a file, or for a directory the total size and
+/// newest modification time of the files under it, to tell whether a saved sidecar still
+/// describes the data.
 pub fn fingerprint(path: &Path) -> Option<(u64, u64)> {
     let meta = std::fs::metadata(path).ok()?;
     let modified = meta
@@ -216,7 +217,15 @@ pub fn fingerprint(path: &Path) -> Option<(u64, u64)> {
         .duration_since(std::time::UNIX_EPOCH)
         .ok()?
         .as_secs();
-    Some((meta.len(), modified))
+    if !meta.is_dir() {
+        return Some((meta.len(), modified));
+    }
+    let mut total = (0u64, modified);
+    for entry in std::fs::read_dir(path).ok()? {
+        let (bytes, newest) = fingerprint(&entry.ok()?.path())?;
+        total = (total.0 + bytes, total.1.max(newest));
+    }
+    Some(total)
 }
 
 #[cfg(test)]
