@@ -37,6 +37,36 @@ fn s(p: &Path) -> &str {
     p.to_str().unwrap()
 }
 
+fn convert(input: &Path, format: &str, to: &str, out: &Path) {
+    ok(&[
+        "data",
+        "convert",
+        s(input),
+        "--format",
+        format,
+        "--to",
+        to,
+        s(out),
+    ]);
+}
+
+/// Synthetic rows written as libsvm.
+fn synth_libsvm(out: &Path, rows: usize, width: usize, n_classes: usize) {
+    ok(&[
+        "data",
+        "synth",
+        "--rows",
+        &rows.to_string(),
+        "--set",
+        &format!("data.width={width}"),
+        "--set",
+        &format!("data.n_classes={n_classes}"),
+        "--to",
+        "libsvm",
+        s(out),
+    ]);
+}
+
 fn stats_json(args: &[&str]) -> serde_json::Value {
     let mut all = vec!["data", "stats"];
     all.extend_from_slice(args);
@@ -53,16 +83,7 @@ fn scipy_npz_files_read_exactly() {
     for name in ["scipy_csr.npz", "scipy_csr_stored_int64.npz"] {
         let out = dir.join(format!("{name}.svm"));
         let npz = root().join("tests/data/npz").join(name);
-        ok(&[
-            "data",
-            "convert",
-            s(&npz),
-            "--format",
-            "npz",
-            "--to",
-            "libsvm",
-            s(&out),
-        ]);
+        convert(&npz, "npz", "libsvm", &out);
         assert_eq!(std::fs::read_to_string(&out).unwrap(), expected, "{name}");
     }
 }
@@ -71,55 +92,16 @@ fn scipy_npz_files_read_exactly() {
 fn conversions_round_trip() {
     let dir = scratch("round");
     let svm = dir.join("synthetic.svm");
-    ok(&[
-        "data",
-        "synth",
-        "--rows",
-        "500",
-        "--set",
-        "data.width=3000",
-        "--set",
-        "data.n_classes=50",
-        "--to",
-        "libsvm",
-        s(&svm),
-    ]);
+    synth_libsvm(&svm, 500, 3000, 50);
     let (npz, svm2, npz2) = (dir.join("a.npz"), dir.join("b.svm"), dir.join("c.npz"));
-    ok(&[
-        "data",
-        "convert",
-        s(&svm),
-        "--format",
-        "libsvm",
-        "--to",
-        "npz",
-        s(&npz),
-    ]);
-    ok(&[
-        "data",
-        "convert",
-        s(&npz),
-        "--format",
-        "npz",
-        "--to",
-        "libsvm",
-        s(&svm2),
-    ]);
+    convert(&svm, "libsvm", "npz", &npz);
+    convert(&npz, "npz", "libsvm", &svm2);
     assert_eq!(
         std::fs::read(&svm).unwrap(),
         std::fs::read(&svm2).unwrap(),
         "libsvm → npz → libsvm"
     );
-    ok(&[
-        "data",
-        "convert",
-        s(&svm2),
-        "--format",
-        "libsvm",
-        "--to",
-        "npz",
-        s(&npz2),
-    ]);
+    convert(&svm2, "libsvm", "npz", &npz2);
     assert_eq!(
         std::fs::read(&npz).unwrap(),
         std::fs::read(&npz2).unwrap(),
@@ -128,26 +110,8 @@ fn conversions_round_trip() {
     // A scipy matrix without targets: the rows keep their values and empty rows survive.
     let scipy = root().join("tests/data/npz/scipy_csr.npz");
     let (n1, s1) = (dir.join("s.npz"), dir.join("s.svm"));
-    ok(&[
-        "data",
-        "convert",
-        s(&scipy),
-        "--format",
-        "npz",
-        "--to",
-        "npz",
-        s(&n1),
-    ]);
-    ok(&[
-        "data",
-        "convert",
-        s(&n1),
-        "--format",
-        "npz",
-        "--to",
-        "libsvm",
-        s(&s1),
-    ]);
+    convert(&scipy, "npz", "npz", &n1);
+    convert(&n1, "npz", "libsvm", &s1);
     let v = stats_json(&[s(&s1), "--format", "libsvm"]);
     assert_eq!(
         (v["rows"].as_u64(), v["empty_rows"].as_u64()),
@@ -281,30 +245,9 @@ fn train_runs_on_every_file_format() {
     let sample = root().join("datasets/sample");
     let dir = scratch("train");
     let svm = dir.join("s.svm");
-    ok(&[
-        "data",
-        "synth",
-        "--rows",
-        "300",
-        "--set",
-        "data.width=2000",
-        "--set",
-        "data.n_classes=40",
-        "--to",
-        "libsvm",
-        s(&svm),
-    ]);
+    synth_libsvm(&svm, 300, 2000, 40);
     let npz = dir.join("s.npz");
-    ok(&[
-        "data",
-        "convert",
-        s(&svm),
-        "--format",
-        "libsvm",
-        "--to",
-        "npz",
-        s(&npz),
-    ]);
+    convert(&svm, "libsvm", "npz", &npz);
     let docs = dir.join("docs.txt");
     std::fs::copy(sample.join("docs.txt"), &docs).unwrap();
     for name in ["tiny.index", "tiny.dict.dz", "interactions/train.txt"] {
