@@ -1,5 +1,8 @@
 //! The `widebag` command line: `widebag train` runs the configured job (the built-in quickstart
-//! by default). Exit codes: 0 ok, 1 run failed, 2 usage or configuration error, 3 does not fit.
+//! by default), `widebag explain` shows (and measures) its memory ledger, `widebag data` inspects
+//! data files. Exit codes: 0 ok, 1 run failed, 2 usage or configuration error, 3 does not fit.
+
+mod explain;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -26,6 +29,9 @@ struct Cli {
 enum Command {
     /// Train a model (with no options: the built-in quickstart on synthetic 240k-wide data).
     Train(TrainArgs),
+    /// The memory ledger of a training step: every tensor by category, layer and phase, the
+    /// predicted peak, and with --measure the allocator's readings beside it.
+    Explain(ExplainArgs),
     /// Inspect data files.
     Data {
         #[command(subcommand)]
@@ -234,6 +240,34 @@ struct TrainArgs {
     json: bool,
 }
 
+#[derive(Args)]
+struct ExplainArgs {
+    #[command(flatten)]
+    config: ConfigArgs,
+    /// Device: wgpu (default when an adapter exists), cpu (burn's flex backend), or auto.
+    #[arg(long, value_enum)]
+    device: Option<DeviceArg>,
+    /// Run real steps and read the allocator at every point of the step beside the prediction.
+    #[arg(long)]
+    measure: bool,
+    /// Steps run by --measure (the first is a warm-up whose readings are discarded).
+    #[arg(long, default_value_t = 3)]
+    steps: usize,
+    /// Print one JSON object (predicted_peak_bytes, measured_peak_bytes, categories, points, …).
+    #[arg(long)]
+    json: bool,
+    /// Where --measure writes its SVG chart.
+    #[arg(long, default_value = "widebag-explain.svg")]
+    svg: PathBuf,
+    /// Run the accuracy grid (`small`: the CI grid; `full`: the README grid) instead of one config;
+    /// fails when any measured point misses the 3% bar.
+    #[arg(long, value_name = "NAME")]
+    grid: Option<String>,
+    /// With --grid: directory for grid.md and grid.json.
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+}
+
 /// A failure with the exit code it maps to.
 struct Failure {
     code: u8,
@@ -252,6 +286,163 @@ impl Failure {
             code: 1,
             error: error.into(),
         }
+    }
+    fn does_not_fit(error: impl Into<anyhow::Error>) -> Self {
+        Self {
+            code: 3,
+            error: error.into(),
+        }
+    }
+}
+
+fn device_choice(config: &mut Config, device: Option<DeviceArg>) {
+    if let Some(d) = device {
+        config.train.device = match d {
+            DeviceArg::Auto => DeviceChoice::Auto,
+            DeviceArg::Wgpu => DeviceChoice::Wgpu,
+            DeviceArg::Cpu => DeviceChoice::Cpu,
+        };
+    }
+}
+
+fn open_compute(config: &Config) -> Result<widebag_model::Compute, Failure> {
+    let compute = open_device(config.train.device)
+        .context("opening the device")
+        .map_err(Failure::run)?;
+    if let Some(notice) = &compute.fallback_notice {
+        eprintln!("widebag: {notice}");
+    }
+    Ok(compute)
+}
+
+fn explain_one(args: &ExplainArgs) -> Result<(), Failure> {
+    let mut config = load_config(&args.config)?;
+    device_choice(&mut config, args.device);
+    let prepared = widebag_config::open_data(&config).map_err(Failure::usage)?;
+    let compute = open_compute(&config)?;
+    let (spec, ledger) = explain::predict(&prepared, &compute).map_err(Failure::usage)?;
+    let measured = if args.measure {
+        explain::check_fits(&ledger, &spec).map_err(Failure::does_not_fit)?;
+        Some(explain::measure(prepared, &compute, args.steps).map_err(Failure::run)?)
+    } else {
+        None
+    };
+    let report = explain::report(spec, ledger, &compute, measured.as_ref());
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string(&report).expect("report serialises")
+        );
+    } else {
+        explain::print_report(&report);
+    }
+    if measured.is_some() {
+        explain::write_svg(&args.svg, &report)
+            .with_context(|| format!("writing {}", args.svg.display()))
+            .map_err(Failure::run)?;
+        eprintln!("widebag: chart written to {}", args.svg.display());
+    }
+    Ok(())
+}
+
+fn explain_grid(args: &ExplainArgs, name: &str) -> Result<(), Failure> {
+    let points = explain::grid_points(name).map_err(Failure::usage)?;
+    let mut rows = Vec::new();
+    let mut adapter = String::new();
+    for (i, overrides) in points.iter().enumerate() {
+        let mut config = explain::grid_config(overrides).map_err(Failure::usage)?;
+        device_choice(&mut config, args.device);
+        let prepared = widebag_config::open_data(&config).map_err(Failure::usage)?;
+        let compute = open_compute(&config)?;
+        adapter = compute.adapter.clone();
+        let (spec, ledger) = explain::predict(&prepared, &compute).map_err(Failure::usage)?;
+        let mut row = explain::GridRow {
+            layout: config.model.layout.name().to_string(),
+            width: config.data.width,
+            batch_size: config.train.batch_size,
+            dense_optim: config.optim.dense.name().to_string(),
+            table_optim: config.optim.table.name().to_string(),
+            predicted_peak_bytes: ledger.peak(widebag_ledger::Placement::Device).bytes,
+            measured_peak_bytes: None,
+            error_pct: None,
+            note: String::new(),
+        };
+        if let Err(e) = explain::check_fits(&ledger, &spec) {
+            row.note = "predicted only (over the buffer limit)".into();
+            eprintln!(
+                "[{}/{}] {}: {e:#}",
+                i + 1,
+                points.len(),
+                overrides.join(" ")
+            );
+        } else {
+            let summary = explain::measure(prepared, &compute, args.steps).map_err(Failure::run)?;
+            let r = explain::report(spec, ledger, &compute, Some(&summary));
+            row.measured_peak_bytes = r.measured_peak_bytes;
+            row.error_pct = r.error_pct;
+            eprintln!(
+                "[{}/{}] {}: predicted {} measured {} error {:.2}%",
+                i + 1,
+                points.len(),
+                overrides.join(" "),
+                row.predicted_peak_bytes,
+                row.measured_peak_bytes.unwrap_or(0),
+                row.error_pct.unwrap_or(f64::NAN)
+            );
+        }
+        rows.push(row);
+    }
+    let md = explain::grid_markdown(&rows, &adapter);
+    if args.json {
+        println!("{}", serde_json::to_string(&rows).expect("rows serialise"));
+    } else {
+        print!("{md}");
+    }
+    if let Some(dir) = &args.out {
+        std::fs::create_dir_all(dir)
+            .and_then(|_| std::fs::write(dir.join("grid.md"), &md))
+            .and_then(|_| {
+                std::fs::write(
+                    dir.join("grid.json"),
+                    serde_json::to_string_pretty(&rows).expect("rows serialise"),
+                )
+            })
+            .with_context(|| format!("writing {}", dir.display()))
+            .map_err(Failure::run)?;
+    }
+    let measured: Vec<&explain::GridRow> = rows
+        .iter()
+        .filter(|r| r.measured_peak_bytes.is_some())
+        .collect();
+    let over: Vec<String> = rows
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| r.error_pct.is_some_and(|e| e > explain::BAR_PCT))
+        .map(|(i, r)| format!("#{} ({:.2}%)", i + 1, r.error_pct.unwrap_or(0.0)))
+        .collect();
+    let worst = measured
+        .iter()
+        .filter_map(|r| r.error_pct)
+        .fold(0.0f64, f64::max);
+    eprintln!(
+        "widebag: {} points measured, worst error {worst:.2}% (bar {}%)",
+        measured.len(),
+        explain::BAR_PCT
+    );
+    if !over.is_empty() {
+        return Err(Failure::run(anyhow::anyhow!(
+            "points over the {}% bar: {}",
+            explain::BAR_PCT,
+            over.join(", ")
+        )));
+    }
+    Ok(())
+}
+
+fn explain(args: &ExplainArgs) -> Result<(), Failure> {
+    match &args.grid {
+        Some(name) => explain_grid(args, name),
+        None => explain_one(args),
     }
 }
 
@@ -313,13 +504,7 @@ fn print_summary(s: &RunSummary) {
 
 fn train(args: &TrainArgs) -> Result<(), Failure> {
     let mut config = load_config(&args.config)?;
-    if let Some(d) = args.device {
-        config.train.device = match d {
-            DeviceArg::Auto => DeviceChoice::Auto,
-            DeviceArg::Wgpu => DeviceChoice::Wgpu,
-            DeviceArg::Cpu => DeviceChoice::Cpu,
-        };
-    }
+    device_choice(&mut config, args.device);
     let prepared = widebag_config::open_data(&config).map_err(Failure::usage)?;
     for w in &prepared.warnings {
         eprintln!("widebag: {w}");
@@ -340,12 +525,10 @@ fn train(args: &TrainArgs) -> Result<(), Failure> {
             }
         );
     }
-    let compute = open_device(config.train.device)
-        .context("opening the device")
-        .map_err(Failure::run)?;
-    if let Some(notice) = &compute.fallback_notice {
-        eprintln!("widebag: {notice}");
-    }
+    let compute = open_compute(&config)?;
+    // Refuse, before anything is allocated, a step with a tensor over the device's buffer limit.
+    let (spec, ledger) = explain::predict(&prepared, &compute).map_err(Failure::usage)?;
+    explain::check_fits(&ledger, &spec).map_err(Failure::does_not_fit)?;
     let bar = ProgressBar::new(config.train.steps as u64);
     bar.set_style(
         ProgressStyle::with_template("{bar:30} {pos}/{len} steps  {msg}  [{elapsed}<{eta}]")
@@ -485,6 +668,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match &cli.command {
         Command::Train(args) => train(args),
+        Command::Explain(args) => explain(args),
         Command::Data { command } => match command {
             DataCommand::Stats(args) => data_stats(args),
             DataCommand::Convert(args) => data_convert(args),

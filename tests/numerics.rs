@@ -237,8 +237,9 @@ fn check_chunked_softmax(compute: Compute, label: &str) {
         .collect();
     let layer: Vec<_> = w_chunks.iter().map(|(a, b)| (a, b)).collect();
     let ct = ChunkTargets::new(&t, &chunks, &device);
-    let fwd = softmax::forward(&h_t, &layer, &chunks, &ct);
-    let grads = softmax::backward(&h_t, &layer, &chunks, &ct, &fwd.lse);
+    let mut meter = widebag_model::MemoryMeter::new(&device);
+    let fwd = softmax::forward(&h_t, &layer, &chunks, &ct, &mut meter);
+    let grads = softmax::backward(&h_t, &layer, &chunks, &ct, &fwd.lse, &mut meter);
 
     // The unchunked reference runs on flex: on lavapipe, burn 0.22's own `log_softmax` over
     // 240,000 columns returned a wrong loss (5.61 against 28.75), while widebag's chunked

@@ -39,7 +39,62 @@ pub enum DeviceChoice {
 #[serde(rename_all = "snake_case")]
 pub enum DenseOptim {
     Sgd,
+    /// SGD with a momentum buffer (PyTorch's, no dampening): one state tensor per weight.
+    Momentum,
     Adam,
+    /// Adam with decoupled weight decay (`optim.weight_decay`), as `torch.optim.AdamW`.
+    #[serde(rename = "adamw")]
+    AdamW,
+}
+
+impl DenseOptim {
+    pub const ALL: [DenseOptim; 4] = [
+        DenseOptim::Sgd,
+        DenseOptim::Momentum,
+        DenseOptim::Adam,
+        DenseOptim::AdamW,
+    ];
+
+    /// State tensors kept per parameter tensor, each of its shape.
+    pub fn state_per_weight(self) -> u64 {
+        match self {
+            DenseOptim::Sgd => 0,
+            DenseOptim::Momentum => 1,
+            DenseOptim::Adam | DenseOptim::AdamW => 2,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            DenseOptim::Sgd => "sgd",
+            DenseOptim::Momentum => "momentum",
+            DenseOptim::Adam => "adam",
+            DenseOptim::AdamW => "adamw",
+        }
+    }
+}
+
+/// How the model is laid out on the device.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Layout {
+    /// Embedding bag over a row-sharded table off autodiff, chunked softmax: only the rows a
+    /// batch touches get gradients and updates.
+    #[default]
+    Sparse,
+    /// The naive baseline as a PyTorch user writes it: a dense `[batch, width]` input, a dense
+    /// first-layer weight on autodiff, full `[batch, classes]` logits. Every weight gets a dense
+    /// gradient and the dense optimizer.
+    Dense,
+}
+
+impl Layout {
+    pub fn name(self) -> &'static str {
+        match self {
+            Layout::Sparse => "sparse",
+            Layout::Dense => "dense",
+        }
+    }
 }
 
 /// Optimizer of the embedding table (row-sparse: only touched rows are updated).
@@ -50,6 +105,25 @@ pub enum TableOptim {
     Sgd,
     /// Lazy Adam (PyTorch `SparseAdam`): moments of touched rows only, global step count.
     Adam,
+}
+
+impl TableOptim {
+    pub const ALL: [TableOptim; 2] = [TableOptim::Sgd, TableOptim::Adam];
+
+    /// State values kept per table element.
+    pub fn state_per_weight(self) -> u64 {
+        match self {
+            TableOptim::Sgd => 0,
+            TableOptim::Adam => 2,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            TableOptim::Sgd => "sgd",
+            TableOptim::Adam => "adam",
+        }
+    }
 }
 
 /// `[data]`: where batches come from.
@@ -148,6 +222,8 @@ impl DataConfig {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ModelConfig {
+    /// `sparse` (embedding bag, row-sparse updates) or `dense` (the naive baseline).
+    pub layout: Layout,
     /// Embedding-bag output size (the first layer, width → dim).
     pub dim: usize,
     /// Hidden layer sizes after the bag, each followed by ReLU.
@@ -161,6 +237,7 @@ pub struct ModelConfig {
 impl Default for ModelConfig {
     fn default() -> Self {
         Self {
+            layout: Layout::Sparse,
             dim: 32,
             hidden: vec![64],
             class_chunk: 0,
@@ -205,6 +282,10 @@ pub struct OptimConfig {
     pub beta1: f64,
     pub beta2: f64,
     pub eps: f64,
+    /// `momentum`: the momentum factor (PyTorch's SGD, no dampening, no Nesterov).
+    pub momentum: f64,
+    /// `adamw`: decoupled weight decay (PyTorch's AdamW default, 0.01). Other optimizers ignore it.
+    pub weight_decay: f64,
 }
 
 impl Default for OptimConfig {
@@ -217,6 +298,8 @@ impl Default for OptimConfig {
             beta1: 0.9,
             beta2: 0.999,
             eps: 1e-8,
+            momentum: 0.9,
+            weight_decay: 0.01,
         }
     }
 }
@@ -620,6 +703,16 @@ pub fn validate(c: &Config) -> Result<(), (&'static str, String)> {
         o.eps.is_finite() && o.eps > 0.0,
         "optim.eps",
         "must be a finite number > 0",
+    )?;
+    check(
+        (0.0..1.0).contains(&o.momentum),
+        "optim.momentum",
+        "must be within [0, 1)",
+    )?;
+    check(
+        o.weight_decay.is_finite() && o.weight_decay >= 0.0,
+        "optim.weight_decay",
+        "must be a finite number >= 0",
     )?;
     Ok(())
 }

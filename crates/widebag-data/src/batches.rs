@@ -62,6 +62,7 @@ impl EpochBatches {
 }
 
 /// Where training batches come from.
+#[derive(Clone)]
 pub enum BatchSource {
     Synthetic(SyntheticStream),
     Rows(EpochBatches),

@@ -27,6 +27,9 @@ pub struct Compute {
     pub adapter: String,
     /// Largest single buffer, in bytes (`u64::MAX` when the backend has no such limit).
     pub max_buffer_bytes: u64,
+    /// Every allocation is rounded up to a multiple of this (cubecl's memory alignment: the
+    /// larger of the adapter's uniform and storage buffer offset alignments).
+    pub alignment_bytes: u64,
     /// Set when `auto` fell back to the CPU: the reason, to print once.
     pub fallback_notice: Option<String>,
 }
@@ -39,6 +42,7 @@ impl Compute {
             backend: BackendKind::Flex,
             adapter: "flex (CPU)".to_string(),
             max_buffer_bytes: u64::MAX,
+            alignment_bytes: 1,
             fallback_notice: None,
         }
     }
@@ -52,7 +56,9 @@ impl Compute {
     }
 }
 
-type WgpuOpen = Result<(Device, String, u64), String>;
+/// An opened wgpu device: the device, the adapter's description, its largest buffer and its
+/// memory alignment.
+type WgpuOpen = Result<(Device, String, u64, u64), String>;
 static WGPU: OnceLock<WgpuOpen> = OnceLock::new();
 
 fn init_wgpu() -> WgpuOpen {
@@ -64,11 +70,16 @@ fn init_wgpu() -> WgpuOpen {
             let max_buffer_bytes = limits
                 .max_storage_buffer_binding_size
                 .min(limits.max_buffer_size);
+            let alignment_bytes = u64::from(
+                limits
+                    .min_uniform_buffer_offset_alignment
+                    .max(limits.min_storage_buffer_offset_alignment),
+            );
             let adapter = format!(
                 "{} ({:?}, {:?}, {})",
                 info.name, info.device_type, info.backend, info.driver_info
             );
-            Ok((device, adapter, max_buffer_bytes))
+            Ok((device, adapter, max_buffer_bytes, alignment_bytes))
         }
         Ok(Err(e)) => Err(e.to_string()),
         Err(_) => Err("wgpu initialisation panicked".to_string()),
@@ -78,11 +89,12 @@ fn init_wgpu() -> WgpuOpen {
 /// Opens the wgpu device (once per process).
 pub fn open_wgpu() -> Result<Compute, ModelError> {
     match WGPU.get_or_init(init_wgpu) {
-        Ok((device, adapter, max_buffer_bytes)) => Ok(Compute {
+        Ok((device, adapter, max_buffer_bytes, alignment_bytes)) => Ok(Compute {
             device: device.clone(),
             backend: BackendKind::Wgpu,
             adapter: adapter.clone(),
             max_buffer_bytes: *max_buffer_bytes,
+            alignment_bytes: *alignment_bytes,
             fallback_notice: None,
         }),
         Err(e) => Err(ModelError::NoAdapter(e.clone())),

@@ -1,6 +1,7 @@
 //! The burn side of widebag: device selection, row-sharded tables, the embedding bag, the chunked
 //! softmax output, row-sparse and dense optimizers, and the training step.
 
+pub mod dense;
 pub mod device;
 pub mod memory;
 pub mod model;
@@ -12,9 +13,9 @@ pub mod tensors;
 pub mod train;
 
 pub use device::{BackendKind, Compute, open_device};
-pub use memory::{MemoryMeter, Phase};
+pub use memory::{MemoryMeter, MeterMode, Phase, Point};
 pub use model::{Grads, ModelSpec, StepStats, WideModel};
-pub use train::{RunSummary, run_training};
+pub use train::{Model, RunOptions, RunSummary, run_training, run_training_with};
 
 /// Errors from the model crate.
 #[derive(Debug, thiserror::Error)]

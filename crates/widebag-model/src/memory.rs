@@ -1,24 +1,30 @@
-//! Samples burn's allocator counters during a step and keeps the peaks, per phase and overall.
+//! Reads burn's allocator counters at the ledger's sample points of a step and keeps the peaks,
+//! per point, per phase and overall.
 
 use std::collections::BTreeMap;
 
 use burn::tensor::Device;
 use serde::Serialize;
+pub use widebag_ledger::{Phase, Point};
 
-/// The phases of a training step at which memory is sampled.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+/// How closely a step is watched.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Phase {
-    Setup,
-    Forward,
-    Backward,
-    Update,
+pub enum MeterMode {
+    /// Only at phase ends (forward end, backward end, step end): cheap enough for training.
+    #[default]
+    PhaseEnds,
+    /// Also inside the output layer and the table update, where a step's temporaries peak
+    /// (`explain --measure`). Each reading drains burn's fusion queue.
+    Detailed,
 }
 
 /// One allocator reading.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct MemorySample {
+    /// Bytes of live allocations, with the padding that rounds each to the device's alignment.
     pub in_use_bytes: u64,
+    pub padding_bytes: u64,
     pub reserved_bytes: u64,
 }
 
@@ -27,20 +33,34 @@ pub struct MemorySample {
 #[derive(Clone, Debug)]
 pub struct MemoryMeter {
     device: Device,
+    pub mode: MeterMode,
     pub peak_in_use_bytes: u64,
     pub peak_reserved_bytes: u64,
     pub phase_peak_in_use_bytes: BTreeMap<Phase, u64>,
+    pub point_peak_in_use_bytes: BTreeMap<Point, u64>,
     pub n_samples: usize,
+    /// Bytes in use before the run built anything (left by earlier work in the process); every
+    /// reading is taken relative to it.
+    pub baseline_bytes: u64,
 }
 
 impl MemoryMeter {
     pub fn new(device: &Device) -> Self {
+        Self::with_mode(device, MeterMode::PhaseEnds)
+    }
+
+    pub fn with_mode(device: &Device, mode: MeterMode) -> Self {
         Self {
             device: device.clone(),
+            mode,
             peak_in_use_bytes: 0,
             peak_reserved_bytes: 0,
             phase_peak_in_use_bytes: BTreeMap::new(),
+            point_peak_in_use_bytes: BTreeMap::new(),
             n_samples: 0,
+            baseline_bytes: device
+                .memory_pool_usage()
+                .map_or(0, |u| u.bytes_in_use + u.bytes_padding),
         }
     }
 
@@ -50,21 +70,42 @@ impl MemoryMeter {
     }
 
     /// Reads the allocator now and folds the reading into the peaks.
-    pub fn sample(&mut self, phase: Phase) -> Option<MemorySample> {
+    pub fn sample(&mut self, point: Point) -> Option<MemorySample> {
         let usage = self.device.memory_pool_usage()?;
         let s = MemorySample {
-            in_use_bytes: usage.bytes_in_use,
+            in_use_bytes: (usage.bytes_in_use + usage.bytes_padding)
+                .saturating_sub(self.baseline_bytes),
+            padding_bytes: usage.bytes_padding,
             reserved_bytes: usage.bytes_reserved,
         };
         self.n_samples += 1;
         self.peak_in_use_bytes = self.peak_in_use_bytes.max(s.in_use_bytes);
         self.peak_reserved_bytes = self.peak_reserved_bytes.max(s.reserved_bytes);
-        let p = self.phase_peak_in_use_bytes.entry(phase).or_default();
+        let p = self
+            .phase_peak_in_use_bytes
+            .entry(point.phase())
+            .or_default();
+        *p = (*p).max(s.in_use_bytes);
+        let p = self.point_peak_in_use_bytes.entry(point).or_default();
         *p = (*p).max(s.in_use_bytes);
         Some(s)
     }
 
-    /// High-water mark of the dynamic pools: sum over pools of peak pages times page size.
+    /// Like [`Self::sample`], in [`MeterMode::Detailed`] only.
+    pub fn probe(&mut self, point: Point) {
+        if self.mode == MeterMode::Detailed {
+            self.sample(point);
+        }
+    }
+
+    /// Forgets the peaks (after warm-up steps).
+    pub fn reset(&mut self) {
+        let baseline_bytes = self.baseline_bytes;
+        *self = Self::with_mode(&self.device, self.mode);
+        self.baseline_bytes = baseline_bytes;
+    }
+
+    /// High-water mark of the pools: sum over pools of peak pages times page size.
     pub fn pool_high_water_bytes(&self) -> Option<u64> {
         let report = self.device.memory_pool_report()?;
         Some(report.iter().map(|p| p.pages_peak * p.page_size).sum())

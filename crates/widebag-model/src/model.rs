@@ -9,7 +9,7 @@ use widebag_config::{Config, OptimConfig};
 use widebag_csr::CsrBatch;
 use widebag_data::rng::hash2;
 
-use crate::memory::{MemoryMeter, Phase};
+use crate::memory::{MemoryMeter, Point};
 use crate::optim::{DenseParam, TableState};
 use crate::softmax::{self, ChunkTargets, ClassChunk};
 use crate::table::{Segment, ShardedTable};
@@ -42,13 +42,14 @@ impl ModelSpec {
             .last()
             .copied()
             .unwrap_or(config.model.dim);
-        let limit = softmax::max_chunk_classes(last, config.train.batch_size, max_buffer_bytes);
         let n_classes = config.data.n_classes();
-        let class_chunk = match config.model.class_chunk {
-            0 => limit,
-            c => c.min(limit),
-        }
-        .min(n_classes);
+        let class_chunk = widebag_ledger::shapes::class_chunk(
+            config.model.class_chunk,
+            n_classes,
+            last,
+            config.train.batch_size,
+            max_buffer_bytes,
+        );
         Self {
             width: config.data.width,
             n_classes,
@@ -370,7 +371,8 @@ impl WideModel {
         let ad = self.device.clone().autodiff();
         // 1. data: the batch's index and value buffers, grouped by table segment.
         let uniq = batch.unique_ids();
-        let max_entries = (self.spec.max_buffer_bytes / (4 * self.spec.dim as u64)) as usize;
+        let max_entries =
+            widebag_ledger::shapes::max_bag_entries(self.spec.dim, self.spec.max_buffer_bytes);
         let inputs = BagInputs::upload(batch, self.table.segments(uniq), max_entries, &ad);
         let targets = ChunkTargets::new(batch.targets(), &self.chunks, &self.device);
         // 2. unique rows: gather them per segment and make each a gradient leaf.
@@ -389,11 +391,11 @@ impl WideModel {
         let h = self.forward_hidden(&rows, &leaves, &inputs);
         let h_plain = h.clone().inner();
         let layer = self.output_layer();
-        let fwd = softmax::forward(&h_plain, &layer, &self.chunks, &targets);
+        let fwd = softmax::forward(&h_plain, &layer, &self.chunks, &targets, meter);
         let loss = scalar(fwd.loss)?;
-        meter.sample(Phase::Forward);
+        meter.sample(Point::ForwardEnd);
         // 4. backward: output gradients by chunk, then autodiff from dL/dh through the MLP and bag.
-        let out = softmax::backward(&h_plain, &layer, &self.chunks, &targets, &fwd.lse);
+        let out = softmax::backward(&h_plain, &layer, &self.chunks, &targets, &fwd.lse, meter);
         let surrogate = (h * Tensor::from_inner(out.dh)).sum();
         let ad_grads = surrogate.backward();
         let rows_grad = inputs
@@ -417,7 +419,7 @@ impl WideModel {
             dense.push(db);
         }
         drop(ad_grads);
-        meter.sample(Phase::Backward);
+        meter.sample(Point::BackwardEnd);
         Ok(Grads {
             loss,
             rows: rows_grad,
@@ -432,6 +434,7 @@ impl WideModel {
         batch: &CsrBatch,
         meter: &mut MemoryMeter,
     ) -> Result<StepStats, ModelError> {
+        meter.probe(Point::Setup);
         // Steps 1–4: data, unique rows, forward, backward.
         let grads = self.forward_backward(batch, meter)?;
         self.step += 1;
@@ -444,8 +447,10 @@ impl WideModel {
                 rows_grad,
                 &self.optim,
                 self.step,
+                meter,
             );
         }
+        meter.probe(Point::DenseUpdate);
         // 6. dense updates.
         let step = self.step;
         let optim = self.optim.clone();
@@ -455,7 +460,7 @@ impl WideModel {
             .map(|(p, g)| p.step(g, &optim, step))
             .collect();
         // 7. measure.
-        meter.sample(Phase::Update);
+        meter.sample(Point::StepEnd);
         Ok(StepStats {
             step: self.step,
             loss: grads.loss,

@@ -1,13 +1,16 @@
-//! Optimizers: dense SGD and Adam for the layers, row-sparse SGD and lazy Adam for the table.
+//! Optimizers: dense SGD, momentum SGD, Adam and AdamW for the layers, row-sparse SGD and lazy
+//! Adam for the table.
 //!
 //! Hyper-parameter defaults follow PyTorch (`torch.optim.Adam`: betas (0.9, 0.999), eps 1e-8;
-//! `torch.optim.SGD`: no momentum, no dampening). Lazy Adam is PyTorch's `SparseAdam`: only the
+//! `torch.optim.SGD`: no dampening, no Nesterov, momentum buffer initialised to the first
+//! gradient; `torch.optim.AdamW`: `p ← p (1 − lr·wd)` before the Adam step). Lazy Adam is PyTorch's `SparseAdam`: only the
 //! rows a batch touches have their moments and values updated, with bias correction from the
 //! global step count, so rows touched every step follow dense Adam exactly.
 
 use burn::tensor::Tensor;
 use widebag_config::{DenseOptim, OptimConfig, TableOptim};
 
+use crate::memory::{MemoryMeter, Point};
 use crate::table::ShardedTable;
 
 /// Adam's scalars for one step.
@@ -56,7 +59,14 @@ pub struct Moments {
 #[derive(Clone, Debug)]
 pub enum DenseState {
     Sgd,
-    Adam(Box<Moments>),
+    /// The momentum buffer, zeros before the first step (so the first step sets it to the
+    /// gradient, as PyTorch does).
+    Momentum(Box<Tensor<2>>),
+    /// Adam's moments; `decoupled_decay` selects AdamW.
+    Adam {
+        moments: Box<Moments>,
+        decoupled_decay: bool,
+    },
 }
 
 /// A dense parameter with its optimizer state.
@@ -69,12 +79,18 @@ pub struct DenseParam {
 
 impl DenseParam {
     pub fn new(name: impl Into<String>, value: Tensor<2>, optim: DenseOptim) -> Self {
-        let state = match optim {
-            DenseOptim::Sgd => DenseState::Sgd,
-            DenseOptim::Adam => DenseState::Adam(Box::new(Moments {
+        let adam = |decoupled_decay| DenseState::Adam {
+            moments: Box::new(Moments {
                 m: value.zeros_like(),
                 v: value.zeros_like(),
-            })),
+            }),
+            decoupled_decay,
+        };
+        let state = match optim {
+            DenseOptim::Sgd => DenseState::Sgd,
+            DenseOptim::Momentum => DenseState::Momentum(Box::new(value.zeros_like())),
+            DenseOptim::Adam => adam(false),
+            DenseOptim::AdamW => adam(true),
         };
         Self {
             name: name.into(),
@@ -86,25 +102,39 @@ impl DenseParam {
     /// One optimizer step; consumes the parameter so its buffers are updated in place.
     pub fn step(self, grad: Tensor<2>, config: &OptimConfig, step: u64) -> Self {
         let Self { name, value, state } = self;
-        match state {
-            DenseState::Sgd => Self {
-                name,
-                value: value - grad.mul_scalar(config.lr),
-                state: DenseState::Sgd,
-            },
-            DenseState::Adam(moments) => {
+        let (value, state) = match state {
+            DenseState::Sgd => (value - grad.mul_scalar(config.lr), DenseState::Sgd),
+            DenseState::Momentum(buf) => {
+                let buf = (*buf).mul_scalar(config.momentum) + grad;
+                (
+                    value - buf.clone().mul_scalar(config.lr),
+                    DenseState::Momentum(Box::new(buf)),
+                )
+            }
+            DenseState::Adam {
+                moments,
+                decoupled_decay,
+            } => {
                 let Moments { m, v } = *moments;
                 let a = AdamStep::new(config, config.lr, step);
+                let value = if decoupled_decay && config.weight_decay > 0.0 {
+                    value.mul_scalar(1.0 - config.lr * config.weight_decay)
+                } else {
+                    value
+                };
                 let m = m.mul_scalar(a.beta1) + grad.clone().mul_scalar(1.0 - a.beta1);
                 let v = v.mul_scalar(a.beta2) + grad.square().mul_scalar(1.0 - a.beta2);
                 let value = value + a.delta(m.clone(), v.clone());
-                Self {
-                    name,
+                (
                     value,
-                    state: DenseState::Adam(Box::new(Moments { m, v })),
-                }
+                    DenseState::Adam {
+                        moments: Box::new(Moments { m, v }),
+                        decoupled_decay,
+                    },
+                )
             }
-        }
+        };
+        Self { name, value, state }
     }
 }
 
@@ -137,9 +167,14 @@ impl TableState {
         grad_rows: Tensor<2>,
         config: &OptimConfig,
         step: u64,
+        meter: &mut MemoryMeter,
     ) {
         match self {
-            TableState::Sgd => table.scatter_add(uniq, grad_rows.mul_scalar(-config.table_lr())),
+            TableState::Sgd => {
+                let delta = grad_rows.mul_scalar(-config.table_lr());
+                meter.probe(Point::TableUpdate);
+                table.scatter_add(uniq, delta)
+            }
             TableState::Adam { m, v } => {
                 let a = AdamStep::new(config, config.table_lr(), step);
                 let m_old = m.gather(uniq);
@@ -149,6 +184,7 @@ impl TableState {
                 let dm = (grad_rows.clone() - m_old.clone()).mul_scalar(1.0 - a.beta1);
                 let dv = (grad_rows.square() - v_old.clone()).mul_scalar(1.0 - a.beta2);
                 let delta = a.delta(m_old + dm.clone(), v_old + dv.clone());
+                meter.probe(Point::TableUpdate);
                 m.scatter_add(uniq, dm);
                 v.scatter_add(uniq, dv);
                 table.scatter_add(uniq, delta);

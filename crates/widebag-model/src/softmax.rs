@@ -15,32 +15,10 @@
 use burn::tensor::{Device, Int, Tensor};
 use widebag_csr::Targets;
 
+use crate::memory::{MemoryMeter, Point};
 use crate::tensors::floats;
 
-/// Classes `offset .. offset + n` of the output layer.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
-pub struct ClassChunk {
-    pub offset: usize,
-    pub n: usize,
-}
-
-/// Splits `n_classes` into chunks of at most `chunk` classes.
-pub fn class_chunks(n_classes: usize, chunk: usize) -> Vec<ClassChunk> {
-    let chunk = chunk.max(1);
-    (0..n_classes)
-        .step_by(chunk)
-        .map(|offset| ClassChunk {
-            offset,
-            n: chunk.min(n_classes - offset),
-        })
-        .collect()
-}
-
-/// Largest chunk whose weight slice (`hidden × n`) and logits (`batch × n`) fit the buffer limit.
-pub fn max_chunk_classes(hidden: usize, batch_size: usize, max_buffer_bytes: u64) -> usize {
-    let per_class = 4 * hidden.max(batch_size).max(1) as u64;
-    ((max_buffer_bytes / per_class) as usize).max(1)
-}
+pub use widebag_ledger::shapes::{ClassChunk, class_chunks, max_chunk_classes};
 
 /// Targets laid out per chunk, on the device.
 pub struct ChunkTargets {
@@ -124,13 +102,20 @@ pub fn forward(
     layer: &[(&Tensor<2>, &Tensor<2>)],
     chunks: &[ClassChunk],
     targets: &ChunkTargets,
+    meter: &mut MemoryMeter,
 ) -> SoftmaxForward {
     let device = h.device();
     let mut running: Option<(Tensor<2>, Tensor<2>)> = None;
     let mut target_logit = Tensor::<2>::zeros([targets.n_rows, 1], &device);
     for (c, (chunk, (w, b))) in chunks.iter().zip(layer).enumerate() {
         let z = logits(h, w, b);
-        if let Some(y) = targets.dense(c, chunk.n, &device) {
+        let y = targets.dense(c, chunk.n, &device);
+        if c == 0 {
+            // The first chunk is the largest and, classes being sorted by frequency, the one
+            // holding targets: its logits and dense targets are alive here.
+            meter.probe(Point::ForwardLogits);
+        }
+        if let Some(y) = y {
             target_logit = target_logit + (z.clone() * y).sum_dim(1);
         }
         let chunk_max = z.clone().max_dim(1);
@@ -160,8 +145,10 @@ pub fn backward(
     chunks: &[ClassChunk],
     targets: &ChunkTargets,
     lse: &Tensor<2>,
+    meter: &mut MemoryMeter,
 ) -> SoftmaxGrads {
     let device = h.device();
+    let last = chunks.len().saturating_sub(1);
     let inv_rows = 1.0 / targets.n_rows.max(1) as f64;
     let ht = h.clone().transpose();
     let mut dh: Option<Tensor<2>> = None;
@@ -178,29 +165,14 @@ pub fn backward(
             None => dh_c,
             Some(acc) => acc + dh_c,
         });
-        grads.push((ht.clone().matmul(g.clone()), g.sum_dim(0)));
+        grads.push((ht.clone().matmul(g.clone()), g.clone().sum_dim(0)));
+        if c == last {
+            meter.probe(Point::BackwardLogits);
+        }
+        drop(g);
     }
     SoftmaxGrads {
         dh: dh.expect("at least one class chunk"),
         chunks: grads,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn chunks_cover_all_classes() {
-        let c = class_chunks(10, 4);
-        assert_eq!(
-            c,
-            vec![
-                ClassChunk { offset: 0, n: 4 },
-                ClassChunk { offset: 4, n: 4 },
-                ClassChunk { offset: 8, n: 2 }
-            ]
-        );
-        assert_eq!(max_chunk_classes(8, 16, 1024), 16);
     }
 }

@@ -28,8 +28,7 @@ pub struct Segment {
 impl ShardedTable {
     /// Rows per shard so that one shard stays within `max_buffer_bytes`.
     pub fn rows_per_shard(n_rows: usize, dim: usize, max_buffer_bytes: u64) -> usize {
-        let row_bytes = (dim as u64 * 4).max(1);
-        ((max_buffer_bytes / row_bytes) as usize).clamp(1, n_rows.max(1))
+        widebag_ledger::shapes::rows_per_shard(n_rows, dim, max_buffer_bytes)
     }
 
     /// Builds the table shard by shard; `init(row, out)` fills row `row` (`out.len() == dim`).

@@ -10,7 +10,10 @@ use widebag_config::{DataSummary, Prepared};
 use widebag_csr::CsrBatch;
 use widebag_data::{BatchSource, DataError};
 
-use crate::memory::{MemoryMeter, Phase};
+use widebag_config::{Config, Layout};
+
+use crate::dense::DenseModel;
+use crate::memory::{MemoryMeter, MeterMode, Phase, Point};
 use crate::model::{StepStats, WideModel};
 use crate::{BackendKind, Compute, ModelError};
 
@@ -25,6 +28,7 @@ pub struct RunSummary {
     pub hidden: Vec<usize>,
     pub batch_size: usize,
     pub steps: usize,
+    pub layout: Layout,
     pub table_optimizer: widebag_config::TableOptim,
     pub dense_optimizer: widebag_config::DenseOptim,
     /// Examples per second over the steps after the first (the first compiles kernels).
@@ -38,14 +42,15 @@ pub struct RunSummary {
     pub table_shards: usize,
     pub class_chunks: usize,
     pub max_buffer_bytes: u64,
-    /// Peak bytes in live allocations, sampled after forward, backward and update of every step
-    /// (`None` on backends without allocator counters, e.g. flex).
+    /// Peak bytes in live allocations (with alignment padding), read at the ledger's points of
+    /// every step (`None` on backends without allocator counters, e.g. flex).
     pub peak_in_use_bytes: Option<u64>,
     /// Peak bytes reserved by the allocator at the same samples.
     pub peak_reserved_bytes: Option<u64>,
     /// Sum over the dynamic pools of their page high-water marks.
     pub pool_high_water_bytes: Option<u64>,
     pub phase_peak_in_use_bytes: BTreeMap<Phase, u64>,
+    pub point_peak_in_use_bytes: BTreeMap<Point, u64>,
     pub setup_s: f64,
     pub train_s: f64,
     /// The data file trained on (absent for synthetic data).
@@ -73,10 +78,62 @@ fn prefetch(
     rx
 }
 
+/// The model of either layout.
+pub enum Model {
+    Sparse(Box<WideModel>),
+    Dense(Box<DenseModel>),
+}
+
+impl Model {
+    pub fn new(config: &Config, compute: &Compute) -> Result<Self, ModelError> {
+        Ok(match config.model.layout {
+            Layout::Sparse => Model::Sparse(Box::new(WideModel::new(config, compute))),
+            Layout::Dense => Model::Dense(Box::new(DenseModel::new(config, compute)?)),
+        })
+    }
+
+    pub fn train_step(
+        &mut self,
+        batch: &CsrBatch,
+        meter: &mut MemoryMeter,
+    ) -> Result<StepStats, ModelError> {
+        match self {
+            Model::Sparse(m) => m.train_step(batch, meter),
+            Model::Dense(m) => m.train_step(batch, meter),
+        }
+    }
+
+    pub fn parameter_bytes(&self) -> u64 {
+        match self {
+            Model::Sparse(m) => m.parameter_bytes(),
+            Model::Dense(m) => m.parameter_bytes(),
+        }
+    }
+}
+
+/// How a run is watched.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RunOptions {
+    pub meter: MeterMode,
+    /// Steps whose memory readings are discarded (the first steps compile kernels and create
+    /// lazily allocated state).
+    pub warmup_steps: usize,
+}
+
 /// Trains the configured model on the prepared batches. `on_step` sees every step's stats.
 pub fn run_training(
     prepared: Prepared,
     compute: &Compute,
+    on_step: impl FnMut(&StepStats),
+) -> Result<RunSummary, ModelError> {
+    run_training_with(prepared, compute, RunOptions::default(), on_step)
+}
+
+/// [`run_training`] with a chosen meter mode and warm-up.
+pub fn run_training_with(
+    prepared: Prepared,
+    compute: &Compute,
+    options: RunOptions,
     mut on_step: impl FnMut(&StepStats),
 ) -> Result<RunSummary, ModelError> {
     let setup_start = Instant::now();
@@ -87,9 +144,9 @@ pub fn run_training(
         ..
     } = prepared;
     let config = &config;
-    let mut model = WideModel::new(config, compute);
-    let mut meter = MemoryMeter::new(&compute.device);
-    meter.sample(Phase::Setup);
+    let mut meter = MemoryMeter::with_mode(&compute.device, options.meter);
+    let mut model = Model::new(config, compute)?;
+    meter.sample(Point::Setup);
     let setup_s = setup_start.elapsed().as_secs_f64();
 
     let batches = prefetch(stream, config.train.batch_size, config.train.steps);
@@ -102,6 +159,9 @@ pub fn run_training(
             .recv()
             .map_err(|_| ModelError::Execution("batch producer stopped".into()))??;
         rows_seen += batch.n_rows();
+        if step > 0 && step == options.warmup_steps {
+            meter.reset();
+        }
         let stats = model.train_step(&batch, &mut meter)?;
         if !stats.loss.is_finite() {
             return Err(ModelError::Execution(format!(
@@ -125,30 +185,41 @@ pub fn run_training(
     };
     let tail = &losses[losses.len().saturating_sub(10)..];
     let has_counters = meter.available();
+    let (table_bytes, table_shards, class_chunks, max_buffer_bytes) = match &model {
+        Model::Sparse(m) => (
+            m.table.bytes(),
+            m.table.n_shards(),
+            m.chunks.len(),
+            m.spec.max_buffer_bytes,
+        ),
+        Model::Dense(m) => (0, 0, 1, m.spec.max_buffer_bytes),
+    };
     Ok(RunSummary {
         backend: compute.backend,
         adapter: compute.adapter.clone(),
-        width: model.spec.width,
-        n_classes: model.spec.n_classes,
-        dim: model.spec.dim,
-        hidden: model.spec.hidden.clone(),
+        width: config.data.width,
+        n_classes: config.data.n_classes(),
+        dim: config.model.dim,
+        hidden: config.model.hidden.clone(),
         batch_size: config.train.batch_size,
         steps: config.train.steps,
+        layout: config.model.layout,
         table_optimizer: config.optim.table,
         dense_optimizer: config.optim.dense,
         examples_per_s,
         first_loss: losses[0],
         final_loss: *losses.last().expect("steps >= 1"),
         final_loss_mean10: tail.iter().sum::<f32>() / tail.len() as f32,
-        table_bytes: model.table.bytes(),
+        table_bytes,
         parameter_bytes: model.parameter_bytes(),
-        table_shards: model.table.n_shards(),
-        class_chunks: model.chunks.len(),
-        max_buffer_bytes: model.spec.max_buffer_bytes,
+        table_shards,
+        class_chunks,
+        max_buffer_bytes,
         peak_in_use_bytes: has_counters.then_some(meter.peak_in_use_bytes),
         peak_reserved_bytes: has_counters.then_some(meter.peak_reserved_bytes),
         pool_high_water_bytes: meter.pool_high_water_bytes(),
         phase_peak_in_use_bytes: meter.phase_peak_in_use_bytes.clone(),
+        point_peak_in_use_bytes: meter.point_peak_in_use_bytes.clone(),
         setup_s,
         train_s,
         // Batches never straddle epochs, so the epochs started follow from the rows seen.

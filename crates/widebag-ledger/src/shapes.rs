@@ -1,0 +1,95 @@
+//! How the sparse layout cuts its tensors to the device's largest buffer: table shards, class
+//! chunks of the output layer and pieces of the bag's entries. The trainer uses these same
+//! functions, so the ledger's shapes are the trainer's shapes.
+
+use serde::{Deserialize, Serialize};
+
+/// Bytes of an f32.
+pub const F32_BYTES: u64 = 4;
+/// Bytes of the i32 index tensors widebag uploads.
+pub const I32_BYTES: u64 = 4;
+
+/// Rows per table shard so that one shard stays within `max_buffer_bytes`.
+pub fn rows_per_shard(n_rows: usize, dim: usize, max_buffer_bytes: u64) -> usize {
+    let row_bytes = (dim as u64 * F32_BYTES).max(1);
+    ((max_buffer_bytes / row_bytes) as usize).clamp(1, n_rows.max(1))
+}
+
+/// Rows of each shard of an `n_rows`-row table.
+pub fn shard_rows(n_rows: usize, dim: usize, max_buffer_bytes: u64) -> Vec<usize> {
+    let per = rows_per_shard(n_rows, dim, max_buffer_bytes);
+    (0..n_rows)
+        .step_by(per)
+        .map(|first| per.min(n_rows - first))
+        .collect()
+}
+
+/// Classes `offset .. offset + n` of the output layer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClassChunk {
+    pub offset: usize,
+    pub n: usize,
+}
+
+/// Splits `n_classes` into chunks of at most `chunk` classes.
+pub fn class_chunks(n_classes: usize, chunk: usize) -> Vec<ClassChunk> {
+    let chunk = chunk.max(1);
+    (0..n_classes)
+        .step_by(chunk)
+        .map(|offset| ClassChunk {
+            offset,
+            n: chunk.min(n_classes - offset),
+        })
+        .collect()
+}
+
+/// Largest chunk whose weight slice (`hidden × n`) and logits (`batch × n`) fit the buffer limit.
+pub fn max_chunk_classes(hidden: usize, batch_size: usize, max_buffer_bytes: u64) -> usize {
+    let per_class = F32_BYTES * hidden.max(batch_size).max(1) as u64;
+    ((max_buffer_bytes / per_class) as usize).max(1)
+}
+
+/// The chunk size the trainer uses: `configured` (0 = as large as the limit allows), capped by
+/// the limit and by the number of classes.
+pub fn class_chunk(
+    configured: usize,
+    n_classes: usize,
+    last_hidden: usize,
+    batch_size: usize,
+    max_buffer_bytes: u64,
+) -> usize {
+    let limit = max_chunk_classes(last_hidden, batch_size, max_buffer_bytes);
+    match configured {
+        0 => limit,
+        c => c.min(limit),
+    }
+    .min(n_classes)
+    .max(1)
+}
+
+/// Bag entries per piece: an `[n, dim]` f32 piece stays within the buffer limit.
+pub fn max_bag_entries(dim: usize, max_buffer_bytes: u64) -> usize {
+    ((max_buffer_bytes / (F32_BYTES * dim.max(1) as u64)) as usize).max(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chunks_and_shards_cover_everything() {
+        let c = class_chunks(10, 4);
+        assert_eq!(
+            c,
+            vec![
+                ClassChunk { offset: 0, n: 4 },
+                ClassChunk { offset: 4, n: 4 },
+                ClassChunk { offset: 8, n: 2 }
+            ]
+        );
+        assert_eq!(max_chunk_classes(8, 16, 1024), 16);
+        assert_eq!(shard_rows(10, 4, 48), vec![3, 3, 3, 1]);
+        assert_eq!(class_chunk(0, 100, 8, 16, 1024), 16);
+        assert_eq!(class_chunk(5, 100, 8, 16, 1024), 5);
+    }
+}

@@ -1,0 +1,677 @@
+//! The ledger of a configured run: every tensor one training step of the sparse or the dense
+//! layout holds, following what widebag's trainer allocates and what burn's autodiff keeps.
+//!
+//! What burn 0.22 keeps, as read from `burn-autodiff` and checked against the allocator:
+//! - `relu` saves its *input* (the pre-activation) and `matmul` saves both operands, so each
+//!   layer keeps its pre-activation and its output `[batch, size]` until backward has passed it.
+//! - `mul` by a tensor that needs no gradient saves only that tensor: the bag's weighted entries
+//!   `[nnz, dim]` are not kept, only the `[nnz]` values.
+//! - Saved tensors are released as backward passes them; gradients are new buffers.
+//! - Elementwise chains are fused, so an `exp`/`sub`/`mul` chain materialises only its output,
+//!   and an op on a tensor nobody else holds writes in place.
+//!
+//! Sparse layout, point by point: parameters and optimizer state always; from the forward pass
+//! on, the batch's index and value buffers, the gathered unique rows (the gradient leaves) and
+//! each layer's saved tensors; inside the output layer one class chunk's `[batch, chunk]`
+//! logits and dense targets (forward), then every output gradient, the last chunk's logit
+//! gradient and `dL/dh` (backward); after backward the row gradients and dense gradients; inside
+//! the lazy-Adam row update two `[rows, dim]` temporaries.
+//!
+//! Dense layout: the dense `[batch, width]` input, `[batch, classes]` targets and one saved
+//! `[batch, classes]` buffer of `log_softmax`, each layer's saved tensors, then a gradient for
+//! every weight.
+
+use serde::{Deserialize, Serialize};
+use widebag_config::{Config, DenseOptim, Layout, TableOptim};
+
+use crate::shapes::{self, F32_BYTES, I32_BYTES};
+use crate::{Category, Entry, Ledger, Lifetime, Placement, Point, Pool};
+
+/// What the ledger needs to know about the device.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeviceFacts {
+    /// The largest single buffer.
+    pub max_buffer_bytes: u64,
+    /// Every allocation is rounded up to a multiple of this.
+    pub alignment_bytes: u64,
+}
+
+/// What the ledger needs to know about a batch (from data statistics at the batch size).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BatchFacts {
+    pub n_rows: u64,
+    /// Stored `(id, value)` entries.
+    pub nnz: u64,
+    /// Distinct ids (table rows touched).
+    pub n_unique: u64,
+    /// Target entries (one per row for next-id targets).
+    pub n_targets: u64,
+}
+
+impl BatchFacts {
+    /// The largest nnz, unique ids and targets among the first `n_batches` batches of `source`
+    /// at `batch_size` (the source is cloned, so the run still sees those batches).
+    pub fn sample(
+        source: &widebag_data::BatchSource,
+        batch_size: usize,
+        n_batches: usize,
+    ) -> Result<Self, widebag_data::DataError> {
+        let mut source = source.clone();
+        let mut out = Self::default();
+        for _ in 0..n_batches.max(1) {
+            let b = source.next_batch(batch_size)?;
+            out.n_rows = out.n_rows.max(b.n_rows() as u64);
+            out.nnz = out.nnz.max(b.nnz() as u64);
+            out.n_unique = out.n_unique.max(b.unique_ids().len() as u64);
+            out.n_targets = out.n_targets.max(b.targets().classes.len() as u64);
+        }
+        Ok(out)
+    }
+}
+
+/// The step the ledger describes.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StepSpec {
+    pub layout: Layout,
+    pub width: u64,
+    pub n_classes: u64,
+    pub dim: u64,
+    pub hidden: Vec<u64>,
+    pub batch: BatchFacts,
+    pub table_optim: TableOptim,
+    pub dense_optim: DenseOptim,
+    /// `model.class_chunk` (0: as large as the buffer limit allows).
+    pub class_chunk: u64,
+    pub device: DeviceFacts,
+}
+
+impl StepSpec {
+    /// The step of `config` on a device with `device` facts and batches like `batch`.
+    /// `model.max_buffer_mib` caps the device's buffer limit, as in the trainer.
+    pub fn from_config(config: &Config, device: DeviceFacts, batch: BatchFacts) -> Self {
+        let cap = config.model.max_buffer_mib << 20;
+        let max_buffer_bytes = if cap > 0 {
+            device.max_buffer_bytes.min(cap)
+        } else {
+            device.max_buffer_bytes
+        };
+        Self {
+            layout: config.model.layout,
+            width: config.data.width as u64,
+            n_classes: config.data.n_classes() as u64,
+            dim: config.model.dim as u64,
+            hidden: config.model.hidden.iter().map(|&h| h as u64).collect(),
+            batch,
+            table_optim: config.optim.table,
+            dense_optim: config.optim.dense,
+            class_chunk: config.model.class_chunk as u64,
+            device: DeviceFacts {
+                max_buffer_bytes,
+                alignment_bytes: device.alignment_bytes,
+            },
+        }
+    }
+
+    /// Input size of every layer after the first: `dim`, then each hidden size.
+    fn layer_sizes(&self) -> Vec<u64> {
+        std::iter::once(self.dim)
+            .chain(self.hidden.iter().copied())
+            .collect()
+    }
+
+    fn last_hidden(&self) -> u64 {
+        self.hidden.last().copied().unwrap_or(self.dim)
+    }
+}
+
+/// Adds entries with shared defaults.
+struct Builder {
+    ledger: Ledger,
+}
+
+impl Builder {
+    #[allow(clippy::too_many_arguments)]
+    fn add(
+        &mut self,
+        name: impl Into<String>,
+        layer: &str,
+        shape: &[u64],
+        element_bytes: u64,
+        count: u64,
+        category: Category,
+        pool: Pool,
+        lifetime: Lifetime,
+    ) {
+        self.ledger.push(Entry {
+            name: name.into(),
+            layer: layer.to_string(),
+            shape: shape.to_vec(),
+            element_bytes,
+            count,
+            category,
+            placement: Placement::Device,
+            pool,
+            lifetime,
+        });
+    }
+
+    /// An f32 tensor in the dynamic pools.
+    fn f32(&mut self, name: &str, layer: &str, shape: &[u64], category: Category, life: Lifetime) {
+        self.add(
+            name,
+            layer,
+            shape,
+            F32_BYTES,
+            1,
+            category,
+            Pool::Dynamic,
+            life,
+        );
+    }
+
+    /// A dense parameter, its optimizer state and its gradient (alive over `grad`).
+    fn dense_param(
+        &mut self,
+        name: &str,
+        layer: &str,
+        shape: &[u64],
+        optim: DenseOptim,
+        grad: Lifetime,
+    ) {
+        self.f32(
+            name,
+            layer,
+            shape,
+            Category::Parameters,
+            Lifetime::Persistent,
+        );
+        let states: &[&str] = match optim {
+            DenseOptim::Sgd => &[],
+            DenseOptim::Momentum => &["momentum"],
+            DenseOptim::Adam | DenseOptim::AdamW => &["adam.m", "adam.v"],
+        };
+        for s in states {
+            self.f32(
+                &format!("{name}.{s}"),
+                layer,
+                shape,
+                Category::OptimizerState,
+                Lifetime::Persistent,
+            );
+        }
+        self.f32(
+            &format!("{name}.grad"),
+            layer,
+            shape,
+            Category::DenseGradients,
+            grad,
+        );
+    }
+
+    /// What autodiff keeps of the bag/first layer and each hidden layer: the pre-activation
+    /// (saved by `relu`) and the output (saved by the next `matmul`), `[batch, size]` each.
+    /// The last output lives on to `last_to` (the trainer holds it).
+    fn saved_layers(&mut self, spec: &StepSpec, from: Point, saved_to: Point, last_to: Point) {
+        let b = spec.batch.n_rows;
+        let sizes = spec.layer_sizes();
+        for (l, &size) in sizes.iter().enumerate() {
+            let layer = if l == 0 {
+                "input".to_string()
+            } else {
+                format!("hidden.{}", l - 1)
+            };
+            let last = l + 1 == sizes.len();
+            self.f32(
+                "pre-activation (saved by relu)",
+                &layer,
+                &[b, size],
+                Category::Activations,
+                Lifetime::span(from, saved_to),
+            );
+            self.f32(
+                "output (saved by the next matmul)",
+                &layer,
+                &[b, size],
+                Category::Activations,
+                Lifetime::span(from, if last { last_to } else { saved_to }),
+            );
+        }
+    }
+}
+
+/// The ledger of one training step of `spec`.
+pub fn ledger(spec: &StepSpec) -> Ledger {
+    match spec.layout {
+        Layout::Sparse => sparse_ledger(spec),
+        Layout::Dense => dense_ledger(spec),
+    }
+}
+
+fn hidden_params(b: &mut Builder, spec: &StepSpec, grad: Lifetime) {
+    let sizes = spec.layer_sizes();
+    for (i, pair) in sizes.windows(2).enumerate() {
+        let layer = format!("hidden.{i}");
+        b.dense_param(
+            &format!("{layer}.weight"),
+            &layer,
+            &[pair[0], pair[1]],
+            spec.dense_optim,
+            grad,
+        );
+        b.dense_param(
+            &format!("{layer}.bias"),
+            &layer,
+            &[1, pair[1]],
+            spec.dense_optim,
+            grad,
+        );
+    }
+}
+
+fn sparse_ledger(spec: &StepSpec) -> Ledger {
+    use Point::*;
+    let max_buf = spec.device.max_buffer_bytes;
+    let mut b = Builder {
+        ledger: Ledger {
+            points: Point::ALL.to_vec(),
+            alignment_bytes: spec.device.alignment_bytes,
+            entries: Vec::new(),
+        },
+    };
+    let (dim, rows) = (spec.dim, spec.batch.n_rows);
+    let last = spec.last_hidden();
+
+    // Parameters and optimizer state: the table's shards in the persistent pool (exact sizes).
+    let shards = shapes::shard_rows(spec.width as usize, dim as usize, max_buf);
+    let mut by_rows: std::collections::BTreeMap<usize, u64> = Default::default();
+    for &r in &shards {
+        *by_rows.entry(r).or_default() += 1;
+    }
+    let table_states: &[&str] = match spec.table_optim {
+        TableOptim::Sgd => &[],
+        TableOptim::Adam => &["lazy_adam.m", "lazy_adam.v"],
+    };
+    for (&r, &count) in &by_rows {
+        let shape = [r as u64, dim];
+        b.add(
+            "table shard",
+            "table",
+            &shape,
+            F32_BYTES,
+            count,
+            Category::Parameters,
+            Pool::Persistent,
+            Lifetime::Persistent,
+        );
+        for s in table_states {
+            b.add(
+                format!("table shard {s}"),
+                "table",
+                &shape,
+                F32_BYTES,
+                count,
+                Category::OptimizerState,
+                Pool::Persistent,
+                Lifetime::Persistent,
+            );
+        }
+    }
+    // Dense parameters: gradients of the bag bias and hidden layers come out of autodiff; the
+    // output layer's are built chunk by chunk inside the output backward.
+    let dense_grad = Lifetime::span(BackwardEnd, DenseUpdate);
+    b.dense_param("bag.bias", "input", &[1, dim], spec.dense_optim, dense_grad);
+    hidden_params(&mut b, spec, dense_grad);
+    let chunk = shapes::class_chunk(
+        spec.class_chunk as usize,
+        spec.n_classes as usize,
+        last as usize,
+        rows as usize,
+        max_buf,
+    );
+    let chunks = shapes::class_chunks(spec.n_classes as usize, chunk);
+    let output_grad = Lifetime::span(BackwardLogits, DenseUpdate);
+    for c in &chunks {
+        let n = c.n as u64;
+        let layer = format!("output.{}", c.offset / chunk);
+        b.dense_param(
+            &format!("{layer}.weight"),
+            &layer,
+            &[last, n],
+            spec.dense_optim,
+            output_grad,
+        );
+        b.dense_param(
+            &format!("{layer}.bias"),
+            &layer,
+            &[1, n],
+            spec.dense_optim,
+            output_grad,
+        );
+    }
+
+    // 1. data: index and value buffers, grouped by table segment (one per shard touched).
+    let n_segments = (shards.len() as u64).min(spec.batch.n_unique).max(1);
+    let batch_life = Lifetime::span(ForwardLogits, BackwardEnd);
+    let pieces = spec
+        .batch
+        .nnz
+        .div_ceil(shapes::max_bag_entries(dim as usize, max_buf) as u64)
+        .max(n_segments);
+    let per_piece = spec.batch.nnz.div_ceil(pieces);
+    for what in [
+        "bag entry positions (i32)",
+        "bag entry rows (i32)",
+        "bag entry values",
+    ] {
+        b.add(
+            what,
+            "batch",
+            &[per_piece],
+            I32_BYTES,
+            pieces,
+            Category::BatchBuffers,
+            Pool::Dynamic,
+            batch_life,
+        );
+    }
+    let t = spec.batch.n_targets;
+    b.add(
+        "target (row, class) pairs (i32)",
+        "batch",
+        &[t, 2],
+        I32_BYTES,
+        1,
+        Category::BatchBuffers,
+        Pool::Dynamic,
+        batch_life,
+    );
+    b.add(
+        "target weights",
+        "batch",
+        &[t],
+        F32_BYTES,
+        1,
+        Category::BatchBuffers,
+        Pool::Dynamic,
+        batch_life,
+    );
+    b.f32(
+        "target weight per row",
+        "batch",
+        &[rows, 1],
+        Category::BatchBuffers,
+        batch_life,
+    );
+
+    // 2. unique rows: gathered per segment, each a gradient leaf.
+    let per_segment = spec.batch.n_unique.div_ceil(n_segments);
+    b.add(
+        "gathered unique rows (gradient leaves)",
+        "table",
+        &[per_segment, dim],
+        F32_BYTES,
+        n_segments,
+        Category::Activations,
+        Pool::Dynamic,
+        batch_life,
+    );
+
+    // 3. forward: what autodiff saves, then the output layer chunk by chunk.
+    b.saved_layers(spec, ForwardLogits, BackwardLogits, BackwardEnd);
+    let first = chunks[0].n as u64;
+    b.f32(
+        "logits of one class chunk",
+        "output",
+        &[rows, first],
+        Category::Logits,
+        Lifetime::at(ForwardLogits),
+    );
+    b.f32(
+        "dense targets of one class chunk",
+        "output",
+        &[rows, first],
+        Category::Logits,
+        Lifetime::at(ForwardLogits),
+    );
+    b.f32(
+        "running target logit",
+        "output",
+        &[rows, 1],
+        Category::Temporaries,
+        Lifetime::at(ForwardLogits),
+    );
+    b.f32(
+        "log-sum-exp per row",
+        "output",
+        &[rows, 1],
+        Category::Activations,
+        Lifetime::span(ForwardEnd, BackwardEnd),
+    );
+
+    // 4. backward: the output layer by chunk (gradients above), then autodiff.
+    let last_chunk = chunks[chunks.len() - 1].n as u64;
+    b.f32(
+        "logit gradient of the last chunk",
+        "output",
+        &[rows, last_chunk],
+        Category::Logits,
+        Lifetime::at(BackwardLogits),
+    );
+    b.f32(
+        "dL/dh (accumulated over chunks)",
+        "output",
+        &[rows, last],
+        Category::Temporaries,
+        Lifetime::at(BackwardLogits),
+    );
+    b.add(
+        "row gradients",
+        "table",
+        &[per_segment, dim],
+        F32_BYTES,
+        n_segments,
+        Category::RowGradients,
+        Pool::Dynamic,
+        Lifetime::span(BackwardEnd, TableUpdate),
+    );
+
+    // 5. row updates: lazy Adam's moment deltas beside the update, for one segment at a time.
+    if spec.table_optim == TableOptim::Adam {
+        b.add(
+            "lazy Adam moment deltas (dm, dv)",
+            "table",
+            &[per_segment, dim],
+            F32_BYTES,
+            2,
+            Category::Temporaries,
+            Pool::Dynamic,
+            Lifetime::at(TableUpdate),
+        );
+    }
+    b.ledger
+}
+
+fn dense_ledger(spec: &StepSpec) -> Ledger {
+    use Point::*;
+    let mut b = Builder {
+        ledger: Ledger {
+            points: vec![Setup, ForwardEnd, BackwardEnd, StepEnd],
+            alignment_bytes: spec.device.alignment_bytes,
+            entries: Vec::new(),
+        },
+    };
+    let (dim, rows) = (spec.dim, spec.batch.n_rows);
+    let grad = Lifetime::span(BackwardEnd, DenseUpdate);
+    b.dense_param(
+        "input.weight",
+        "input",
+        &[spec.width, dim],
+        spec.dense_optim,
+        grad,
+    );
+    b.dense_param("input.bias", "input", &[1, dim], spec.dense_optim, grad);
+    hidden_params(&mut b, spec, grad);
+    let last = spec.last_hidden();
+    b.dense_param(
+        "output.weight",
+        "output",
+        &[last, spec.n_classes],
+        spec.dense_optim,
+        grad,
+    );
+    b.dense_param(
+        "output.bias",
+        "output",
+        &[1, spec.n_classes],
+        spec.dense_optim,
+        grad,
+    );
+
+    let fwd = Lifetime::at(ForwardEnd);
+    b.f32(
+        "dense input batch",
+        "batch",
+        &[rows, spec.width],
+        Category::BatchBuffers,
+        fwd,
+    );
+    b.f32(
+        "dense targets",
+        "batch",
+        &[rows, spec.n_classes],
+        Category::BatchBuffers,
+        fwd,
+    );
+    b.saved_layers(spec, ForwardEnd, ForwardEnd, ForwardEnd);
+    b.f32(
+        "logits (saved by log_softmax)",
+        "output",
+        &[rows, spec.n_classes],
+        Category::Logits,
+        fwd,
+    );
+    b.ledger
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GIB: f64 = (1u64 << 30) as f64;
+
+    fn seed_spec(layout: Layout, dense_optim: DenseOptim) -> StepSpec {
+        StepSpec {
+            layout,
+            width: 240_000,
+            n_classes: 240_000,
+            dim: 1024,
+            hidden: vec![512],
+            batch: BatchFacts {
+                n_rows: 128,
+                nnz: 2_560,
+                n_unique: 1_400,
+                n_targets: 128,
+            },
+            table_optim: TableOptim::Adam,
+            dense_optim,
+            class_chunk: 0,
+            device: DeviceFacts {
+                max_buffer_bytes: 128 << 20,
+                alignment_bytes: 32,
+            },
+        }
+    }
+
+    #[test]
+    fn seed_case_dense_breaks_down_the_six_gigabytes() {
+        let l = ledger(&seed_spec(Layout::Dense, DenseOptim::Adam));
+        // 240,000·1024 + 1024 + 1024·512 + 512 + 512·240,000 + 240,000 parameters.
+        let params = 369_405_824u64 * 4;
+        assert!((params as f64 / GIB - 1.376).abs() < 0.001);
+        let peak = l.peak(Placement::Device);
+        assert_eq!(peak.point, Point::BackwardEnd);
+        let c = l.categories_at(Placement::Device, Point::BackwardEnd);
+        assert_eq!(c[&Category::Parameters], params);
+        assert_eq!(c[&Category::DenseGradients], params);
+        assert_eq!(c[&Category::OptimizerState], 2 * params);
+        let gib = peak.bytes as f64 / GIB;
+        assert!((5.4..5.6).contains(&gib), "{gib} GiB");
+        // Forward: the [128, 240,000] input, targets and saved logits (117.2 MiB each).
+        let f = l.categories_at(Placement::Device, Point::ForwardEnd);
+        let wide = 128 * 240_000 * 4;
+        assert_eq!(f[&Category::Logits], wide);
+        assert_eq!(f[&Category::BatchBuffers], 2 * wide);
+        // The naive estimate, weights alone, is about a quarter of it.
+        assert!((params as f64) < 0.26 * peak.bytes as f64);
+    }
+
+    #[test]
+    fn optimizer_state_multipliers() {
+        let params = 369_405_824u64 * 4;
+        for opt in DenseOptim::ALL {
+            let l = ledger(&seed_spec(Layout::Dense, opt));
+            let c = l.categories_at(Placement::Device, Point::StepEnd);
+            assert_eq!(
+                c.get(&Category::OptimizerState).copied().unwrap_or(0),
+                opt.state_per_weight() * params,
+                "{opt:?}"
+            );
+        }
+        let mut spec = seed_spec(Layout::Sparse, DenseOptim::Sgd);
+        for opt in TableOptim::ALL {
+            spec.table_optim = opt;
+            let l = ledger(&spec);
+            let c = l.categories_at(Placement::Device, Point::StepEnd);
+            let table = 240_000 * 1024 * 4;
+            assert_eq!(
+                c.get(&Category::OptimizerState).copied().unwrap_or(0),
+                opt.state_per_weight() * table,
+                "{opt:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn sparse_layout_has_no_width_sized_gradient_or_buffer_over_the_limit() {
+        let spec = seed_spec(Layout::Sparse, DenseOptim::Adam);
+        let l = ledger(&spec);
+        let row_bytes = spec.dim * 4;
+        for e in &l.entries {
+            assert!(e.bytes_each() <= spec.device.max_buffer_bytes, "{}", e.name);
+            if matches!(
+                e.category,
+                Category::RowGradients | Category::DenseGradients
+            ) && e.layer == "table"
+            {
+                assert!(e.bytes() <= spec.batch.n_unique.div_ceil(1) * row_bytes + row_bytes * 8);
+            }
+        }
+        let rows: u64 = l
+            .entries
+            .iter()
+            .filter(|e| e.category == Category::RowGradients)
+            .map(Entry::bytes)
+            .sum();
+        assert!(rows < 2 * spec.batch.n_unique * row_bytes);
+        // The dense layout of the same model does not fit a 128 MiB buffer.
+        let dense = ledger(&seed_spec(Layout::Dense, DenseOptim::Adam));
+        assert!(dense.largest_allocation().unwrap().1 > 128 << 20);
+    }
+
+    #[test]
+    fn peak_grows_with_the_batch() {
+        let mut last = 0;
+        for rows in [32u64, 128, 512, 2048] {
+            let mut spec = seed_spec(Layout::Sparse, DenseOptim::Adam);
+            spec.batch = BatchFacts {
+                n_rows: rows,
+                nnz: 20 * rows,
+                n_unique: 10 * rows,
+                n_targets: rows,
+            };
+            let peak = ledger(&spec).peak(Placement::Device).bytes;
+            assert!(peak > last);
+            last = peak;
+        }
+    }
+}
