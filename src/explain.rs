@@ -53,11 +53,14 @@ pub struct Report {
     pub predicted_peak_bytes: u64,
     pub predicted_peak_point: Point,
     pub predicted_peak_phase: Phase,
+    /// The predicted peak among the points the trainer can read (what a measurement is compared
+    /// with; equal to `predicted_peak_bytes` unless the peak falls inside autodiff's backward).
+    pub predicted_sampled_peak_bytes: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub measured_peak_bytes: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub measured_peak_point: Option<Point>,
-    /// |predicted − measured| / measured of the peaks, in %.
+    /// |predicted − measured| / measured of the peaks at the readable points, in %.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error_pct: Option<f64>,
     /// Category → bytes alive at the predicted peak.
@@ -89,6 +92,7 @@ pub fn report(
     measured: Option<&RunSummary>,
 ) -> Report {
     let peak = ledger.peak(Placement::Device);
+    let sampled = ledger.sampled_peak(Placement::Device);
     let reading = |p: Point| measured.and_then(|m| m.point_peak_in_use_bytes.get(&p).copied());
     let points: Vec<PointRow> = ledger
         .points
@@ -131,9 +135,10 @@ pub fn report(
         predicted_peak_bytes: peak.bytes,
         predicted_peak_point: peak.point,
         predicted_peak_phase: peak.phase,
+        predicted_sampled_peak_bytes: sampled.bytes,
         measured_peak_bytes: measured_peak.map(|(m, _)| m),
         measured_peak_point: measured_peak.map(|(_, p)| p),
-        error_pct: measured_peak.map(|(m, _)| pct(peak.bytes, m)),
+        error_pct: measured_peak.map(|(m, _)| pct(sampled.bytes, m)),
         categories,
         points,
         phases,
@@ -299,7 +304,11 @@ pub fn print_report(r: &Report) {
             p.point.name(),
             p.phase.name(),
             p.predicted_bytes,
-            p.measured_bytes.map_or("-".into(), |m| m.to_string()),
+            match p.measured_bytes {
+                Some(m) => m.to_string(),
+                None if r.ledger.unsampled.contains(&p.point) => "(unreadable)".into(),
+                None => "-".into(),
+            },
             p.error_pct.map_or("-".into(), |e| format!("{e:.2}%"))
         );
     }
@@ -309,9 +318,18 @@ pub fn print_report(r: &Report) {
         r.predicted_peak_bytes,
         r.predicted_peak_point.name()
     );
+    if r.predicted_sampled_peak_bytes != r.predicted_peak_bytes {
+        println!(
+            "  (inside autodiff's backward, where the allocator cannot be read; at the readable \
+             points: {} ({} B))",
+            human(r.predicted_sampled_peak_bytes),
+            r.predicted_sampled_peak_bytes
+        );
+    }
     if let (Some(m), Some(e)) = (r.measured_peak_bytes, r.error_pct) {
         println!(
-            "Measured peak  {} ({m} B) at {}: error {e:.2}% (bar {BAR_PCT}%)",
+            "Measured peak  {} ({m} B) at {}: error {e:.2}% against the readable points' \
+             prediction (bar {BAR_PCT}%)",
             human(m),
             r.measured_peak_point.map_or("-", Point::name)
         );
@@ -333,11 +351,12 @@ pub fn write_svg(path: &Path, r: &Report) -> anyhow::Result<()> {
         .into_iter()
         .filter(|p| r.phases.contains_key(p.name()))
         .collect();
-    // The point that sets each phase's predicted peak.
+    // The readable point that sets each phase's predicted peak (the chart compares like with
+    // like; predictions inside autodiff's backward are in the table).
     let phase_point = |phase: Phase| -> Point {
         r.points
             .iter()
-            .filter(|p| p.phase == phase)
+            .filter(|p| p.phase == phase && !r.ledger.unsampled.contains(&p.point))
             .max_by_key(|p| p.predicted_bytes)
             .map_or(Point::Setup, |p| p.point)
     };
@@ -362,17 +381,21 @@ pub fn write_svg(path: &Path, r: &Report) -> anyhow::Result<()> {
         .x_label_area_size(40)
         .y_label_area_size(70)
         .right_y_label_area_size(0)
-        .build_cartesian_2d(0f64..n, 0f64..mib(top) * 1.15)?;
+        .build_cartesian_2d(-0.5f64..n - 0.5, 0f64..mib(top) * 1.6)?;
     chart
         .configure_mesh()
         .disable_x_mesh()
         .x_labels(phases.len().max(1))
         .x_label_formatter(&|x| {
-            let i = (x - 0.5).round() as usize;
+            let i = x.round();
+            if (x - i).abs() > 1e-6 || i < 0.0 {
+                return String::new();
+            }
             phases
-                .get(i)
+                .get(i as usize)
                 .map_or(String::new(), |p| p.name().to_string())
         })
+        .x_label_style(("sans-serif", 15))
         .y_desc("MiB")
         .draw()?;
     let colors = [
@@ -399,7 +422,7 @@ pub fn write_svg(path: &Path, r: &Report) -> anyhow::Result<()> {
             if own > 0 {
                 let x = i as f64;
                 bars.push(Rectangle::new(
-                    [(x + 0.1, mib(below)), (x + 0.48, mib(below + own))],
+                    [(x - 0.4, mib(below)), (x - 0.02, mib(below + own))],
                     colors[ci].filled(),
                 ));
             }
@@ -421,8 +444,8 @@ pub fn write_svg(path: &Path, r: &Report) -> anyhow::Result<()> {
             r.phases[p.name()].1.map(|m| {
                 let x = i as f64;
                 Rectangle::new(
-                    [(x + 0.52, 0.0), (x + 0.9, mib(m))],
-                    BLACK.mix(0.55).filled(),
+                    [(x + 0.02, 0.0), (x + 0.4, mib(m))],
+                    BLACK.mix(0.85).filled(),
                 )
             })
         })
@@ -432,14 +455,14 @@ pub fn write_svg(path: &Path, r: &Report) -> anyhow::Result<()> {
             .draw_series(measured)?
             .label("measured (allocator)")
             .legend(|(x, y)| {
-                Rectangle::new([(x, y - 5), (x + 10, y + 5)], BLACK.mix(0.55).filled())
+                Rectangle::new([(x, y - 5), (x + 10, y + 5)], BLACK.mix(0.85).filled())
             });
     }
     chart
         .configure_series_labels()
         .background_style(WHITE.mix(0.85))
         .border_style(BLACK)
-        .position(SeriesLabelPosition::UpperLeft)
+        .position(SeriesLabelPosition::UpperRight)
         .draw()?;
     root.present()?;
     Ok(())

@@ -362,7 +362,7 @@ fn explain_grid(args: &ExplainArgs, name: &str) -> Result<(), Failure> {
             batch_size: config.train.batch_size,
             dense_optim: config.optim.dense.name().to_string(),
             table_optim: config.optim.table.name().to_string(),
-            predicted_peak_bytes: ledger.peak(widebag_ledger::Placement::Device).bytes,
+            predicted_peak_bytes: ledger.sampled_peak(widebag_ledger::Placement::Device).bytes,
             measured_peak_bytes: None,
             error_pct: None,
             note: String::new(),

@@ -57,8 +57,11 @@ pub enum Point {
     ForwardLogits,
     /// Forward done, the loss read; what autodiff saved is alive.
     ForwardEnd,
-    /// Backward, inside the output layer with the last chunk's logit gradient alive.
+    /// Backward, inside the output layer with the (last chunk's) logit gradient alive.
     BackwardLogits,
+    /// Dense layout only: inside autodiff's backward as the first layer's weight gradient is
+    /// formed, every other gradient and the saved dense input alive.
+    BackwardInput,
     /// Backward done: every gradient alive.
     BackwardEnd,
     /// Inside the table update of the largest run of rows, its temporaries alive.
@@ -70,11 +73,12 @@ pub enum Point {
 }
 
 impl Point {
-    pub const ALL: [Point; 8] = [
+    pub const ALL: [Point; 9] = [
         Point::Setup,
         Point::ForwardLogits,
         Point::ForwardEnd,
         Point::BackwardLogits,
+        Point::BackwardInput,
         Point::BackwardEnd,
         Point::TableUpdate,
         Point::DenseUpdate,
@@ -84,7 +88,7 @@ impl Point {
     pub fn phase(self) -> Phase {
         match self {
             Point::Setup | Point::ForwardLogits | Point::ForwardEnd => Phase::Forward,
-            Point::BackwardLogits | Point::BackwardEnd => Phase::Backward,
+            Point::BackwardLogits | Point::BackwardInput | Point::BackwardEnd => Phase::Backward,
             Point::TableUpdate => Phase::TableUpdate,
             Point::DenseUpdate | Point::StepEnd => Phase::DenseUpdate,
         }
@@ -96,6 +100,7 @@ impl Point {
             Point::ForwardLogits => "forward.logits",
             Point::ForwardEnd => "forward.end",
             Point::BackwardLogits => "backward.logits",
+            Point::BackwardInput => "backward.input",
             Point::BackwardEnd => "backward.end",
             Point::TableUpdate => "table_update",
             Point::DenseUpdate => "dense_update",
@@ -243,8 +248,12 @@ pub struct Peak {
 /// Every tensor of a step, and the points the layout is observed at.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Ledger {
-    /// The points this layout's step passes through (and the trainer samples), in order.
+    /// The points this layout's step passes through, in order.
     pub points: Vec<Point>,
+    /// Points the trainer cannot read the allocator at (inside autodiff's backward): predicted
+    /// only, and left out of the comparison with a measurement.
+    #[serde(default)]
+    pub unsampled: Vec<Point>,
     /// Every device allocation is rounded up to a multiple of this.
     pub alignment_bytes: u64,
     pub entries: Vec<Entry>,
@@ -254,6 +263,7 @@ impl Default for Ledger {
     fn default() -> Self {
         Self {
             points: Point::ALL.to_vec(),
+            unsampled: Vec::new(),
             alignment_bytes: 1,
             entries: Vec::new(),
         }
@@ -282,8 +292,24 @@ impl Ledger {
 
     /// The largest live total on `placement` among the layout's points (the earliest on ties).
     pub fn peak(&self, placement: Placement) -> Peak {
-        let first = self.points.first().copied().unwrap_or(Point::Setup);
-        self.points
+        self.peak_among(placement, &self.points)
+    }
+
+    /// The largest live total among the points the trainer reads: what a measurement is
+    /// compared with.
+    pub fn sampled_peak(&self, placement: Placement) -> Peak {
+        let sampled: Vec<Point> = self
+            .points
+            .iter()
+            .copied()
+            .filter(|p| !self.unsampled.contains(p))
+            .collect();
+        self.peak_among(placement, &sampled)
+    }
+
+    fn peak_among(&self, placement: Placement, points: &[Point]) -> Peak {
+        let first = points.first().copied().unwrap_or(Point::Setup);
+        points
             .iter()
             .map(|&point| Peak {
                 bytes: self.live_bytes(placement, point),
