@@ -312,6 +312,22 @@ pub fn print_report(r: &Report) {
             p.error_pct.map_or("-".into(), |e| format!("{e:.2}%"))
         );
     }
+    println!("\nPer phase (peak of its points):");
+    println!(
+        "  {:<13} {:>14} {:>14} {:>8}",
+        "phase", "predicted", "measured", "error"
+    );
+    for phase in Phase::ALL {
+        if let Some(&(p, m)) = r.phases.get(phase.name()) {
+            println!(
+                "  {:<13} {:>14} {:>14} {:>8}",
+                phase.name(),
+                p,
+                m.map_or("-".into(), |m| m.to_string()),
+                m.map_or("-".into(), |m| format!("{:.2}%", pct(p, m)))
+            );
+        }
+    }
     println!(
         "\nPredicted peak {} ({} B) at {}",
         human(r.predicted_peak_bytes),

@@ -122,8 +122,12 @@ fn ledger_grid_meets_the_bar_on_wgpu() {
     if !has_wgpu("ledger_grid") {
         return;
     }
+    // The table (grid.md) and the rows (grid.json) are kept under the target directory.
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("ledger-grid");
+    let dir_arg = dir.to_string_lossy().to_string();
     let out = widebag(&[
-        "explain", "--grid", "small", "--device", "wgpu", "--steps", "2", "--json",
+        "explain", "--grid", "small", "--device", "wgpu", "--steps", "2", "--json", "--out",
+        &dir_arg,
     ]);
     let rows = json(&out);
     let rows = rows.as_array().unwrap();
@@ -138,6 +142,7 @@ fn ledger_grid_meets_the_bar_on_wgpu() {
     for r in &measured {
         assert!(r["error_pct"].as_f64().unwrap() <= 3.0, "{r}");
     }
+    assert!(dir.join("grid.md").is_file() && dir.join("grid.json").is_file());
 }
 
 #[test]

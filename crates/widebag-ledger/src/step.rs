@@ -241,10 +241,27 @@ impl Builder {
 
 /// The ledger of one training step of `spec`.
 pub fn ledger(spec: &StepSpec) -> Ledger {
-    match spec.layout {
+    let mut ledger = match spec.layout {
         Layout::Sparse => sparse_ledger(spec),
         Layout::Dense => dense_ledger(spec),
+    };
+    // Adam's bias correction reads the step count, kept on the host (one u64 per model).
+    let adam = matches!(spec.dense_optim, DenseOptim::Adam | DenseOptim::AdamW)
+        || (spec.layout == Layout::Sparse && spec.table_optim == TableOptim::Adam);
+    if adam {
+        ledger.push(Entry {
+            name: "Adam step count".into(),
+            layer: "optimizer".into(),
+            shape: vec![1],
+            element_bytes: 8,
+            count: 1,
+            category: Category::OptimizerState,
+            placement: Placement::Host,
+            pool: Pool::Dynamic,
+            lifetime: Lifetime::Persistent,
+        });
     }
+    ledger
 }
 
 fn hidden_params(b: &mut Builder, spec: &StepSpec, grad: Lifetime) {
@@ -694,6 +711,7 @@ mod tests {
         // The dense layout of the same model does not fit a 128 MiB buffer.
         let dense = ledger(&seed_spec(Layout::Dense, DenseOptim::Adam));
         assert!(dense.largest_allocation().unwrap().1 > 128 << 20);
+        assert_eq!(dense.peak(Placement::Host).bytes, 8, "Adam's step count");
     }
 
     #[test]
