@@ -226,20 +226,9 @@ impl DenseModel {
         meter.probe(Point::Setup);
         let DenseGrads { loss, grads } = self.forward_backward(batch, meter)?;
         self.step += 1;
-        let (step, optim) = (self.step, self.optim.clone());
-        self.params = std::mem::take(&mut self.params)
-            .into_iter()
-            .zip(grads)
-            .map(|(p, g)| p.step(g, &optim, step))
-            .collect();
+        crate::optim::step_all(&mut self.params, grads, &self.optim, self.step);
         meter.sample(Point::StepEnd);
-        Ok(StepStats {
-            step: self.step,
-            loss,
-            n_rows: batch.n_rows(),
-            nnz: batch.nnz(),
-            n_unique: batch.unique_ids().len(),
-        })
+        Ok(StepStats::new(self.step, loss, batch))
     }
 
     pub fn device(&self) -> &Device {

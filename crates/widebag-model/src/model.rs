@@ -85,6 +85,18 @@ pub struct StepStats {
     pub n_unique: usize,
 }
 
+impl StepStats {
+    pub fn new(step: u64, loss: f32, batch: &CsrBatch) -> Self {
+        Self {
+            step,
+            loss,
+            n_rows: batch.n_rows(),
+            nnz: batch.nnz(),
+            n_unique: batch.unique_ids().len(),
+        }
+    }
+}
+
 /// Gradients of one batch, off autodiff: the touched rows and every dense parameter.
 pub struct Grads {
     pub loss: f32,
@@ -452,22 +464,10 @@ impl WideModel {
         }
         meter.probe(Point::DenseUpdate);
         // 6. dense updates.
-        let step = self.step;
-        let optim = self.optim.clone();
-        self.dense = std::mem::take(&mut self.dense)
-            .into_iter()
-            .zip(grads.dense)
-            .map(|(p, g)| p.step(g, &optim, step))
-            .collect();
+        crate::optim::step_all(&mut self.dense, grads.dense, &self.optim, self.step);
         // 7. measure.
         meter.sample(Point::StepEnd);
-        Ok(StepStats {
-            step: self.step,
-            loss: grads.loss,
-            n_rows: batch.n_rows(),
-            nnz: batch.nnz(),
-            n_unique: batch.unique_ids().len(),
-        })
+        Ok(StepStats::new(self.step, grads.loss, batch))
     }
 
     /// Mean loss of a batch (forward only).

@@ -138,6 +138,21 @@ impl DenseParam {
     }
 }
 
+/// One optimizer step of every parameter with its gradient (same order), each buffer updated in
+/// place.
+pub fn step_all(
+    params: &mut Vec<DenseParam>,
+    grads: Vec<Tensor<2>>,
+    config: &OptimConfig,
+    step: u64,
+) {
+    *params = std::mem::take(params)
+        .into_iter()
+        .zip(grads)
+        .map(|(p, g)| p.step(g, config, step))
+        .collect();
+}
+
 /// Optimizer state of the table, in the table's own row layout.
 #[derive(Clone, Debug)]
 pub enum TableState {
