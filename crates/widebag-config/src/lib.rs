@@ -103,25 +103,40 @@ impl Layout {
 pub enum TableOptim {
     /// Row-sparse SGD.
     Sgd,
+    /// Row-sparse momentum SGD: a momentum buffer in the table's row layout, updated (and
+    /// applied) only for the rows a batch touches (`optim.momentum`).
+    Momentum,
     /// Lazy Adam (PyTorch `SparseAdam`): moments of touched rows only, global step count.
     Adam,
+    /// Row-wise Adagrad (TorchRec's `EXACT_ROWWISE_ADAGRAD`): one accumulator value per row,
+    /// `G_r += mean_j g_rj²`, `w_r -= lr · g_r / (√G_r + eps)`.
+    RowwiseAdagrad,
 }
 
 impl TableOptim {
-    pub const ALL: [TableOptim; 2] = [TableOptim::Sgd, TableOptim::Adam];
+    pub const ALL: [TableOptim; 4] = [
+        TableOptim::Sgd,
+        TableOptim::Momentum,
+        TableOptim::Adam,
+        TableOptim::RowwiseAdagrad,
+    ];
 
-    /// State values kept per table element.
-    pub fn state_per_weight(self) -> u64 {
+    /// State values kept per table row of `dim` values.
+    pub fn state_per_row(self, dim: u64) -> u64 {
         match self {
             TableOptim::Sgd => 0,
-            TableOptim::Adam => 2,
+            TableOptim::Momentum => dim,
+            TableOptim::Adam => 2 * dim,
+            TableOptim::RowwiseAdagrad => 1,
         }
     }
 
     pub fn name(self) -> &'static str {
         match self {
             TableOptim::Sgd => "sgd",
+            TableOptim::Momentum => "momentum",
             TableOptim::Adam => "adam",
+            TableOptim::RowwiseAdagrad => "rowwise_adagrad",
         }
     }
 }

@@ -309,7 +309,8 @@ fn sparse_ledger(spec: &StepSpec) -> Ledger {
         *by_rows.entry(r).or_default() += 1;
     }
     let table_states: &[&str] = match spec.table_optim {
-        TableOptim::Sgd => &[],
+        TableOptim::Sgd | TableOptim::RowwiseAdagrad => &[],
+        TableOptim::Momentum => &["momentum"],
         TableOptim::Adam => &["lazy_adam.m", "lazy_adam.v"],
     };
     for (&r, &count) in &by_rows {
@@ -329,6 +330,25 @@ fn sparse_ledger(spec: &StepSpec) -> Ledger {
                 format!("table shard {s}"),
                 "table",
                 &shape,
+                F32_BYTES,
+                count,
+                Category::OptimizerState,
+                Pool::Persistent,
+                Lifetime::Persistent,
+            );
+        }
+    }
+    if spec.table_optim == TableOptim::RowwiseAdagrad {
+        // One accumulator per row, an `[n_rows, 1]` table sharded by the same buffer limit.
+        let mut acc_by_rows: std::collections::BTreeMap<usize, u64> = Default::default();
+        for r in shapes::shard_rows(spec.width as usize, 1, max_buf) {
+            *acc_by_rows.entry(r).or_default() += 1;
+        }
+        for (&r, &count) in &acc_by_rows {
+            b.add(
+                "row-wise Adagrad accumulator shard",
+                "table",
+                &[r as u64, 1],
                 F32_BYTES,
                 count,
                 Category::OptimizerState,
@@ -496,19 +516,27 @@ fn sparse_ledger(spec: &StepSpec) -> Ledger {
         Lifetime::span(BackwardEnd, TableUpdate),
     );
 
-    // 5. row updates: lazy Adam's moment deltas beside the update, for one segment at a time.
-    if spec.table_optim == TableOptim::Adam {
-        b.add(
-            "lazy Adam moment deltas (dm, dv)",
-            "table",
-            &[per_segment, dim],
-            F32_BYTES,
-            2,
-            Category::Temporaries,
-            Pool::Dynamic,
-            Lifetime::at(TableUpdate),
-        );
-    }
+    // 5. row updates: the optimizer's temporaries for one segment at a time.
+    let (what, cols, n) = match spec.table_optim {
+        TableOptim::Sgd => ("", 0, 0),
+        TableOptim::Adam => ("lazy Adam moment deltas (dm, dv)", dim, 2),
+        TableOptim::Momentum => (
+            "momentum buffer delta (the gradient's buffer is reused)",
+            dim,
+            1,
+        ),
+        TableOptim::RowwiseAdagrad => ("mean squared gradient per row", 1, 1),
+    };
+    b.add(
+        what,
+        "table",
+        &[per_segment, cols],
+        F32_BYTES,
+        n,
+        Category::Temporaries,
+        Pool::Dynamic,
+        Lifetime::at(TableUpdate),
+    );
     b.ledger
 }
 
@@ -677,10 +705,9 @@ mod tests {
             spec.table_optim = opt;
             let l = ledger(&spec);
             let c = l.categories_at(Placement::Device, Point::StepEnd);
-            let table = 240_000 * 1024 * 4;
             assert_eq!(
                 c.get(&Category::OptimizerState).copied().unwrap_or(0),
-                opt.state_per_weight() * table,
+                opt.state_per_row(1024) * 240_000 * 4,
                 "{opt:?}"
             );
         }

@@ -157,13 +157,34 @@ pub fn step_all(
 #[derive(Clone, Debug)]
 pub enum TableState {
     Sgd,
-    Adam { m: ShardedTable, v: ShardedTable },
+    Momentum {
+        buf: ShardedTable,
+    },
+    Adam {
+        m: ShardedTable,
+        v: ShardedTable,
+    },
+    /// One accumulator per row, as an `[n_rows, 1]` table.
+    RowwiseAdagrad {
+        acc: ShardedTable,
+    },
 }
 
 impl TableState {
     pub fn new(optim: TableOptim, table: &ShardedTable, max_buffer_bytes: u64) -> Self {
         match optim {
             TableOptim::Sgd => TableState::Sgd,
+            TableOptim::Momentum => TableState::Momentum {
+                buf: ShardedTable::zeros(
+                    table.n_rows(),
+                    table.dim(),
+                    max_buffer_bytes,
+                    &table.device(),
+                ),
+            },
+            TableOptim::RowwiseAdagrad => TableState::RowwiseAdagrad {
+                acc: ShardedTable::zeros(table.n_rows(), 1, max_buffer_bytes, &table.device()),
+            },
             TableOptim::Adam => {
                 let device = table.device();
                 TableState::Adam {
@@ -190,6 +211,25 @@ impl TableState {
                 meter.probe(Point::TableUpdate);
                 table.scatter_add(uniq, delta)
             }
+            TableState::Momentum { buf } => {
+                // buf_r ← μ buf_r + g_r for the touched rows only; w_r ← w_r − lr buf_r.
+                let old = buf.gather(uniq);
+                let dbuf = old.clone().mul_scalar(config.momentum - 1.0) + grad_rows;
+                let delta = (old + dbuf.clone()).mul_scalar(-config.table_lr());
+                meter.probe(Point::TableUpdate);
+                buf.scatter_add(uniq, dbuf);
+                table.scatter_add(uniq, delta);
+            }
+            TableState::RowwiseAdagrad { acc } => {
+                let n = grad_rows.shape()[1].max(1) as f64;
+                let g2 = grad_rows.clone().square().sum_dim(1).div_scalar(n);
+                let acc_new = acc.gather(uniq) + g2.clone();
+                let delta = (grad_rows / acc_new.sqrt().add_scalar(config.eps))
+                    .mul_scalar(-config.table_lr());
+                meter.probe(Point::TableUpdate);
+                acc.scatter_add(uniq, g2);
+                table.scatter_add(uniq, delta);
+            }
             TableState::Adam { m, v } => {
                 let a = AdamStep::new(config, config.table_lr(), step);
                 let m_old = m.gather(uniq);
@@ -211,7 +251,64 @@ impl TableState {
     pub fn bytes(&self) -> u64 {
         match self {
             TableState::Sgd => 0,
+            TableState::Momentum { buf } => buf.bytes(),
             TableState::Adam { m, v } => m.bytes() + v.bytes(),
+            TableState::RowwiseAdagrad { acc } => acc.bytes(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use burn::tensor::Device;
+    use widebag_config::TableOptim;
+
+    use super::*;
+    use crate::tensors::floats;
+
+    /// Two steps on rows 0 and 2 of a 3 × 2 table, the same gradient each time.
+    fn two_steps(optim: TableOptim) -> Vec<f32> {
+        let device = Device::flex();
+        let mut table = ShardedTable::zeros(3, 2, u64::MAX, &device);
+        let mut state = TableState::new(optim, &table, u64::MAX);
+        let config = OptimConfig {
+            table_lr: Some(0.1),
+            momentum: 0.9,
+            eps: 1e-8,
+            ..OptimConfig::default()
+        };
+        let mut meter = MemoryMeter::new(&device);
+        for step in 1..=2 {
+            let g = floats(vec![1.0, 2.0, 3.0, 4.0], [2, 2], &device);
+            state.step(&mut table, &[0, 2], g, &config, step, &mut meter);
+        }
+        table.to_vec().unwrap()
+    }
+
+    fn close(got: &[f32], want: &[f32]) {
+        for (a, b) in got.iter().zip(want) {
+            assert!((a - b).abs() < 1e-6, "got {got:?}, want {want:?}");
+        }
+    }
+
+    #[test]
+    fn rowwise_adagrad_matches_its_formula() {
+        // G_0 = mean(1, 4) = 2.5, then 5; G_2 = mean(9, 16) = 12.5, then 25.
+        let w0 = |g: f32| -0.1 * g * (1.0 / 2.5f32.sqrt() + 1.0 / 5f32.sqrt());
+        let w2 = |g: f32| -0.1 * g * (1.0 / 12.5f32.sqrt() + 1.0 / 25f32.sqrt());
+        close(
+            &two_steps(TableOptim::RowwiseAdagrad),
+            &[w0(1.0), w0(2.0), 0.0, 0.0, w2(3.0), w2(4.0)],
+        );
+    }
+
+    #[test]
+    fn row_momentum_matches_its_formula() {
+        // buf = g, then 0.9 g + g: w = -0.1 (1 + 1.9) g.
+        let w = |g: f32| -0.1 * 2.9 * g;
+        close(
+            &two_steps(TableOptim::Momentum),
+            &[w(1.0), w(2.0), 0.0, 0.0, w(3.0), w(4.0)],
+        );
     }
 }
