@@ -1,14 +1,9 @@
 //! The `widebag` binary end to end: bad configuration exits 2 naming the key; `--json` prints
 //! the summary fields.
 
-use std::process::Command;
+mod common;
 
-fn widebag(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_widebag"))
-        .args(args)
-        .output()
-        .expect("runs the binary")
-}
+use common::widebag;
 
 fn assert_config_error(args: &[&str], key: &str) {
     let out = widebag(args);

@@ -3,18 +3,14 @@
 //! (when `../shared/data` is present) the real datasets.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
+
+mod common;
+
+use common::widebag;
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn widebag(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_widebag"))
-        .args(args)
-        .env("XDG_RUNTIME_DIR", std::env::temp_dir())
-        .output()
-        .expect("runs the binary")
 }
 
 fn ok(args: &[&str]) -> Output {

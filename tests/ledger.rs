@@ -3,14 +3,9 @@
 //! bar on wgpu, a step over the device's buffer limit is refused with exit 3, and the dense
 //! layout computes the same loss as the sparse layout.
 
-use std::process::Command;
+mod common;
 
-fn widebag(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_widebag"))
-        .args(args)
-        .output()
-        .expect("runs the binary")
-}
+use common::widebag;
 
 fn has_wgpu(test: &str) -> bool {
     if std::env::var("WIDEBAG_REQUIRE_WGPU").ok().as_deref() == Some("1")

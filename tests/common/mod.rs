@@ -4,6 +4,15 @@
 
 use widebag_model::{Compute, open_device};
 
+/// Runs the `widebag` binary with `args` and returns its output.
+pub fn widebag(args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_widebag"))
+        .args(args)
+        .env("XDG_RUNTIME_DIR", std::env::temp_dir())
+        .output()
+        .expect("runs the binary")
+}
+
 /// The wgpu device, or `None` (test skipped with a notice) when no adapter exists. With
 /// `WIDEBAG_REQUIRE_WGPU=1` (set by `.ci/run`) a missing adapter fails the test instead.
 pub fn wgpu_or_skip(test: &str) -> Option<Compute> {
