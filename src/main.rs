@@ -1,8 +1,9 @@
 //! The `widebag` command line: `widebag train` runs the configured job (the built-in quickstart
 //! by default), `widebag explain` shows (and measures) its memory ledger, `widebag data` inspects
-//! data files. Exit codes: 0 ok, 1 run failed, 2 usage or configuration error, 3 does not fit.
+//! data files, `widebag plan` picks the batch size and optimizers that fit a memory budget. Exit codes: 0 ok, 1 run failed, 2 usage or configuration error, 3 does not fit.
 
 mod explain;
+mod plan;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -32,6 +33,9 @@ enum Command {
     /// The memory ledger of a training step: every tensor by category, layer and phase, the
     /// predicted peak, and with --measure the allocator's readings beside it.
     Explain(ExplainArgs),
+    /// The batch size and optimizers that fit a memory budget, from the ledger alone (no trial
+    /// runs); exit 3 with the smallest changes that would fit when nothing does.
+    Plan(PlanArgs),
     /// Inspect data files.
     Data {
         #[command(subcommand)]
@@ -238,6 +242,88 @@ struct TrainArgs {
     /// Print one JSON object with the run's summary on stdout.
     #[arg(long)]
     json: bool,
+    /// Plan first for this budget (`6GiB`, …) and train with the plan's batch size and
+    /// optimizers; exit 3 with the plan's report when nothing fits.
+    #[arg(long, value_name = "BYTES")]
+    budget: Option<String>,
+}
+
+/// How the solver's flags reach the plan.
+#[derive(Args, Default)]
+struct BudgetArgs {
+    /// Memory budget: `6GiB`, `512MiB`, `8GB` or bytes (default: plan.budget, else the device's
+    /// memory minus the reserve when the device reports it).
+    #[arg(long, value_name = "BYTES")]
+    budget: Option<String>,
+    /// What to maximise: `batch` (the largest batch, then the most capable optimizers) or
+    /// `throughput` (predicted examples/s).
+    #[arg(long, value_enum)]
+    objective: Option<ObjectiveArg>,
+    /// The smallest batch the solver may choose (plan.min_batch).
+    #[arg(long)]
+    min_batch: Option<usize>,
+    /// The largest batch the solver considers (plan.max_batch).
+    #[arg(long)]
+    max_batch: Option<usize>,
+    /// Keep a knob at the config's value: train.batch_size, optim.table or optim.dense
+    /// (repeatable; knob keys given with --set are pinned too).
+    #[arg(long, value_name = "KEY")]
+    pin: Vec<String>,
+    /// Plan for a device with this largest buffer instead of the opened one (with --alignment).
+    #[arg(long, value_name = "BYTES")]
+    max_buffer: Option<String>,
+    /// Plan for a device with this allocation alignment in bytes.
+    #[arg(long, value_name = "BYTES")]
+    alignment: Option<u64>,
+    /// The throughput model's coefficients (JSON written by `plan --calibrate --out FILE`);
+    /// default: the built-in lavapipe calibration.
+    #[arg(long, value_name = "FILE.json")]
+    calibration: Option<PathBuf>,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum ObjectiveArg {
+    Batch,
+    Throughput,
+}
+
+#[derive(Args)]
+struct PlanArgs {
+    #[command(flatten)]
+    config: ConfigArgs,
+    #[command(flatten)]
+    budget: BudgetArgs,
+    /// Device: wgpu (default when an adapter exists), cpu (burn's flex backend), or auto.
+    #[arg(long, value_enum)]
+    device: Option<DeviceArg>,
+    /// Print one JSON object (batch_size, optimizer, predicted_peak_bytes, budget_bytes, fits, …).
+    #[arg(long)]
+    json: bool,
+    /// Run the plan for --steps steps on the device and check the measured peak is under the budget.
+    #[arg(long)]
+    verify: bool,
+    /// The ground truth: find the largest batch that runs under the budget by bisecting on real
+    /// runs' measured peaks (with the plan's optimizers).
+    #[arg(long)]
+    search: bool,
+    /// With --search: stop bisecting when the bracket is within this % of the batch (0: one row).
+    #[arg(long, default_value_t = 1.0)]
+    tolerance: f64,
+    /// Steps per run of --verify and --search (the first is a warm-up).
+    #[arg(long, default_value_t = 2)]
+    steps: usize,
+    /// Run the solver's grid (`small`: CI; `full`: README): plan, --verify and --search at five
+    /// budgets for two models; fails when a point misses a bar.
+    #[arg(long, value_name = "NAME")]
+    grid: Option<String>,
+    /// With --grid: directory for plan-grid.md and plan-grid.json; with --calibrate: the JSON
+    /// file the fitted coefficients are written to.
+    #[arg(long, value_name = "PATH")]
+    out: Option<PathBuf>,
+    /// Measure the calibration runs on the device and fit the throughput model
+    /// (`--objective throughput`) to them.
+    #[arg(long)]
+    calibrate: bool,
 }
 
 #[derive(Args)]
@@ -345,6 +431,35 @@ fn explain_one(args: &ExplainArgs) -> Result<(), Failure> {
     Ok(())
 }
 
+/// Prints a grid's rows (JSON) or table (Markdown), and keeps both as `DIR/STEM.md` and
+/// `DIR/STEM.json` when a directory is given.
+fn emit_grid<T: serde::Serialize>(
+    rows: &[T],
+    md: &str,
+    json: bool,
+    out: Option<&std::path::Path>,
+    stem: &str,
+) -> Result<(), Failure> {
+    if json {
+        println!("{}", serde_json::to_string(rows).expect("rows serialise"));
+    } else {
+        print!("{md}");
+    }
+    if let Some(dir) = out {
+        std::fs::create_dir_all(dir)
+            .and_then(|_| std::fs::write(dir.join(format!("{stem}.md")), md))
+            .and_then(|_| {
+                std::fs::write(
+                    dir.join(format!("{stem}.json")),
+                    serde_json::to_string_pretty(rows).expect("rows serialise"),
+                )
+            })
+            .with_context(|| format!("writing {}", dir.display()))
+            .map_err(Failure::run)?;
+    }
+    Ok(())
+}
+
 fn explain_grid(args: &ExplainArgs, name: &str) -> Result<(), Failure> {
     let points = explain::grid_points(name).map_err(Failure::usage)?;
     let mut rows = Vec::new();
@@ -393,23 +508,7 @@ fn explain_grid(args: &ExplainArgs, name: &str) -> Result<(), Failure> {
         rows.push(row);
     }
     let md = explain::grid_markdown(&rows, &adapter);
-    if args.json {
-        println!("{}", serde_json::to_string(&rows).expect("rows serialise"));
-    } else {
-        print!("{md}");
-    }
-    if let Some(dir) = &args.out {
-        std::fs::create_dir_all(dir)
-            .and_then(|_| std::fs::write(dir.join("grid.md"), &md))
-            .and_then(|_| {
-                std::fs::write(
-                    dir.join("grid.json"),
-                    serde_json::to_string_pretty(&rows).expect("rows serialise"),
-                )
-            })
-            .with_context(|| format!("writing {}", dir.display()))
-            .map_err(Failure::run)?;
-    }
+    emit_grid(&rows, &md, args.json, args.out.as_deref(), "grid")?;
     let measured: Vec<&explain::GridRow> = rows
         .iter()
         .filter(|r| r.measured_peak_bytes.is_some())
@@ -444,6 +543,275 @@ fn explain(args: &ExplainArgs) -> Result<(), Failure> {
         Some(name) => explain_grid(args, name),
         None => explain_one(args),
     }
+}
+
+/// Applies the solver flags to `prepared.config`, then plans. Config problems exit 2.
+fn make_plan(
+    prepared: &mut widebag_config::Prepared,
+    args: &BudgetArgs,
+    overrides: &[String],
+    compute: Option<&widebag_model::Compute>,
+) -> Result<(plan::Report, f64), Failure> {
+    let c = &mut prepared.config;
+    if let Some(o) = args.objective {
+        c.plan.objective = match o {
+            ObjectiveArg::Batch => widebag_config::Objective::Batch,
+            ObjectiveArg::Throughput => widebag_config::Objective::Throughput,
+        };
+    }
+    if let Some(b) = args.min_batch {
+        c.plan.min_batch = b;
+    }
+    if let Some(b) = args.max_batch {
+        c.plan.max_batch = b;
+    }
+    if c.plan.min_batch == 0 || c.plan.min_batch > c.plan.max_batch {
+        return Err(Failure::usage(anyhow::anyhow!(
+            "--min-batch {} / --max-batch {}: need 1 <= min <= max",
+            c.plan.min_batch,
+            c.plan.max_batch
+        )));
+    }
+    if let Some(note) = plan::cap_to_data(prepared) {
+        eprintln!("widebag: {note}");
+    }
+    let config = &prepared.config;
+    let pins = plan::pins(config, overrides, &args.pin).map_err(Failure::usage)?;
+    let budget = plan::budget(
+        args.budget.as_deref(),
+        config,
+        compute.and_then(|c| c.memory_bytes),
+    )
+    .map_err(Failure::usage)?;
+    let device = plan::device_facts(compute, args.max_buffer.as_deref(), args.alignment, config)
+        .map_err(Failure::usage)?;
+    let calibration = match &args.calibration {
+        Some(path) => std::fs::read_to_string(path)
+            .map_err(anyhow::Error::from)
+            .and_then(|t| Ok(serde_json::from_str::<widebag_solver::Calibration>(&t)?))
+            .with_context(|| format!("--calibration {}", path.display()))
+            .map_err(Failure::usage)?,
+        None => widebag_solver::Calibration::lavapipe_2core(),
+    };
+    let rows = plan::sample(prepared).map_err(Failure::usage)?;
+    let (solved, planned_ms) = plan::solve(
+        &prepared.config,
+        device,
+        budget.bytes,
+        &rows,
+        pins,
+        &calibration,
+    )
+    .map_err(Failure::usage)?;
+    Ok((plan::Report::new(solved, &budget, device), planned_ms))
+}
+
+fn plan_grid(args: &PlanArgs, name: &str) -> Result<(), Failure> {
+    let models = plan::grid_points(name).map_err(Failure::usage)?;
+    let mut rows = Vec::new();
+    let mut adapter = String::new();
+    for m in &models {
+        let model = &m.name;
+        for &budget in &m.budgets_bytes {
+            let mut all = explain::grid_base();
+            all.extend(m.overrides.iter().cloned());
+            let mut config = widebag_config::load(None, &all).map_err(Failure::usage)?;
+            device_choice(&mut config, args.device);
+            let mut prepared = widebag_config::open_data(&config).map_err(Failure::usage)?;
+            let compute = open_compute(&config)?;
+            adapter = compute.adapter.clone();
+            let budget_args = BudgetArgs {
+                budget: Some(budget.to_string()),
+                ..Default::default()
+            };
+            let (mut report, planned_ms) =
+                make_plan(&mut prepared, &budget_args, &[], Some(&compute))?;
+            if report.fits {
+                report.verify = Some(
+                    plan::verify(&prepared, &report.plan, &compute, args.steps)
+                        .map_err(Failure::run)?,
+                );
+            }
+            report.search = Some(
+                plan::search(
+                    &prepared,
+                    &report.plan,
+                    &compute,
+                    args.steps,
+                    args.tolerance,
+                    |_| {},
+                )
+                .map_err(Failure::run)?,
+            );
+            let row = plan::GridRow::new(model, &report, planned_ms).map_err(Failure::run)?;
+            eprintln!(
+                "widebag: {model} @ {}: plan {} ({}), measured {} {}, search {:?} → {}",
+                widebag_config::units::format_bytes(budget),
+                row.batch_size,
+                row.optimizers,
+                row.measured_peak_bytes
+                    .map_or("-".into(), widebag_config::units::format_bytes),
+                if row.under_budget { "under" } else { "OVER" },
+                row.search_batch_size,
+                row.plan_vs_search_pct
+                    .map_or("-".into(), |x| format!("{x:.1}%"))
+            );
+            rows.push(row);
+        }
+    }
+    let md = plan::grid_markdown(&rows, &adapter);
+    emit_grid(&rows, &md, args.json, args.out.as_deref(), "plan-grid")?;
+    let failed: Vec<String> = rows
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| !r.pass)
+        .map(|(i, r)| {
+            format!(
+                "#{} ({} @ {})",
+                i + 1,
+                r.model,
+                widebag_config::units::format_bytes(r.budget_bytes)
+            )
+        })
+        .collect();
+    if !failed.is_empty() {
+        return Err(Failure::run(anyhow::anyhow!(
+            "grid points missing a bar (plan ≥ {}% of search, measured under budget, planning < {} ms): {}",
+            plan::SEARCH_BAR_PCT,
+            plan::PLANNING_BAR_MS,
+            failed.join(", ")
+        )));
+    }
+    Ok(())
+}
+
+fn plan_calibrate(args: &PlanArgs) -> Result<(), Failure> {
+    let mut config = load_config(&args.config)?;
+    device_choice(&mut config, args.device);
+    let compute = open_compute(&config)?;
+    let (calibration, rows) =
+        plan::calibrate(&compute, args.steps.max(6), config.train.device, |r| {
+            eprintln!(
+                "widebag: calibrate {}: {:.4} s/step",
+                r.overrides.join(" "),
+                r.measured_step_s
+            )
+        })
+        .map_err(Failure::run)?;
+    for r in &rows {
+        println!(
+            "{:<110} measured {:>8.4} s/step  fitted {:>8.4}",
+            r.overrides.join(" "),
+            r.measured_step_s,
+            r.fitted_step_s
+        );
+    }
+    let text = serde_json::to_string_pretty(&calibration).expect("calibration serialises");
+    println!("{text}");
+    if let Some(path) = &args.out {
+        std::fs::write(path, &text)
+            .with_context(|| format!("writing {}", path.display()))
+            .map_err(Failure::run)?;
+    }
+    Ok(())
+}
+
+fn plan_command(args: &PlanArgs) -> Result<(), Failure> {
+    if let Some(name) = &args.grid {
+        return plan_grid(args, name);
+    }
+    if args.calibrate {
+        return plan_calibrate(args);
+    }
+    let mut config = load_config(&args.config)?;
+    device_choice(&mut config, args.device);
+    let mut prepared = widebag_config::open_data(&config).map_err(Failure::usage)?;
+    for w in &prepared.warnings {
+        eprintln!("widebag: {w}");
+    }
+    // Given device facts plan for another device; otherwise the device is opened and read.
+    let needs_device = args.verify || args.search || args.budget.max_buffer.is_none();
+    let compute = if needs_device {
+        Some(open_compute(&config)?)
+    } else {
+        None
+    };
+    let (mut report, planned_ms) = make_plan(
+        &mut prepared,
+        &args.budget,
+        &args.config.overrides,
+        compute.as_ref(),
+    )?;
+    let compute_for_runs = || {
+        compute
+            .as_ref()
+            .ok_or_else(|| Failure::usage(anyhow::anyhow!("--verify and --search need a device")))
+    };
+    if args.verify && report.fits {
+        let c = compute_for_runs()?;
+        let v = plan::verify(&prepared, &report.plan, c, args.steps).map_err(Failure::run)?;
+        report.verify = Some(v);
+    }
+    if args.search {
+        let c = compute_for_runs()?;
+        let s = plan::search(
+            &prepared,
+            &report.plan,
+            c,
+            args.steps,
+            args.tolerance,
+            |p| {
+                eprintln!(
+                    "widebag: search: batch {} → {}",
+                    p.batch_size,
+                    match p.measured_peak_bytes {
+                        Some(m) => format!(
+                            "{} ({})",
+                            widebag_config::units::format_bytes(m),
+                            if p.runs_under_budget { "under" } else { "over" }
+                        ),
+                        None => "refused (buffer limit)".into(),
+                    }
+                )
+            },
+        )
+        .map_err(Failure::run)?;
+        report.search = Some(s);
+    }
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string(&report).expect("plan serialises")
+        );
+    } else {
+        plan::print(&report, planned_ms);
+    }
+    if args.json {
+        eprintln!(
+            "widebag: planned in {planned_ms:.1} ms ({} ledger evaluations)",
+            report.plan.evaluations
+        );
+    }
+    if !report.fits {
+        return Err(Failure::does_not_fit(anyhow::anyhow!(
+            "nothing fits the {} budget: {}",
+            widebag_config::units::format_bytes(report.budget_bytes),
+            report.plan.suggestions.first().map_or(
+                "no single change fits".to_string(),
+                |s| format!("smallest change: {}", s.text)
+            )
+        )));
+    }
+    if let Some(v) = &report.verify
+        && !v.under_budget
+    {
+        return Err(Failure::run(anyhow::anyhow!(
+            "--verify: measured peak {} is over the {} budget",
+            widebag_config::units::format_bytes(v.measured_peak_bytes),
+            widebag_config::units::format_bytes(report.budget_bytes)
+        )));
+    }
+    Ok(())
 }
 
 fn load_config(args: &ConfigArgs) -> Result<Config, Failure> {
@@ -526,6 +894,36 @@ fn train(args: &TrainArgs) -> Result<(), Failure> {
         );
     }
     let compute = open_compute(&config)?;
+    let mut prepared = prepared;
+    if let Some(text) = &args.budget {
+        let budget_args = BudgetArgs {
+            budget: Some(text.clone()),
+            ..Default::default()
+        };
+        let (report, planned_ms) = make_plan(
+            &mut prepared,
+            &budget_args,
+            &args.config.overrides,
+            Some(&compute),
+        )?;
+        if !report.fits {
+            plan::print(&report, planned_ms);
+            return Err(Failure::does_not_fit(anyhow::anyhow!(
+                "does not fit the {} budget (see the plan above)",
+                widebag_config::units::format_bytes(report.budget_bytes)
+            )));
+        }
+        eprintln!(
+            "widebag: planned for {}: batch {}, table {}, dense {} (predicted peak {})",
+            widebag_config::units::format_bytes(report.budget_bytes),
+            report.batch_size,
+            report.plan.chosen.table.name(),
+            report.plan.chosen.dense.name(),
+            widebag_config::units::format_bytes(report.predicted_peak_bytes)
+        );
+        prepared.config = plan::apply(&prepared.config, &report.plan);
+    }
+    let config = prepared.config.clone();
     // Refuse, before anything is allocated, a step with a tensor over the device's buffer limit.
     let (spec, ledger) = explain::predict(&prepared, &compute).map_err(Failure::usage)?;
     explain::check_fits(&ledger, &spec).map_err(Failure::does_not_fit)?;
@@ -665,10 +1063,18 @@ fn data_synth(args: &SynthArgs) -> Result<(), Failure> {
 }
 
 fn main() -> ExitCode {
+    // A closed stdout (`widebag plan | head`) ends the process as other command-line tools do,
+    // rather than as a panic in `println!`.
+    #[cfg(unix)]
+    // SAFETY: restoring a signal's default disposition at start-up, before any thread exists.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     let cli = Cli::parse();
     let result = match &cli.command {
         Command::Train(args) => train(args),
         Command::Explain(args) => explain(args),
+        Command::Plan(args) => plan_command(args),
         Command::Data { command } => match command {
             DataCommand::Stats(args) => data_stats(args),
             DataCommand::Convert(args) => data_convert(args),

@@ -5,27 +5,7 @@
 
 mod common;
 
-use common::widebag;
-
-fn has_wgpu(test: &str) -> bool {
-    if std::env::var("WIDEBAG_REQUIRE_WGPU").ok().as_deref() == Some("1")
-        || widebag_model::open_device(widebag_config::DeviceChoice::Wgpu).is_ok()
-    {
-        return true;
-    }
-    eprintln!("{test}: skipped, no wgpu adapter");
-    false
-}
-
-fn json(out: &std::process::Output) -> serde_json::Value {
-    assert!(
-        out.status.success(),
-        "exit {:?}: {}",
-        out.status.code(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("one JSON value")
-}
+use common::{has_wgpu, json, widebag};
 
 const SMALL: [&str; 8] = [
     "--set",

@@ -28,6 +28,29 @@ pub fn wgpu_or_skip(test: &str) -> Option<Compute> {
     }
 }
 
+/// Whether the wgpu tests run: an adapter exists, or `WIDEBAG_REQUIRE_WGPU=1` demands them (they
+/// then fail without one). Prints a skip notice otherwise.
+pub fn has_wgpu(test: &str) -> bool {
+    if std::env::var("WIDEBAG_REQUIRE_WGPU").ok().as_deref() == Some("1")
+        || open_device(widebag_config::DeviceChoice::Wgpu).is_ok()
+    {
+        return true;
+    }
+    eprintln!("{test}: skipped, no wgpu adapter");
+    false
+}
+
+/// The one JSON value a successful run printed on stdout.
+pub fn json(out: &std::process::Output) -> serde_json::Value {
+    assert!(
+        out.status.success(),
+        "exit {:?}: {}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("one JSON value")
+}
+
 pub fn flex() -> Compute {
     Compute::flex()
 }

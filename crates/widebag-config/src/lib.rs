@@ -14,6 +14,7 @@ pub use widebag_data::{Format, TargetKind, TextMode, TokenFormat};
 
 pub mod data;
 mod locate;
+pub mod units;
 
 pub use data::{DataSummary, Prepared, open_data, synthetic_spec};
 
@@ -325,6 +326,59 @@ impl OptimConfig {
     }
 }
 
+/// What the budget solver maximises.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Objective {
+    /// The largest batch (up to `plan.max_batch`), then the most capable optimizers that fit at it.
+    #[default]
+    Batch,
+    /// The largest predicted examples/s (the solver's documented throughput model).
+    Throughput,
+}
+
+impl Objective {
+    pub fn name(self) -> &'static str {
+        match self {
+            Objective::Batch => "batch",
+            Objective::Throughput => "throughput",
+        }
+    }
+}
+
+/// The choices the budget solver may make (and a config may pin with `plan.pin`).
+pub const PLAN_KNOBS: [&str; 3] = ["train.batch_size", "optim.table", "optim.dense"];
+
+/// `[plan]`: the budget solver (`widebag plan`, `widebag train --budget`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PlanConfig {
+    /// Memory budget with units (`6GiB`, `512MiB`, `8GB`, bytes); unset: the device's memory
+    /// minus the reserve, when the device reports it. `--budget` overrides.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub budget: Option<String>,
+    pub objective: Objective,
+    /// The smallest batch the solver may choose.
+    pub min_batch: usize,
+    /// The largest batch the solver considers.
+    pub max_batch: usize,
+    /// Knobs the solver keeps at the config's value: any of `train.batch_size`, `optim.table`,
+    /// `optim.dense` (keys given with `--set` on the command line are pinned too).
+    pub pin: Vec<String>,
+}
+
+impl Default for PlanConfig {
+    fn default() -> Self {
+        Self {
+            budget: None,
+            objective: Objective::Batch,
+            min_batch: 1,
+            max_batch: 4096,
+            pin: Vec::new(),
+        }
+    }
+}
+
 /// A whole run configuration. `Config::default()` is the built-in quickstart.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -333,6 +387,7 @@ pub struct Config {
     pub model: ModelConfig,
     pub train: TrainConfig,
     pub optim: OptimConfig,
+    pub plan: PlanConfig,
 }
 
 /// Where a value came from.
@@ -413,6 +468,7 @@ pub fn known_keys() -> Vec<String> {
     full.data.mode = Some(TextMode::Bow);
     full.data.zero_based = Some(true);
     full.optim.table_lr = Some(1.0);
+    full.plan.budget = Some("1GiB".to_string());
     let table = toml::Table::try_from(&full).expect("config serialises");
     let mut out = Vec::new();
     flatten("", &table, &mut out);
@@ -729,6 +785,24 @@ pub fn validate(c: &Config) -> Result<(), (&'static str, String)> {
         "optim.weight_decay",
         "must be a finite number >= 0",
     )?;
+    let p = &c.plan;
+    if let Some(b) = &p.budget {
+        units::parse_bytes(b).map_err(|e| ("plan.budget", e))?;
+    }
+    check(p.min_batch >= 1, "plan.min_batch", "must be at least 1")?;
+    check(
+        p.max_batch >= p.min_batch,
+        "plan.max_batch",
+        "must be at least plan.min_batch",
+    )?;
+    for key in &p.pin {
+        if !PLAN_KNOBS.contains(&key.as_str()) {
+            return Err((
+                "plan.pin",
+                format!("`{key}` is not a knob (use {})", PLAN_KNOBS.join(", ")),
+            ));
+        }
+    }
     Ok(())
 }
 

@@ -30,8 +30,20 @@ pub struct Compute {
     /// Every allocation is rounded up to a multiple of this (cubecl's memory alignment: the
     /// larger of the adapter's uniform and storage buffer offset alignments).
     pub alignment_bytes: u64,
+    /// The memory the device computes in, when it can be read: system memory for flex and for
+    /// a CPU adapter (lavapipe's heap is system memory). `None` for a GPU on wgpu's WGSL path,
+    /// which cannot read the Vulkan heap size (cubecl reads it only on its SPIR-V path).
+    pub memory_bytes: Option<u64>,
     /// Set when `auto` fell back to the CPU: the reason, to print once.
     pub fallback_notice: Option<String>,
+}
+
+/// `MemTotal` from `/proc/meminfo` (Linux), in bytes.
+fn system_memory_bytes() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
 }
 
 impl Compute {
@@ -43,6 +55,7 @@ impl Compute {
             adapter: "flex (CPU)".to_string(),
             max_buffer_bytes: u64::MAX,
             alignment_bytes: 1,
+            memory_bytes: system_memory_bytes(),
             fallback_notice: None,
         }
     }
@@ -58,7 +71,7 @@ impl Compute {
 
 /// An opened wgpu device: the device, the adapter's description, its largest buffer and its
 /// memory alignment.
-type WgpuOpen = Result<(Device, String, u64, u64), String>;
+type WgpuOpen = Result<(Device, String, u64, u64, Option<u64>), String>;
 static WGPU: OnceLock<WgpuOpen> = OnceLock::new();
 
 fn init_wgpu() -> WgpuOpen {
@@ -79,7 +92,19 @@ fn init_wgpu() -> WgpuOpen {
                 "{} ({:?}, {:?}, {})",
                 info.name, info.device_type, info.backend, info.driver_info
             );
-            Ok((device, adapter, max_buffer_bytes, alignment_bytes))
+            // A CPU adapter (lavapipe) computes in system memory.
+            let memory_bytes = if format!("{:?}", info.device_type) == "Cpu" {
+                system_memory_bytes()
+            } else {
+                None
+            };
+            Ok((
+                device,
+                adapter,
+                max_buffer_bytes,
+                alignment_bytes,
+                memory_bytes,
+            ))
         }
         Ok(Err(e)) => Err(e.to_string()),
         Err(_) => Err("wgpu initialisation panicked".to_string()),
@@ -89,12 +114,13 @@ fn init_wgpu() -> WgpuOpen {
 /// Opens the wgpu device (once per process).
 pub fn open_wgpu() -> Result<Compute, ModelError> {
     match WGPU.get_or_init(init_wgpu) {
-        Ok((device, adapter, max_buffer_bytes, alignment_bytes)) => Ok(Compute {
+        Ok((device, adapter, max_buffer_bytes, alignment_bytes, memory_bytes)) => Ok(Compute {
             device: device.clone(),
             backend: BackendKind::Wgpu,
             adapter: adapter.clone(),
             max_buffer_bytes: *max_buffer_bytes,
             alignment_bytes: *alignment_bytes,
+            memory_bytes: *memory_bytes,
             fallback_notice: None,
         }),
         Err(e) => Err(ModelError::NoAdapter(e.clone())),

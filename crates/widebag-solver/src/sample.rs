@@ -1,0 +1,138 @@
+//! The rows the solver plans with: the first `n_batches × max_batch` rows of the batch source,
+//! from which the batch statistics of any batch size up to `max_batch` follow exactly.
+
+use std::cell::RefCell;
+
+use widebag_data::{BatchSource, DataError};
+use widebag_ledger::step::BatchFacts;
+
+/// Rows as the trainer will see them (duplicates summed per row), kept as CSR ids and target
+/// counts. `facts(b)` equals `BatchFacts::sample(source, b, n_batches)` for every `b` up to the
+/// sampled batch (for a data file, up to an epoch's end).
+#[derive(Debug)]
+pub struct RowSample {
+    width: usize,
+    n_batches: usize,
+    row_ptr: Vec<usize>,
+    ids: Vec<u32>,
+    /// Prefix sums of target entries per row.
+    target_ptr: Vec<usize>,
+    /// Scratch for counting distinct ids: the window that last saw each id (+1).
+    seen: RefCell<Vec<u32>>,
+}
+
+impl RowSample {
+    /// Reads `n_batches` batches of `max_batch` rows from a clone of `source` (the run still sees
+    /// them) and keeps their rows.
+    pub fn collect(
+        source: &BatchSource,
+        width: usize,
+        max_batch: usize,
+        n_batches: usize,
+    ) -> Result<Self, DataError> {
+        let mut source = source.clone();
+        let mut row_ptr = vec![0usize];
+        let mut ids = Vec::new();
+        let mut target_ptr = vec![0usize];
+        for _ in 0..n_batches.max(1) {
+            let batch = source.next_batch(max_batch.max(1))?;
+            let ptr = batch.row_ptr();
+            let targets = batch.targets();
+            for r in 0..batch.n_rows() {
+                ids.extend_from_slice(&batch.ids()[ptr[r]..ptr[r + 1]]);
+                row_ptr.push(ids.len());
+                let n_targets = targets.row_ptr[r + 1] - targets.row_ptr[r];
+                target_ptr.push(target_ptr.last().copied().unwrap_or(0) + n_targets);
+            }
+        }
+        Ok(Self::from_parts(width, n_batches, row_ptr, ids, target_ptr))
+    }
+
+    /// A sample from CSR parts (`row_ptr` and `target_ptr` start at 0 and have one more entry
+    /// than rows).
+    pub fn from_parts(
+        width: usize,
+        n_batches: usize,
+        row_ptr: Vec<usize>,
+        ids: Vec<u32>,
+        target_ptr: Vec<usize>,
+    ) -> Self {
+        Self {
+            width,
+            n_batches: n_batches.max(1),
+            row_ptr,
+            ids,
+            target_ptr,
+            seen: RefCell::new(Vec::new()),
+        }
+    }
+
+    pub fn n_rows(&self) -> usize {
+        self.row_ptr.len() - 1
+    }
+
+    /// The largest batch whose statistics this sample determines.
+    pub fn max_batch(&self) -> usize {
+        self.n_rows() / self.n_batches
+    }
+
+    /// Rows, nnz, distinct ids and targets: the largest of each over the first `n_batches`
+    /// batches of `batch_size` rows, as the trainer's ledger samples them.
+    pub fn facts(&self, batch_size: usize) -> BatchFacts {
+        let n = self.n_rows();
+        let b = batch_size.max(1);
+        let mut seen = self.seen.borrow_mut();
+        if seen.len() < self.width {
+            seen.resize(self.width, 0);
+        }
+        seen.iter_mut().for_each(|s| *s = 0);
+        let mut out = BatchFacts::default();
+        for k in 0..self.n_batches {
+            let start = k * b;
+            if start >= n {
+                break;
+            }
+            let end = (start + b).min(n);
+            let stamp = k as u32 + 1;
+            let window = &self.ids[self.row_ptr[start]..self.row_ptr[end]];
+            let mut unique = 0u64;
+            for &id in window {
+                let s = &mut seen[id as usize];
+                if *s != stamp {
+                    *s = stamp;
+                    unique += 1;
+                }
+            }
+            out.n_rows = out.n_rows.max((end - start) as u64);
+            out.nnz = out.nnz.max(window.len() as u64);
+            out.n_unique = out.n_unique.max(unique);
+            out.n_targets = out
+                .n_targets
+                .max((self.target_ptr[end] - self.target_ptr[start]) as u64);
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use widebag_data::{SyntheticSpec, SyntheticStream};
+
+    #[test]
+    fn facts_equal_the_trainers_sampling_at_every_batch_size() {
+        let spec = SyntheticSpec {
+            width: 500,
+            n_classes: 300,
+            seed: 7,
+            ..SyntheticSpec::default()
+        };
+        let source = BatchSource::Synthetic(SyntheticStream::new(spec).unwrap());
+        let sample = RowSample::collect(&source, 500, 64, 8).unwrap();
+        assert_eq!(sample.max_batch(), 64);
+        for b in [1, 2, 3, 7, 16, 31, 64] {
+            let want = BatchFacts::sample(&source, b, 8).unwrap();
+            assert_eq!(sample.facts(b), want, "batch {b}");
+        }
+    }
+}
