@@ -178,6 +178,7 @@ pub fn measure(prepared: Prepared, compute: &Compute, steps: usize) -> anyhow::R
     let options = RunOptions {
         meter: MeterMode::Detailed,
         warmup_steps: 1,
+        detailed_steps: 0,
     };
     let summary =
         run_training_with(prepared, compute, options, |_| {}).context("running the step")?;
@@ -360,6 +361,19 @@ pub fn print_report(r: &Report) {
     }
 }
 
+/// The charts' colours, one per ledger category (and per series elsewhere).
+pub const PALETTE: [plotters::style::RGBColor; 9] = [
+    plotters::style::RGBColor(31, 119, 180),
+    plotters::style::RGBColor(255, 127, 14),
+    plotters::style::RGBColor(44, 160, 44),
+    plotters::style::RGBColor(214, 39, 40),
+    plotters::style::RGBColor(148, 103, 189),
+    plotters::style::RGBColor(140, 86, 75),
+    plotters::style::RGBColor(227, 119, 194),
+    plotters::style::RGBColor(127, 127, 127),
+    plotters::style::RGBColor(188, 189, 34),
+];
+
 /// Stacked bars per phase: the predicted bytes by category, and the measured total beside them.
 pub fn write_svg(path: &Path, r: &Report) -> anyhow::Result<()> {
     use plotters::prelude::*;
@@ -414,17 +428,7 @@ pub fn write_svg(path: &Path, r: &Report) -> anyhow::Result<()> {
         .x_label_style(("sans-serif", 15))
         .y_desc("MiB")
         .draw()?;
-    let colors = [
-        RGBColor(31, 119, 180),
-        RGBColor(255, 127, 14),
-        RGBColor(44, 160, 44),
-        RGBColor(214, 39, 40),
-        RGBColor(148, 103, 189),
-        RGBColor(140, 86, 75),
-        RGBColor(227, 119, 194),
-        RGBColor(127, 127, 127),
-        RGBColor(188, 189, 34),
-    ];
+    let colors = PALETTE;
     for (ci, cat) in Category::ALL.iter().enumerate() {
         let mut bars = Vec::new();
         for (i, &phase) in phases.iter().enumerate() {

@@ -4,6 +4,7 @@
 
 mod explain;
 mod plan;
+mod sweep;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -36,6 +37,9 @@ enum Command {
     /// The batch size and optimizers that fit a memory budget, from the ledger alone (no trial
     /// runs); exit 3 with the smallest changes that would fit when nothing does.
     Plan(PlanArgs),
+    /// Run a sweep file's grid of configs, each into its own directory (resumable), and write
+    /// results.csv, results.md and SVG plots.
+    Sweep(SweepArgs),
     /// Inspect data files.
     Data {
         #[command(subcommand)]
@@ -312,8 +316,8 @@ struct PlanArgs {
     /// Steps per run of --verify and --search (the first is a warm-up).
     #[arg(long, default_value_t = 2)]
     steps: usize,
-    /// Run the solver's grid (`small`: CI; `full`: README): plan, --verify and --search at five
-    /// budgets for two models; fails when a point misses a bar.
+    /// Run the solver's grid (`small`): plan, --verify and --search at five budgets for two
+    /// models; fails when a point misses a bar.
     #[arg(long, value_name = "NAME")]
     grid: Option<String>,
     /// With --grid: directory for plan-grid.md and plan-grid.json; with --calibrate: the JSON
@@ -324,6 +328,22 @@ struct PlanArgs {
     /// (`--objective throughput`) to them.
     #[arg(long)]
     calibrate: bool,
+}
+
+#[derive(Args)]
+struct SweepArgs {
+    /// The sweep file (`configs/sweeps/NAME.toml`): base, set, [grid], [[exclude]].
+    #[arg(long, value_name = "FILE.toml")]
+    config: PathBuf,
+    /// The sweep's directory: one directory per run, results.csv, results.md, *.svg.
+    #[arg(long, value_name = "DIR")]
+    out: PathBuf,
+    /// Override one key of every run, e.g. `--set train.steps=5`.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    overrides: Vec<String>,
+    /// Device: wgpu (default when an adapter exists), cpu (burn's flex backend), or auto.
+    #[arg(long, value_enum)]
+    device: Option<DeviceArg>,
 }
 
 #[derive(Args)]
@@ -680,6 +700,45 @@ fn plan_grid(args: &PlanArgs, name: &str) -> Result<(), Failure> {
             plan::SEARCH_BAR_PCT,
             plan::PLANNING_BAR_MS,
             failed.join(", ")
+        )));
+    }
+    Ok(())
+}
+
+fn sweep_command(args: &SweepArgs) -> Result<(), Failure> {
+    let sweep =
+        widebag_config::sweep::load_sweep(&args.config, &args.overrides).map_err(Failure::usage)?;
+    eprintln!(
+        "widebag: {}: {} runs ({} excluded) into {}",
+        args.config.display(),
+        sweep.points.len(),
+        sweep.excluded,
+        args.out.display()
+    );
+    let mut config = sweep
+        .points
+        .first()
+        .map(|p| p.config.clone())
+        .unwrap_or_default();
+    device_choice(&mut config, args.device);
+    let compute = open_compute(&config)?;
+    let rows = sweep::run(&sweep, &args.out, &compute).map_err(Failure::run)?;
+    print!(
+        "{}",
+        sweep::markdown(
+            &rows,
+            &sweep.spec.grid.keys().cloned().collect::<Vec<_>>(),
+            &compute.adapter
+        )
+    );
+    let failed = rows
+        .iter()
+        .filter(|r| r.status == sweep::Status::Failed)
+        .count();
+    if failed > 0 {
+        return Err(Failure::run(anyhow::anyhow!(
+            "{failed} of {} runs failed (see their summary.json); run the sweep again to retry them",
+            rows.len()
         )));
     }
     Ok(())
@@ -1075,6 +1134,7 @@ fn main() -> ExitCode {
         Command::Train(args) => train(args),
         Command::Explain(args) => explain(args),
         Command::Plan(args) => plan_command(args),
+        Command::Sweep(args) => sweep_command(args),
         Command::Data { command } => match command {
             DataCommand::Stats(args) => data_stats(args),
             DataCommand::Convert(args) => data_convert(args),

@@ -79,6 +79,22 @@ fn budgets_take_units_and_bad_ones_exit_2() {
 }
 
 #[test]
+fn the_budget_comes_from_the_config_or_the_devices_memory() {
+    let v = json(&plan(&["--set", "plan.budget=\"6GiB\""]));
+    assert_eq!(v["budget_bytes"], 6u64 << 30);
+    assert_eq!(v["budget_source"], "plan.budget = \"6GiB\"");
+    // flex computes in system memory, which it reports: the default is that minus the reserve.
+    let v = json(&widebag(&["plan", "--device", "cpu", "--json"]));
+    assert!(
+        v["budget_source"]
+            .as_str()
+            .unwrap()
+            .starts_with("device memory"),
+        "{v}"
+    );
+}
+
+#[test]
 fn nothing_fits_exits_3_with_ranked_changes() {
     // Adam pinned for both parts (with --set) at 3 GiB: the moments alone are 2.75 GiB.
     let seed = |extra: &[&str]| {

@@ -14,6 +14,7 @@ pub use widebag_data::{Format, TargetKind, TextMode, TokenFormat};
 
 pub mod data;
 mod locate;
+pub mod sweep;
 pub mod units;
 
 pub use data::{DataSummary, Prepared, open_data, synthetic_spec};

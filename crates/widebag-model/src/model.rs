@@ -83,6 +83,11 @@ pub struct StepStats {
     pub n_rows: usize,
     pub nnz: usize,
     pub n_unique: usize,
+    /// Wall seconds of the step (set by the training loop).
+    pub step_s: f64,
+    /// Peak bytes in use read so far in the run, after the warm-up (set by the training loop;
+    /// `None` without allocator counters).
+    pub peak_in_use_bytes: Option<u64>,
 }
 
 impl StepStats {
@@ -93,6 +98,8 @@ impl StepStats {
             n_rows: batch.n_rows(),
             nnz: batch.nnz(),
             n_unique: batch.unique_ids().len(),
+            step_s: 0.0,
+            peak_in_use_bytes: None,
         }
     }
 }

@@ -31,7 +31,8 @@ pub struct RunSummary {
     pub layout: Layout,
     pub table_optimizer: widebag_config::TableOptim,
     pub dense_optimizer: widebag_config::DenseOptim,
-    /// Examples per second over the steps after the first (the first compiles kernels).
+    /// Examples per second over the steps after the first (the first compiles kernels), or
+    /// after the detailed steps (`RunOptions::detailed_steps`).
     pub examples_per_s: f64,
     pub first_loss: f32,
     pub final_loss: f32,
@@ -118,6 +119,9 @@ pub struct RunOptions {
     /// Steps whose memory readings are discarded (the first steps compile kernels and create
     /// lazily allocated state).
     pub warmup_steps: usize,
+    /// The first steps read the allocator at every point (`MeterMode::Detailed`), the rest as
+    /// `meter` says; examples/s is then timed after them. 0: `meter` throughout.
+    pub detailed_steps: usize,
 }
 
 /// Trains the configured model on the prepared batches. `on_step` sees every step's stats.
@@ -144,7 +148,19 @@ pub fn run_training_with(
         ..
     } = prepared;
     let config = &config;
-    let mut meter = MemoryMeter::with_mode(&compute.device, options.meter);
+    let first_mode = if options.detailed_steps > 0 {
+        MeterMode::Detailed
+    } else {
+        options.meter
+    };
+    let mut meter = MemoryMeter::with_mode(&compute.device, first_mode);
+    // Examples/s is timed from the end of this step (the first compiles kernels; detailed
+    // steps drain the fusion queue more often).
+    let timed_after = if config.train.steps > options.detailed_steps.max(1) {
+        options.detailed_steps.max(1) - 1
+    } else {
+        0
+    };
     let mut model = Model::new(config, compute)?;
     meter.sample(Point::Setup);
     let setup_s = setup_start.elapsed().as_secs_f64();
@@ -159,10 +175,16 @@ pub fn run_training_with(
             .recv()
             .map_err(|_| ModelError::Execution("batch producer stopped".into()))??;
         rows_seen += batch.n_rows();
+        if step > 0 && step == options.detailed_steps {
+            meter.mode = options.meter;
+        }
         if step > 0 && step == options.warmup_steps {
             meter.reset();
         }
-        let stats = model.train_step(&batch, &mut meter)?;
+        let step_start = Instant::now();
+        let mut stats = model.train_step(&batch, &mut meter)?;
+        stats.step_s = step_start.elapsed().as_secs_f64();
+        stats.peak_in_use_bytes = meter.available().then_some(meter.peak_in_use_bytes);
         if !stats.loss.is_finite() {
             return Err(ModelError::Execution(format!(
                 "loss became {} at step {}",
@@ -171,13 +193,13 @@ pub fn run_training_with(
         }
         losses.push(stats.loss);
         on_step(&stats);
-        if step == 0 {
+        if step == timed_after {
             warm_start = Instant::now();
             first_rows = rows_seen;
         }
     }
     let train_s = train_start.elapsed().as_secs_f64();
-    let warm_steps = config.train.steps.saturating_sub(1);
+    let warm_steps = config.train.steps.saturating_sub(timed_after + 1);
     let examples_per_s = if warm_steps > 0 {
         (rows_seen - first_rows) as f64 / warm_start.elapsed().as_secs_f64()
     } else {

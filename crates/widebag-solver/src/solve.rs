@@ -863,6 +863,34 @@ mod tests {
     }
 
     #[test]
+    fn the_throughput_objective_takes_the_fastest_pair_at_its_largest_batch() {
+        let c = config(&["plan.objective=\"throughput\""]);
+        let rows = sample(&c);
+        let p = plan(&c, &rows, 6 << 20, Pins::default());
+        assert!(p.fits);
+        assert_eq!(p.objective, Objective::Throughput);
+        let best = p.chosen.predicted_examples_per_s;
+        assert!(best > 0.0);
+        for r in p.runner_ups.iter().filter(|r| r.fits) {
+            assert!(r.predicted_examples_per_s <= best, "{r:?}");
+        }
+        // Each pair at its own largest batch: the chosen batch is where it stops fitting.
+        assert_eq!(p.chosen.max_batch_size, Some(p.chosen.batch_size));
+        assert!(
+            !plan(&c, &rows, 6 << 20, Pins::default())
+                .runner_ups
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn default_budget_keeps_the_reserve() {
+        assert_eq!(default_budget_bytes(None), None);
+        assert_eq!(default_budget_bytes(Some(80 << 30)), Some(72 << 30));
+        assert_eq!(default_budget_bytes(Some(2 << 30)), Some(1536 << 20));
+    }
+
+    #[test]
     fn plans_are_deterministic() {
         let c = config(&[]);
         let rows = sample(&c);

@@ -1,0 +1,151 @@
+//! `widebag sweep` end to end on the CPU: a grid with an exclude runs every point into its own
+//! directory, results.csv has one row per run with the swept keys, a failed run is recorded and
+//! does not stop the sweep, and a second invocation skips what finished and retries what failed.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::widebag;
+
+fn setup(name: &str, sweep: &str) -> (PathBuf, PathBuf) {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("sweep-{name}"));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("sweep.toml");
+    std::fs::write(&file, sweep).unwrap();
+    (file, dir.join("runs"))
+}
+
+const SWEEP: &str = r#"
+set = ["data.width=600", "data.n_classes=600", "model.dim=8", "model.hidden=[16]", "train.steps=4"]
+[grid]
+"train.batch_size" = [16, 48]
+"optim.dense" = ["sgd", "adam"]
+"model.layout" = ["sparse", "dense"]
+[[exclude]]
+"model.layout" = "dense"
+"optim.dense" = "sgd"
+"#;
+
+fn run(file: &Path, out: &Path, extra: &[&str]) -> std::process::Output {
+    let mut args = vec![
+        "sweep",
+        "--config",
+        file.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--device",
+        "cpu",
+    ];
+    args.extend_from_slice(extra);
+    widebag(&args)
+}
+
+#[test]
+fn a_sweep_writes_run_directories_results_and_plots_and_resumes() {
+    let (file, out) = setup("ok", SWEEP);
+    let first = run(&file, &out, &[]);
+    assert!(
+        first.status.success(),
+        "{}",
+        String::from_utf8_lossy(&first.stderr)
+    );
+    let csv = std::fs::read_to_string(out.join("results.csv")).unwrap();
+    let mut lines = csv.lines();
+    let header = lines.next().unwrap();
+    for col in [
+        "run",
+        "status",
+        "predicted_peak_bytes",
+        "measured_peak_bytes",
+        "examples_per_s",
+        "final_loss",
+        "model.layout",
+        "optim.dense",
+        "train.batch_size",
+    ] {
+        assert!(header.split(',').any(|c| c == col), "{col} in {header}");
+    }
+    let rows: Vec<&str> = lines.collect();
+    assert_eq!(
+        rows.len(),
+        8 - 2,
+        "2 × 2 × 2 minus the excluded dense+sgd pair"
+    );
+    assert!(rows.iter().all(|r| r.contains(",ok,")), "{csv}");
+    for file in ["results.md", "memory.svg", "loss.svg", "throughput.svg"] {
+        assert!(out.join(file).is_file(), "{file}");
+    }
+    let run_dir = out.join("layout=sparse__dense=adam__batch_size=48");
+    for file in [
+        "config.toml",
+        "ledger.json",
+        "plan.json",
+        "metrics.jsonl",
+        "summary.json",
+    ] {
+        assert!(run_dir.join(file).is_file(), "{file}");
+    }
+    let metrics = std::fs::read_to_string(run_dir.join("metrics.jsonl")).unwrap();
+    assert_eq!(metrics.lines().count(), 4, "one line per step");
+    let line: serde_json::Value = serde_json::from_str(metrics.lines().last().unwrap()).unwrap();
+    for key in ["step", "loss", "examples_per_s", "step_s"] {
+        assert!(line.get(key).is_some(), "{key} in {line}");
+    }
+    let config = std::fs::read_to_string(run_dir.join("config.toml")).unwrap();
+    assert!(config.contains("batch_size = 48"), "{config}");
+    // Again: every run is skipped.
+    let second = run(&file, &out, &[]);
+    assert!(second.status.success());
+    let log = String::from_utf8_lossy(&second.stderr);
+    assert_eq!(log.matches("skipped").count(), 6, "{log}");
+}
+
+#[test]
+fn a_failed_run_is_recorded_and_retried_on_resume() {
+    // A data file that exists only for the second invocation: the first fails every run (exit 1
+    // at the end, rows recorded), the second retries them.
+    let (file, out) = setup(
+        "failed",
+        r#"
+set = ["data.format=\"libsvm\"", "train.steps=2", "model.dim=4", "model.hidden=[8]"]
+[grid]
+"train.batch_size" = [4, 8]
+"#,
+    );
+    let data = file.parent().unwrap().join("rows.libsvm");
+    let data_arg = format!("data.path=\"{}\"", data.display());
+    let first = run(&file, &out, &["--set", &data_arg]);
+    assert_eq!(first.status.code(), Some(1));
+    let csv = std::fs::read_to_string(out.join("results.csv")).unwrap();
+    assert_eq!(csv.matches(",failed,").count(), 2, "{csv}");
+    assert!(
+        csv.contains("rows.libsvm"),
+        "the error names the file: {csv}"
+    );
+    let rows: String = (0..40)
+        .map(|i| format!("{} {}:1 {}:2\n", i % 5, i % 7, 7 + i % 3))
+        .collect();
+    std::fs::write(&data, rows).unwrap();
+    let second = run(&file, &out, &["--set", &data_arg]);
+    assert!(
+        second.status.success(),
+        "{}",
+        String::from_utf8_lossy(&second.stderr)
+    );
+    let csv = std::fs::read_to_string(out.join("results.csv")).unwrap();
+    assert_eq!(csv.matches(",ok,").count(), 2, "{csv}");
+}
+
+#[test]
+fn a_bad_sweep_file_exits_2_naming_file_and_key() {
+    let (file, out) = setup("bad", "[grid]\n\"optim.dens\" = [\"sgd\"]\n");
+    let r = run(&file, &out, &[]);
+    assert_eq!(r.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert!(
+        err.contains("sweep.toml") && err.contains("optim.dense"),
+        "{err}"
+    );
+}
