@@ -110,16 +110,22 @@ pub enum TableOptim {
     Momentum,
     /// Lazy Adam (PyTorch `SparseAdam`): moments of touched rows only, global step count.
     Adam,
+    /// Lazy AdamW: lazy Adam with decoupled weight decay (`optim.weight_decay`) and catch-up: a
+    /// row untouched for k steps gets, when next touched, the k decayed-moment updates and decays
+    /// it missed, so it equals dense AdamW.
+    #[serde(rename = "adamw")]
+    AdamW,
     /// Row-wise Adagrad (TorchRec's `EXACT_ROWWISE_ADAGRAD`): one accumulator value per row,
     /// `G_r += mean_j g_rj²`, `w_r -= lr · g_r / (√G_r + eps)`.
     RowwiseAdagrad,
 }
 
 impl TableOptim {
-    pub const ALL: [TableOptim; 4] = [
+    pub const ALL: [TableOptim; 5] = [
         TableOptim::Sgd,
         TableOptim::Momentum,
         TableOptim::Adam,
+        TableOptim::AdamW,
         TableOptim::RowwiseAdagrad,
     ];
 
@@ -128,7 +134,7 @@ impl TableOptim {
         match self {
             TableOptim::Sgd => 0,
             TableOptim::Momentum => dim,
-            TableOptim::Adam => 2 * dim,
+            TableOptim::Adam | TableOptim::AdamW => 2 * dim,
             TableOptim::RowwiseAdagrad => 1,
         }
     }
@@ -138,6 +144,7 @@ impl TableOptim {
             TableOptim::Sgd => "sgd",
             TableOptim::Momentum => "momentum",
             TableOptim::Adam => "adam",
+            TableOptim::AdamW => "adamw",
             TableOptim::RowwiseAdagrad => "rowwise_adagrad",
         }
     }

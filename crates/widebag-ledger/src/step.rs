@@ -247,7 +247,8 @@ pub fn ledger(spec: &StepSpec) -> Ledger {
     };
     // Adam's bias correction reads the step count, kept on the host (one u64 per model).
     let adam = matches!(spec.dense_optim, DenseOptim::Adam | DenseOptim::AdamW)
-        || (spec.layout == Layout::Sparse && spec.table_optim == TableOptim::Adam);
+        || (spec.layout == Layout::Sparse
+            && matches!(spec.table_optim, TableOptim::Adam | TableOptim::AdamW));
     if adam {
         ledger.push(Entry {
             name: "Adam step count".into(),
@@ -312,6 +313,7 @@ fn sparse_ledger(spec: &StepSpec) -> Ledger {
         TableOptim::Sgd | TableOptim::RowwiseAdagrad => &[],
         TableOptim::Momentum => &["momentum"],
         TableOptim::Adam => &["lazy_adam.m", "lazy_adam.v"],
+        TableOptim::AdamW => &["lazy_adamw.m", "lazy_adamw.v"],
     };
     for (&r, &count) in &by_rows {
         let shape = [r as u64, dim];
@@ -337,6 +339,20 @@ fn sparse_ledger(spec: &StepSpec) -> Ledger {
                 Lifetime::Persistent,
             );
         }
+    }
+    if spec.table_optim == TableOptim::AdamW {
+        // The step each row was last updated at, on the host (catch-up of untouched rows).
+        b.ledger.push(Entry {
+            name: "lazy AdamW last step per row".into(),
+            layer: "table".into(),
+            shape: vec![spec.width],
+            element_bytes: 8,
+            count: 1,
+            category: Category::OptimizerState,
+            placement: Placement::Host,
+            pool: Pool::Persistent,
+            lifetime: Lifetime::Persistent,
+        });
     }
     if spec.table_optim == TableOptim::RowwiseAdagrad {
         // One accumulator per row, an `[n_rows, 1]` table sharded by the same buffer limit.
@@ -520,6 +536,11 @@ fn sparse_ledger(spec: &StepSpec) -> Ledger {
     let (what, cols, n) = match spec.table_optim {
         TableOptim::Sgd => ("", 0, 0),
         TableOptim::Adam => ("lazy Adam moment deltas (dm, dv)", dim, 2),
+        TableOptim::AdamW => (
+            "lazy AdamW moment deltas (dm, dv; the rows' decay fuses into the update)",
+            dim,
+            2,
+        ),
         TableOptim::Momentum => (
             "momentum buffer delta (the gradient's buffer is reused)",
             dim,

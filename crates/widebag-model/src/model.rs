@@ -467,7 +467,7 @@ impl WideModel {
                 &self.optim,
                 self.step,
                 meter,
-            );
+            )?;
         }
         meter.probe(Point::DenseUpdate);
         // 6. dense updates.

@@ -102,7 +102,7 @@ pub fn capability(layout: Layout, table: TableOptim, dense: DenseOptim) -> (u32,
         (_, TableOptim::Sgd) => 0,
         (_, TableOptim::Momentum) => 1,
         (_, TableOptim::RowwiseAdagrad) => 2,
-        (_, TableOptim::Adam) => 3,
+        (_, TableOptim::Adam | TableOptim::AdamW) => 3,
     };
     let d = match dense {
         DenseOptim::Sgd => 0,
@@ -277,11 +277,16 @@ fn pairs(config: &Config, pins: Pins) -> Vec<(TableOptim, DenseOptim)> {
     let tables: Vec<TableOptim> = if pins.table || config.model.layout == Layout::Dense {
         vec![config.optim.table]
     } else {
+        // The Adam tier: lazy AdamW when the config asks for it, else lazy Adam.
+        let adam = match config.optim.table {
+            TableOptim::AdamW => TableOptim::AdamW,
+            _ => TableOptim::Adam,
+        };
         vec![
             TableOptim::Sgd,
             TableOptim::Momentum,
             TableOptim::RowwiseAdagrad,
-            TableOptim::Adam,
+            adam,
         ]
     };
     let adam = match config.optim.dense {
@@ -309,7 +314,7 @@ fn cheapest(pairs: &[(TableOptim, DenseOptim)]) -> (TableOptim, DenseOptim) {
             TableOptim::Sgd => 0,
             TableOptim::RowwiseAdagrad => 1,
             TableOptim::Momentum => 2,
-            TableOptim::Adam => 3,
+            TableOptim::Adam | TableOptim::AdamW => 3,
         };
         (t, d.state_per_weight())
     };

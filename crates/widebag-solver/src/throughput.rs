@@ -151,6 +151,7 @@ impl StepWork {
                     TableOptim::Sgd => 3.0,
                     TableOptim::Momentum | TableOptim::RowwiseAdagrad => 5.0,
                     TableOptim::Adam => 9.0,
+                    TableOptim::AdamW => 11.0,
                 };
                 bytes += rows * dim * f32b * (table_passes + 2.0 * row_state);
             }
