@@ -2,6 +2,7 @@
 //! by default), `widebag explain` shows (and measures) its memory ledger, `widebag data` inspects
 //! data files, `widebag plan` picks the batch size and optimizers that fit a memory budget. Exit codes: 0 ok, 1 run failed, 2 usage or configuration error, 3 does not fit.
 
+mod bench;
 mod explain;
 mod plan;
 mod sweep;
@@ -40,6 +41,11 @@ enum Command {
     /// Run a sweep file's grid of configs, each into its own directory (resumable), and write
     /// results.csv, results.md and SVG plots.
     Sweep(SweepArgs),
+    /// Benchmarks.
+    Bench {
+        #[command(subcommand)]
+        command: BenchCommand,
+    },
     /// Inspect data files.
     Data {
         #[command(subcommand)]
@@ -328,6 +334,34 @@ struct PlanArgs {
     /// (`--objective throughput`) to them.
     #[arg(long)]
     calibrate: bool,
+}
+
+#[derive(Subcommand)]
+enum BenchCommand {
+    /// The same model in the dense and the sparse layout at a ladder of widths: predicted and
+    /// measured peak memory and examples/s side by side, with a plot.
+    SparseVsDense(BenchArgs),
+}
+
+#[derive(Args)]
+struct BenchArgs {
+    #[command(flatten)]
+    config: ConfigArgs,
+    /// Widths to compare (classes = width), e.g. `8000,24000,80000,240000` (the default).
+    #[arg(long, value_name = "LIST")]
+    widths: Option<String>,
+    /// Steps per run (at least 5: one warm-up, two read at every point, the rest timed).
+    #[arg(long, default_value_t = 8)]
+    steps: usize,
+    /// Directory for bench.md, bench.json and bench.svg.
+    #[arg(long, value_name = "DIR", default_value = "widebag-bench")]
+    out: PathBuf,
+    /// Device: wgpu (default when an adapter exists), cpu (burn's flex backend), or auto.
+    #[arg(long, value_enum)]
+    device: Option<DeviceArg>,
+    /// Print the rows as JSON instead of the table.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Args)]
@@ -702,6 +736,39 @@ fn plan_grid(args: &PlanArgs, name: &str) -> Result<(), Failure> {
             failed.join(", ")
         )));
     }
+    Ok(())
+}
+
+fn bench_sparse_vs_dense(args: &BenchArgs) -> Result<(), Failure> {
+    let mut config = load_config(&args.config)?;
+    device_choice(&mut config, args.device);
+    let widths = match &args.widths {
+        Some(text) => bench::parse_widths(text).map_err(Failure::usage)?,
+        None => bench::DEFAULT_WIDTHS.to_vec(),
+    };
+    let compute = open_compute(&config)?;
+    let rows = bench::run(&config, &widths, args.steps, &compute, |r| {
+        eprintln!(
+            "widebag: width {} {}: predicted {}, measured {}, {} {}",
+            r.width,
+            r.layout,
+            r.predicted_peak_bytes
+                .map_or("-".into(), widebag_config::units::format_bytes),
+            r.measured_peak_bytes
+                .map_or("-".into(), widebag_config::units::format_bytes),
+            r.examples_per_s
+                .map_or("-".into(), |x| format!("{x:.1} examples/s")),
+            r.note
+        )
+    })
+    .map_err(Failure::run)?;
+    let md = bench::markdown(&rows, &config, args.steps.max(5), &compute.adapter);
+    emit_grid(&rows, &md, args.json, Some(&args.out), "bench")?;
+    bench::plot(&args.out.join("bench.svg"), &rows).map_err(Failure::run)?;
+    eprintln!(
+        "widebag: bench.md, bench.json and bench.svg in {}",
+        args.out.display()
+    );
     Ok(())
 }
 
@@ -1135,6 +1202,9 @@ fn main() -> ExitCode {
         Command::Explain(args) => explain(args),
         Command::Plan(args) => plan_command(args),
         Command::Sweep(args) => sweep_command(args),
+        Command::Bench {
+            command: BenchCommand::SparseVsDense(args),
+        } => bench_sparse_vs_dense(args),
         Command::Data { command } => match command {
             DataCommand::Stats(args) => data_stats(args),
             DataCommand::Convert(args) => data_convert(args),

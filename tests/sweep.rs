@@ -1,6 +1,7 @@
 //! `widebag sweep` end to end on the CPU: a grid with an exclude runs every point into its own
 //! directory, results.csv has one row per run with the swept keys, a failed run is recorded and
-//! does not stop the sweep, and a second invocation skips what finished and retries what failed.
+//! does not stop the sweep, and a second invocation skips what finished and retries what failed;
+//! `bench sparse-vs-dense` reports both layouts and marks what it did not run.
 
 mod common;
 
@@ -148,4 +149,42 @@ fn a_bad_sweep_file_exits_2_naming_file_and_key() {
         err.contains("sweep.toml") && err.contains("optim.dense"),
         "{err}"
     );
+}
+
+#[test]
+fn bench_sparse_vs_dense_reports_both_layouts_and_marks_what_it_did_not_run() {
+    let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("bench-sparse-vs-dense");
+    let _ = std::fs::remove_dir_all(&out);
+    let r = widebag(&[
+        "bench",
+        "sparse-vs-dense",
+        "--device",
+        "cpu",
+        "--widths",
+        "500,900",
+        "--steps",
+        "5",
+        "--set",
+        "model.dim=8",
+        "--set",
+        "model.hidden=[16]",
+        "--json",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let rows = common::json(&r);
+    let rows = rows.as_array().unwrap();
+    assert_eq!(rows.len(), 2 * 3, "two widths × dense, sparse, head/tail");
+    for r in rows {
+        assert!(r["predicted_peak_bytes"].as_u64().is_some() || r["layout"] == "head/tail");
+        if r["layout"] == "head/tail" {
+            assert!(r["note"].as_str().unwrap().contains("not available"), "{r}");
+        } else {
+            // flex has no allocator counters: examples/s is measured, memory is predicted only.
+            assert!(r["examples_per_s"].as_f64().unwrap() > 0.0, "{r}");
+        }
+    }
+    for file in ["bench.md", "bench.json", "bench.svg"] {
+        assert!(out.join(file).is_file(), "{file}");
+    }
 }
