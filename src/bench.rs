@@ -210,12 +210,7 @@ pub fn plot(path: &Path, rows: &[BenchRow]) -> anyhow::Result<()> {
                     .map(|p| Circle::new(p, 5, color.filled())),
             )?;
         }
-        chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .position(SeriesLabelPosition::UpperLeft)
-            .draw()?;
+        explain::legend(&mut chart, SeriesLabelPosition::UpperLeft, 12)?;
         root.present()?;
         Ok(())
     };

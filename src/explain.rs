@@ -374,6 +374,28 @@ pub const PALETTE: [plotters::style::RGBColor; 9] = [
     plotters::style::RGBColor(188, 189, 34),
 ];
 
+/// Draws a chart's series legend in the charts' shared style (labels at `font_px`).
+pub fn legend<'a, DB, CT>(
+    chart: &mut plotters::chart::ChartContext<'a, DB, CT>,
+    position: plotters::chart::SeriesLabelPosition,
+    font_px: u32,
+) -> anyhow::Result<()>
+where
+    DB: plotters::prelude::DrawingBackend + 'a,
+    DB::ErrorType: 'static,
+    CT: plotters::coord::CoordTranslate,
+{
+    use plotters::prelude::*;
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .label_font(("sans-serif", font_px))
+        .position(position)
+        .draw()
+        .map_err(|e| anyhow::anyhow!("drawing the legend: {e}"))
+}
+
 /// Stacked bars per phase: the predicted bytes by category, and the measured total beside them.
 pub fn write_svg(path: &Path, r: &Report) -> anyhow::Result<()> {
     use plotters::prelude::*;
@@ -478,12 +500,7 @@ pub fn write_svg(path: &Path, r: &Report) -> anyhow::Result<()> {
                 Rectangle::new([(x, y - 5), (x + 10, y + 5)], BLACK.mix(0.85).filled())
             });
     }
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .position(SeriesLabelPosition::UpperRight)
-        .draw()?;
+    legend(&mut chart, SeriesLabelPosition::UpperRight, 12)?;
     root.present()?;
     Ok(())
 }

@@ -406,12 +406,7 @@ pub fn plot_memory(path: &PathBuf, rows: &[RunRow]) -> anyhow::Result<()> {
                 .label("measured")
                 .legend(|(x, y)| Rectangle::new([(x, y - 5), (x + 10, y + 5)], BLACK.filled()));
         }
-        chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .position(SeriesLabelPosition::UpperLeft)
-            .draw()?;
+        explain::legend(&mut chart, SeriesLabelPosition::UpperLeft, 12)?;
         root.present()?;
         Ok(())
     };
@@ -468,13 +463,7 @@ pub fn plot_losses(path: &PathBuf, rows: &[RunRow]) -> anyhow::Result<()> {
                 .label(format!("{} {}", i + 1, r.run))
                 .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], color));
         }
-        chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .label_font(("sans-serif", 10))
-            .position(SeriesLabelPosition::UpperRight)
-            .draw()?;
+        explain::legend(&mut chart, SeriesLabelPosition::UpperRight, 10)?;
         root.present()?;
         Ok(())
     };
@@ -540,12 +529,7 @@ pub fn plot_throughput(path: &PathBuf, rows: &[RunRow], keys: &[String]) -> anyh
                     .map(|p| Circle::new(p, 4, color.filled())),
             )?;
         }
-        chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .position(SeriesLabelPosition::UpperLeft)
-            .draw()?;
+        explain::legend(&mut chart, SeriesLabelPosition::UpperLeft, 12)?;
         root.present()?;
         Ok(())
     };
