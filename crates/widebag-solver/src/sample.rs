@@ -34,8 +34,14 @@ impl RowSample {
         let mut row_ptr = vec![0usize];
         let mut ids = Vec::new();
         let mut target_ptr = vec![0usize];
-        for _ in 0..n_batches.max(1) {
+        // Until n_batches × max_batch rows: a data file's epoch may end in a short batch, and
+        // the next (reshuffled) epoch continues the stream as the trainer sees it.
+        let wanted = n_batches.max(1) * max_batch.max(1);
+        while row_ptr.len() - 1 < wanted {
             let batch = source.next_batch(max_batch.max(1))?;
+            if batch.n_rows() == 0 {
+                break;
+            }
             let ptr = batch.row_ptr();
             let targets = batch.targets();
             for r in 0..batch.n_rows() {
@@ -134,5 +140,29 @@ mod tests {
             let want = BatchFacts::sample(&source, b, 8).unwrap();
             assert_eq!(sample.facts(b), want, "batch {b}");
         }
+    }
+
+    #[test]
+    fn a_data_file_smaller_than_the_sample_continues_into_the_next_epoch() {
+        use std::sync::Arc;
+        use widebag_data::{Dataset, EpochBatches, RowStore};
+        let mut rows = RowStore::new();
+        for r in 0..10u32 {
+            rows.push(&[r, (r + 3) % 10], &[1.0, 1.0], &[r % 4], &[1.0]);
+        }
+        let data = Arc::new(Dataset {
+            source: "mem".into(),
+            width: 10,
+            n_classes: 4,
+            rows,
+            skipped_lines: 0,
+            notes: vec![],
+        });
+        let source = BatchSource::Rows(EpochBatches::new(data, 1));
+        let sample = RowSample::collect(&source, 10, 4, 8).unwrap();
+        assert!(sample.max_batch() >= 4, "{}", sample.max_batch());
+        let f = sample.facts(4);
+        assert_eq!((f.n_rows, f.n_targets), (4, 4));
+        assert!(f.n_unique <= 8 && f.nnz == 8);
     }
 }
