@@ -29,7 +29,9 @@ pub fn predict(prepared: &Prepared, compute: &Compute) -> anyhow::Result<(StepSp
     let config = &prepared.config;
     let batch = BatchFacts::sample(&prepared.batches, config.train.batch_size, SAMPLED_BATCHES)
         .context("sampling batches for the ledger")?;
-    let spec = StepSpec::from_config(config, device_facts(compute), batch);
+    let mut spec = StepSpec::from_config(config, device_facts(compute), batch);
+    spec.sample_cluster_rows(&prepared.batches, config.train.batch_size, SAMPLED_BATCHES)
+        .context("sampling batches for the ledger")?;
     let ledger = widebag_ledger::step::ledger(&spec);
     Ok((spec, ledger))
 }
@@ -78,6 +80,13 @@ pub struct Report {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub measured_steps: Option<usize>,
     pub ledger: Ledger,
+}
+
+impl Report {
+    /// Bytes the ledger places in host memory at its host peak.
+    pub fn ledger_host_bytes(&self) -> u64 {
+        self.ledger.peak(Placement::Host).bytes
+    }
 }
 
 fn pct(predicted: u64, measured: u64) -> f64 {
@@ -349,6 +358,17 @@ pub fn print_report(r: &Report) {
              prediction (bar {BAR_PCT}%)",
             human(m),
             r.measured_peak_point.map_or("-", Point::name)
+        );
+    }
+    let host = r.ledger_host_bytes();
+    if host > 0 {
+        let (up, down) = r.spec.host_traffic_bytes();
+        println!(
+            "Host memory    {} (bands placed on the host and host-side state); per step at most \
+             {} to the device and {} back",
+            human(host),
+            human(up),
+            human(down)
         );
     }
     print!(

@@ -965,10 +965,31 @@ fn print_summary(s: &RunSummary) {
         s.first_loss, s.final_loss, s.final_loss_mean10
     );
     println!(
-        "  table / parameters {:.1} MiB / {:.1} MiB",
+        "  table / parameters {:.1} MiB / {:.1} MiB ({} input-side and {} output values)",
         mib(s.table_bytes),
-        mib(s.parameter_bytes)
+        mib(s.parameter_bytes),
+        s.table_parameters,
+        s.output_parameters
     );
+    println!("  output             {}", s.output.name());
+    for b in &s.bands {
+        println!("  {}", b.line());
+    }
+    if s.host_bytes > 0 {
+        println!(
+            "  host bands         {:.1} MiB in host memory; per step {:.1} KiB to the device, \
+             {:.1} KiB back",
+            mib(s.host_bytes),
+            s.host_to_device_bytes_per_step / 1024.0,
+            s.device_to_host_bytes_per_step / 1024.0
+        );
+    }
+    if let Some(l) = s.eval_loss {
+        println!(
+            "  validation loss    {l:.4} over {} held-out rows",
+            s.eval_rows
+        );
+    }
     if let Some(d) = &s.data {
         println!(
             "  data               {} ({}, {} rows, {} epochs started, {:.1} unique ids per batch)",
@@ -994,6 +1015,12 @@ fn print_summary(s: &RunSummary) {
         ),
         _ => println!("  peak device memory not reported by this backend"),
     }
+    if let Some(rss) = s.peak_rss_bytes {
+        println!(
+            "  peak process RSS   {:.1} MiB (host memory, data included)",
+            mib(rss)
+        );
+    }
 }
 
 fn train(args: &TrainArgs) -> Result<(), Failure> {
@@ -1002,6 +1029,9 @@ fn train(args: &TrainArgs) -> Result<(), Failure> {
     let prepared = widebag_config::open_data(&config).map_err(Failure::usage)?;
     for w in &prepared.warnings {
         eprintln!("widebag: {w}");
+    }
+    for b in &prepared.bands {
+        eprintln!("widebag: {}", b.line());
     }
     if let Some(d) = &prepared.data {
         eprintln!(

@@ -402,6 +402,8 @@ fn measured_peak(
         batches: prepared.batches.clone(),
         data: prepared.data.clone(),
         warnings: Vec::new(),
+        eval: Vec::new(),
+        bands: prepared.bands.clone(),
     };
     let (spec, ledger) = explain::predict(&probe, compute)?;
     if explain::check_fits(&ledger, &spec).is_err() {

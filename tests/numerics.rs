@@ -53,7 +53,7 @@ fn check_against_dense_and_fd(compute: Compute, label: &str) {
         // leaves), bag entries in pieces of 8, and 5-class output chunks (2 chunks).
         let compute = compute.clone().with_buffer_cap(128);
         let mut model = WideModel::new(&config, &compute);
-        assert!(model.table.n_shards() > 1 && model.chunks.len() > 1);
+        assert!(model.bands[0].table.n_shards() > 1 && model.chunks.len() > 1);
         let b = batch(&config, 11);
         let grads = model.gradients(&b).unwrap();
         let reference = dense_reference(&model, &b).unwrap();
@@ -90,11 +90,11 @@ fn check_against_dense_and_fd(compute: Compute, label: &str) {
         let dim = model.spec.dim;
         for (k, &id) in b.unique_ids().iter().enumerate().step_by(3).take(4) {
             let col = k % dim;
-            model.perturb_table(id, col, eps);
+            model.perturb_table(id, col, eps).unwrap();
             let up = model.loss(&b).unwrap();
-            model.perturb_table(id, col, -2.0 * eps);
+            model.perturb_table(id, col, -2.0 * eps).unwrap();
             let down = model.loss(&b).unwrap();
-            model.perturb_table(id, col, eps);
+            model.perturb_table(id, col, eps).unwrap();
             let fd = (up - down) / (2.0 * eps);
             let g = rows[k * dim + col];
             assert!(
@@ -149,7 +149,11 @@ fn check_lazy_adam(compute: Compute, label: &str) {
     let dim = model.spec.dim;
     let mut dense_table = DenseParam::new(
         "table",
-        floats(model.table.to_vec().unwrap(), [width, dim], model.device()),
+        floats(
+            model.bands[0].table.to_vec().unwrap(),
+            [width, dim],
+            model.device(),
+        ),
         DenseOptim::Adam,
     );
     let mut meter = widebag_model::MemoryMeter::new(model.device());
@@ -165,7 +169,7 @@ fn check_lazy_adam(compute: Compute, label: &str) {
             step + 1,
         );
         model.train_step(&b, &mut meter).unwrap();
-        let lazy = model.table.to_vec().unwrap();
+        let lazy = model.bands[0].table.to_vec().unwrap();
         let dense = to_vec(dense_table.value.clone()).unwrap();
         assert_close(
             &format!("{label} lazy vs dense Adam, step {}", step + 1),

@@ -6,10 +6,62 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use serde::Serialize;
+use widebag_csr::CsrBatch;
 use widebag_data::stats::{self, DataStats};
-use widebag_data::{BatchSource, DataError, EpochBatches, SyntheticSpec, SyntheticStream, source};
+use widebag_data::{
+    BatchSource, DataError, Dataset, EpochBatches, RowStore, SyntheticSpec, SyntheticStream, source,
+};
 
-use crate::Config;
+use crate::bands::{self, Band};
+use crate::{Config, Cutoffs, units};
+
+/// First row index of the synthetic validation rows: training would need 2^40 rows to reach it.
+pub const SYNTHETIC_EVAL_FIRST_ROW: u64 = 1 << 40;
+/// Rows sampled to count id and class frequencies for `cutoffs = "auto"` on synthetic data.
+const FREQUENCY_SAMPLE_ROWS: usize = 65_536;
+/// Bands (head and tails) the automatic chooser lays out.
+pub const AUTO_BANDS: usize = 3;
+
+/// The bands of one side of the model, as chosen (by hand or `"auto"`), with what they cover.
+#[derive(Clone, Debug, Serialize)]
+pub struct BandReport {
+    /// `input` or `output`.
+    pub side: &'static str,
+    pub auto: bool,
+    pub cutoffs: Vec<usize>,
+    pub bands: Vec<Band>,
+    /// Per band, the share of the data's entries (input ids or target weight) it holds.
+    pub coverage: Vec<f64>,
+    /// Parameters of this side with the bands, and unsplit.
+    pub parameters: u64,
+    pub unsplit_parameters: u64,
+    /// `"auto"`: the byte budget the choice had.
+    pub budget_bytes: Option<u64>,
+}
+
+impl BandReport {
+    /// One line for the run's header.
+    pub fn line(&self) -> String {
+        let dims: Vec<String> = self.bands.iter().map(|b| b.dim.to_string()).collect();
+        let cov: Vec<String> = self
+            .coverage
+            .iter()
+            .map(|c| format!("{:.1}%", 100.0 * c))
+            .collect();
+        format!(
+            "{} bands{}: cutoffs {:?}, dims [{}], coverage [{}] (head {:.1}%), {} parameters \
+             ({:.1}× fewer than unsplit)",
+            self.side,
+            if self.auto { " (auto)" } else { "" },
+            self.cutoffs,
+            dims.join(", "),
+            cov.join(", "),
+            100.0 * self.coverage.first().copied().unwrap_or(0.0),
+            self.parameters,
+            self.unsplit_parameters as f64 / self.parameters.max(1) as f64,
+        )
+    }
+}
 
 /// What a run trains on when `data.path` is set.
 #[derive(Clone, Debug, Serialize)]
@@ -40,6 +92,185 @@ pub struct Prepared {
     pub data: Option<DataSummary>,
     /// Non-fatal problems (e.g. a sidecar file that could not be written).
     pub warnings: Vec<String>,
+    /// Held-out validation batches (`train.eval_rows`), at the run's batch size.
+    pub eval: Vec<CsrBatch>,
+    /// The head/tail bands of each split side, with their coverage.
+    pub bands: Vec<BandReport>,
+}
+
+/// Entries per id (`input`) and target weight per class (`output`) of a sample of the data.
+struct Frequencies {
+    ids: Vec<f64>,
+    classes: Vec<f64>,
+}
+
+impl Frequencies {
+    fn add(&mut self, b: &CsrBatch) {
+        for (&id, &v) in b.ids().iter().zip(b.values()) {
+            self.ids[id as usize] += v.abs() as f64;
+        }
+        let t = b.targets();
+        for (&c, &w) in t.classes.iter().zip(&t.weights) {
+            self.classes[c as usize] += w.abs() as f64;
+        }
+    }
+
+    /// Share of `counts` held by each band.
+    fn coverage(counts: &[f64], bands: &[Band]) -> Vec<f64> {
+        let total: f64 = counts.iter().sum::<f64>().max(f64::MIN_POSITIVE);
+        bands
+            .iter()
+            .map(|b| counts[b.start..b.end].iter().sum::<f64>() / total)
+            .collect()
+    }
+}
+
+fn spec_error(key: &'static str, message: String) -> DataError {
+    DataError::InvalidSpec { key, message }
+}
+
+/// Resolves `"auto"` cutoffs against the byte budgets and reports both sides' bands.
+fn resolve_bands(config: &mut Config, freq: &Frequencies) -> Result<Vec<BandReport>, DataError> {
+    let mut reports = Vec::new();
+    let (table, dense) = (config.optim.table, config.optim.dense);
+    // Input side.
+    let ib = config.model.input_bands.clone();
+    let (width, dim) = (config.data.width, config.model.dim);
+    let unsplit = bands::bands(width, dim, ib.factor, &[]).expect("one band");
+    let input_bytes = |cuts: &[usize]| {
+        bands::bands(width, dim, ib.factor, cuts)
+            .map(|b| 4 * bands::input_values(&b, dim, table, dense))
+            .unwrap_or(u64::MAX)
+    };
+    let mut budget_bytes = None;
+    if ib.cutoffs == Cutoffs::Auto {
+        let budget = match &ib.budget {
+            Some(b) => {
+                units::parse_bytes(b).map_err(|e| spec_error("model.input_bands.budget", e))?
+            }
+            None => input_bytes(&[]) / 5,
+        };
+        budget_bytes = Some(budget);
+        let cuts = bands::auto_cutoffs(width, ib.factor, AUTO_BANDS, |c| input_bytes(c) <= budget)
+            .ok_or_else(|| {
+                spec_error(
+                    "model.input_bands.budget",
+                    format!(
+                        "{} is below the smallest band layout ({})",
+                        units::format_bytes(budget),
+                        units::format_bytes(input_bytes(&[1, ib.factor.max(2)]))
+                    ),
+                )
+            })?;
+        config.model.input_bands.cutoffs = if cuts.is_empty() {
+            Cutoffs::None
+        } else {
+            Cutoffs::Ids(cuts)
+        };
+    }
+    if config.model.input_bands.cutoffs.is_split() {
+        let b =
+            bands::input_bands(config).map_err(|e| spec_error("model.input_bands.cutoffs", e))?;
+        reports.push(BandReport {
+            side: "input",
+            auto: ib.cutoffs == Cutoffs::Auto,
+            cutoffs: config.model.input_bands.cutoffs.ids().to_vec(),
+            coverage: Frequencies::coverage(&freq.ids, &b),
+            parameters: bands::input_parameters(&b, dim),
+            unsplit_parameters: bands::input_parameters(&unsplit, dim),
+            bands: b,
+            budget_bytes,
+        });
+    }
+    // Output side.
+    let ob = config.model.output_bands.clone();
+    let n = config.data.n_classes();
+    let last = config.model.hidden.last().copied().unwrap_or(dim);
+    let per_value = 4 * (1 + dense.state_per_weight());
+    let output_bytes = |cuts: &[usize]| {
+        bands::bands(n, last, ob.factor, cuts)
+            .map(|b| per_value * bands::output_parameters(&b, last))
+            .unwrap_or(u64::MAX)
+    };
+    let mut budget_bytes = None;
+    if ob.cutoffs == Cutoffs::Auto {
+        let budget = match &ob.budget {
+            Some(b) => {
+                units::parse_bytes(b).map_err(|e| spec_error("model.output_bands.budget", e))?
+            }
+            None => output_bytes(&[]) / 5,
+        };
+        budget_bytes = Some(budget);
+        let cuts = bands::auto_cutoffs(n, ob.factor, AUTO_BANDS, |c| output_bytes(c) <= budget)
+            .ok_or_else(|| {
+                spec_error(
+                    "model.output_bands.budget",
+                    format!(
+                        "{} is below the smallest cluster layout ({})",
+                        units::format_bytes(budget),
+                        units::format_bytes(output_bytes(&[1, ob.factor.max(2)]))
+                    ),
+                )
+            })?;
+        config.model.output_bands.cutoffs = if cuts.is_empty() {
+            Cutoffs::None
+        } else {
+            Cutoffs::Ids(cuts)
+        };
+    }
+    if config.model.output_bands.cutoffs.is_split() {
+        let b =
+            bands::output_bands(config).map_err(|e| spec_error("model.output_bands.cutoffs", e))?;
+        let unsplit = bands::bands(n, last, ob.factor, &[]).expect("one band");
+        reports.push(BandReport {
+            side: "output",
+            auto: ob.cutoffs == Cutoffs::Auto,
+            cutoffs: config.model.output_bands.cutoffs.ids().to_vec(),
+            coverage: Frequencies::coverage(&freq.classes, &b),
+            parameters: bands::output_parameters(&b, last),
+            unsplit_parameters: bands::output_parameters(&unsplit, last),
+            bands: b,
+            budget_bytes,
+        });
+    }
+    Ok(reports)
+}
+
+fn wants_frequencies(config: &Config) -> bool {
+    config.model.input_bands.cutoffs.is_split() || config.model.output_bands.cutoffs.is_split()
+}
+
+/// Splits off `n_eval` rows chosen by a seeded hash: `(train, held_out)`.
+fn split_rows(data: &Dataset, n_eval: usize, seed: u64) -> (Dataset, Dataset) {
+    let n = data.n_rows();
+    let mut keys: Vec<(u64, usize)> = (0..n)
+        .map(|r| (widebag_data::rng::hash2(seed ^ 0x0e7a_15e7, r as u64), r))
+        .collect();
+    if n_eval < n {
+        keys.select_nth_unstable(n_eval);
+    }
+    let mut held = vec![false; n];
+    for &(_, r) in &keys[..n_eval.min(n)] {
+        held[r] = true;
+    }
+    let (mut train, mut eval) = (RowStore::new(), RowStore::new());
+    for (r, &h) in held.iter().enumerate() {
+        let (ids, values) = data.rows.row(r);
+        let (t, w) = data.rows.row_targets(r);
+        if h { &mut eval } else { &mut train }.push(ids, values, t, w);
+    }
+    let with = |rows| Dataset {
+        rows,
+        ..Dataset {
+            source: data.source.clone(),
+            width: data.width,
+            n_classes: data.n_classes,
+            rows: RowStore::new(),
+            skipped_lines: data.skipped_lines,
+            notes: data.notes.clone(),
+        }
+    };
+    (with(train), with(eval))
 }
 
 /// Synthetic data settings from the config.
@@ -79,17 +310,39 @@ pub fn stats_for(
 
 /// Opens the configured data.
 pub fn open_data(config: &Config) -> Result<Prepared, DataError> {
+    let bs = config.train.batch_size;
     let Some(src) = config.data.source() else {
         let stream = SyntheticStream::new(synthetic_spec(config))?;
+        let mut resolved = config.clone();
+        let mut bands = Vec::new();
+        if wants_frequencies(config) {
+            let mut freq = Frequencies {
+                ids: vec![0.0; config.data.width],
+                classes: vec![0.0; config.data.n_classes()],
+            };
+            for first in (0..FREQUENCY_SAMPLE_ROWS).step_by(8192) {
+                freq.add(&stream.batch_at(first as u64, 8192)?);
+            }
+            bands = resolve_bands(&mut resolved, &freq)?;
+        }
+        let mut eval = Vec::new();
+        let mut done = 0;
+        while done < config.train.eval_rows {
+            let n = bs.min(config.train.eval_rows - done);
+            eval.push(stream.batch_at(SYNTHETIC_EVAL_FIRST_ROW + done as u64, n)?);
+            done += n;
+        }
         return Ok(Prepared {
-            config: config.clone(),
+            config: resolved,
             batches: BatchSource::Synthetic(stream),
             data: None,
             warnings: Vec::new(),
+            eval,
+            bands,
         });
     };
     let loaded = widebag_data::load(&src)?;
-    let dataset = loaded.dataset;
+    let mut dataset = loaded.dataset;
     if let Some(n) = config.data.n_classes
         && n != dataset.n_classes
     {
@@ -145,12 +398,49 @@ pub fn open_data(config: &Config) -> Result<Prepared, DataError> {
         unique_ids_per_batch,
         notes: dataset.notes.clone(),
     };
+    let mut bands = Vec::new();
+    if wants_frequencies(config) {
+        let mut freq = Frequencies {
+            ids: vec![0.0; dataset.width],
+            classes: vec![0.0; dataset.n_classes],
+        };
+        let rows = &dataset.rows;
+        for (&id, &v) in rows.ids.iter().zip(&rows.values) {
+            freq.ids[id as usize] += v.abs() as f64;
+        }
+        for (&c, &w) in rows.targets.iter().zip(&rows.target_weights) {
+            freq.classes[c as usize] += w.abs() as f64;
+        }
+        bands = resolve_bands(&mut resolved, &freq)?;
+    }
+    let mut eval = Vec::new();
+    let n_eval = config.train.eval_rows;
+    if n_eval > 0 {
+        if n_eval >= dataset.n_rows() {
+            return Err(spec_error(
+                "train.eval_rows",
+                format!(
+                    "{n_eval} held-out rows leave none of {}'s {} rows to train on",
+                    src.path.display(),
+                    dataset.n_rows()
+                ),
+            ));
+        }
+        let (train, held) = split_rows(&dataset, n_eval, config.train.seed);
+        let all: Vec<usize> = (0..held.n_rows()).collect();
+        for rows in all.chunks(bs.max(1)) {
+            eval.push(held.batch(rows)?);
+        }
+        dataset = train;
+    }
     let batches = EpochBatches::new(Arc::new(dataset), config.train.seed);
     Ok(Prepared {
         config: resolved,
         batches: BatchSource::Rows(batches),
         data: Some(summary),
         warnings,
+        eval,
+        bands,
     })
 }
 

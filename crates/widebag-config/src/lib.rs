@@ -12,12 +12,13 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 pub use widebag_data::{Format, TargetKind, TextMode, TokenFormat};
 
+pub mod bands;
 pub mod data;
 mod locate;
 pub mod sweep;
 pub mod units;
 
-pub use data::{DataSummary, Prepared, open_data, synthetic_spec};
+pub use data::{BandReport, DataSummary, Prepared, open_data, synthetic_spec};
 
 /// The built-in quickstart, layered over the schema defaults when no `--config` is given.
 pub const QUICKSTART_TOML: &str = include_str!("../../../configs/quickstart.toml");
@@ -256,6 +257,189 @@ pub struct ModelConfig {
     pub class_chunk: usize,
     /// Caps any single device buffer (MiB) below the adapter's own limit; 0 keeps the adapter's.
     pub max_buffer_mib: u64,
+    /// The output objective: `full` softmax, `adaptive` softmax (`output_bands`), or
+    /// `multinomial` (a target bag's counts, full or, with `output_bands`, adaptive).
+    pub output: OutputKind,
+    /// Head/tail bands of the input ids (adaptive input).
+    pub input_bands: InputBands,
+    /// Head shortlist and tail clusters of the output classes (adaptive softmax).
+    pub output_bands: OutputBands,
+}
+
+/// The output objective.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OutputKind {
+    /// Softmax cross-entropy against each row's target distribution (a bag's weights are
+    /// normalised to sum to 1; a next-id target is one class of weight 1).
+    #[default]
+    Full,
+    /// Adaptive softmax (Grave et al. 2017): a head shortlist plus one token per tail cluster,
+    /// tail clusters with reduced dims; only clusters that hold a target are evaluated in training.
+    Adaptive,
+    /// Multinomial likelihood of a target bag (Mult-DAE/Mult-VAE): `-sum_j x_j log p_j` with the
+    /// bag's raw counts; adaptive when `model.output_bands.cutoffs` is set.
+    Multinomial,
+}
+
+impl OutputKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            OutputKind::Full => "full",
+            OutputKind::Adaptive => "adaptive",
+            OutputKind::Multinomial => "multinomial",
+        }
+    }
+}
+
+/// Where a band's table and its optimizer state live.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BandPlacement {
+    #[default]
+    Device,
+    /// Host memory: the device gets only a batch's unique rows (and their state) each step and
+    /// sends back only the updates.
+    Host,
+}
+
+impl BandPlacement {
+    pub fn name(self) -> &'static str {
+        match self {
+            BandPlacement::Device => "device",
+            BandPlacement::Host => "host",
+        }
+    }
+}
+
+/// Band boundaries over frequency-sorted ids: `"auto"` (chosen from the data's frequencies and
+/// a byte budget) or explicit ascending cutoffs (`[20000, 80000]`: ids below 20,000 are the
+/// head, 20,000–79,999 the first tail band, the rest the second). Empty: one band.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum Cutoffs {
+    Auto,
+    #[default]
+    None,
+    Ids(Vec<usize>),
+}
+
+impl Cutoffs {
+    /// The explicit cutoffs (empty for `None`; `Auto` is resolved by `open_data`).
+    pub fn ids(&self) -> &[usize] {
+        match self {
+            Cutoffs::Ids(v) => v,
+            _ => &[],
+        }
+    }
+    pub fn is_split(&self) -> bool {
+        !matches!(self, Cutoffs::None)
+    }
+}
+
+impl Serialize for Cutoffs {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Cutoffs::Auto => s.serialize_str("auto"),
+            Cutoffs::None => Vec::<usize>::new().serialize(s),
+            Cutoffs::Ids(v) => v.serialize(s),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Cutoffs {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = Cutoffs;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                write!(f, "\"auto\" or a list of ascending ids")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Cutoffs, E> {
+                if v == "auto" {
+                    Ok(Cutoffs::Auto)
+                } else {
+                    Err(E::custom(format!(
+                        "expected \"auto\" or a list of ascending ids, found \"{v}\""
+                    )))
+                }
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut a: A,
+            ) -> Result<Cutoffs, A::Error> {
+                let mut out = Vec::new();
+                while let Some(x) = a.next_element::<usize>()? {
+                    out.push(x);
+                }
+                Ok(if out.is_empty() {
+                    Cutoffs::None
+                } else {
+                    Cutoffs::Ids(out)
+                })
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// `[model.input_bands]`: adaptive input. Band 0 (the head) has `model.dim`-wide rows; tail band
+/// `k` has `dim / factor^k`-wide rows (at least 1) and a learned `[dim_k, dim]` projection.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct InputBands {
+    pub cutoffs: Cutoffs,
+    pub factor: usize,
+    /// Placement of band k: `placement[min(k, len - 1)]`, so `["device", "host"]` keeps the
+    /// head on the device and every tail band in host memory.
+    pub placement: Vec<BandPlacement>,
+    /// `cutoffs = "auto"`: bytes the bands' tables, projections and table-optimizer state may
+    /// take (units as `plan.budget`); unset: a fifth of the unsplit table's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub budget: Option<String>,
+}
+
+impl Default for InputBands {
+    fn default() -> Self {
+        Self {
+            cutoffs: Cutoffs::None,
+            factor: 4,
+            placement: vec![BandPlacement::Device],
+            budget: None,
+        }
+    }
+}
+
+impl InputBands {
+    pub fn placement_of(&self, band: usize) -> BandPlacement {
+        self.placement
+            .get(band.min(self.placement.len().saturating_sub(1)))
+            .copied()
+            .unwrap_or_default()
+    }
+}
+
+/// `[model.output_bands]`: adaptive softmax. The head holds classes below the first cutoff plus
+/// one token per tail cluster, on the last hidden size `h`; tail cluster `k` projects `h` to
+/// `h / factor^k` (at least 1) and has its own softmax over its classes.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct OutputBands {
+    pub cutoffs: Cutoffs,
+    pub factor: usize,
+    /// `cutoffs = "auto"`: bytes the output layer's parameters and dense-optimizer state may take;
+    /// unset: a fifth of the full output layer's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub budget: Option<String>,
+}
+
+impl Default for OutputBands {
+    fn default() -> Self {
+        Self {
+            cutoffs: Cutoffs::None,
+            factor: 4,
+            budget: None,
+        }
+    }
 }
 
 impl Default for ModelConfig {
@@ -266,6 +450,9 @@ impl Default for ModelConfig {
             hidden: vec![64],
             class_chunk: 0,
             max_buffer_mib: 0,
+            output: OutputKind::Full,
+            input_bands: InputBands::default(),
+            output_bands: OutputBands::default(),
         }
     }
 }
@@ -278,6 +465,10 @@ pub struct TrainConfig {
     pub steps: usize,
     pub seed: u64,
     pub device: DeviceChoice,
+    /// Held-out rows for the validation loss reported at the end of a run (0: none). Synthetic
+    /// data draws them from a row range training never reaches; a data file sets aside that many
+    /// rows, chosen by a seeded hash, and trains on the rest.
+    pub eval_rows: usize,
 }
 
 impl Default for TrainConfig {
@@ -287,6 +478,7 @@ impl Default for TrainConfig {
             steps: 100,
             seed: 0,
             device: DeviceChoice::Auto,
+            eval_rows: 0,
         }
     }
 }
@@ -477,6 +669,8 @@ pub fn known_keys() -> Vec<String> {
     full.data.zero_based = Some(true);
     full.optim.table_lr = Some(1.0);
     full.plan.budget = Some("1GiB".to_string());
+    full.model.input_bands.budget = Some("1GiB".to_string());
+    full.model.output_bands.budget = Some("1GiB".to_string());
     let table = toml::Table::try_from(&full).expect("config serialises");
     let mut out = Vec::new();
     flatten("", &table, &mut out);
@@ -669,6 +863,85 @@ pub fn load(file: Option<&Path>, overrides: &[String]) -> Result<Config, ConfigE
     loader.build()
 }
 
+/// The head/tail keys of `[model]`.
+fn check_bands(m: &ModelConfig) -> Result<(), (&'static str, String)> {
+    let err = |key: &'static str, msg: String| Err((key, msg));
+    for (key, cutoffs) in [
+        ("model.input_bands.cutoffs", &m.input_bands.cutoffs),
+        ("model.output_bands.cutoffs", &m.output_bands.cutoffs),
+    ] {
+        let ids = cutoffs.ids();
+        if ids.first() == Some(&0) {
+            return err(
+                key,
+                "cutoffs must be > 0 (the head holds the ids below the first)".into(),
+            );
+        }
+        if ids.windows(2).any(|w| w[0] >= w[1]) {
+            return err(key, format!("cutoffs must ascend strictly, got {ids:?}"));
+        }
+    }
+    for (key, factor) in [
+        ("model.input_bands.factor", m.input_bands.factor),
+        ("model.output_bands.factor", m.output_bands.factor),
+    ] {
+        if !(1..=1024).contains(&factor) {
+            return err(key, "must be between 1 and 1024".into());
+        }
+    }
+    if m.input_bands.placement.is_empty() {
+        return err(
+            "model.input_bands.placement",
+            "needs at least one placement (\"device\" or \"host\")".into(),
+        );
+    }
+    for (key, b) in [
+        ("model.input_bands.budget", &m.input_bands.budget),
+        ("model.output_bands.budget", &m.output_bands.budget),
+    ] {
+        if let Some(b) = b {
+            units::parse_bytes(b).map_err(|e| (key, e))?;
+        }
+    }
+    let split_out = m.output_bands.cutoffs.is_split();
+    match m.output {
+        OutputKind::Adaptive if !split_out => {
+            return err(
+                "model.output_bands.cutoffs",
+                "output = \"adaptive\" needs output_bands.cutoffs (a list or \"auto\")".into(),
+            );
+        }
+        OutputKind::Full if split_out => {
+            return err(
+                "model.output_bands.cutoffs",
+                "applies to output = \"adaptive\" or \"multinomial\"; output is \"full\"".into(),
+            );
+        }
+        _ => {}
+    }
+    if m.layout == Layout::Dense {
+        if m.input_bands.cutoffs.is_split() {
+            return err(
+                "model.input_bands.cutoffs",
+                "bands need layout = \"sparse\" (the dense layout is the unsplit baseline)".into(),
+            );
+        }
+        if m.output != OutputKind::Full {
+            return err(
+                "model.output",
+                "the dense layout has the full softmax only; use layout = \"sparse\"".into(),
+            );
+        }
+        if m.input_bands.placement.contains(&BandPlacement::Host) {
+            return err(
+                "model.input_bands.placement",
+                "host placement needs layout = \"sparse\"".into(),
+            );
+        }
+    }
+    Ok(())
+}
+
 /// Range checks; returns the first failing key and why.
 pub fn validate(c: &Config) -> Result<(), (&'static str, String)> {
     fn check(ok: bool, key: &'static str, msg: &str) -> Result<(), (&'static str, String)> {
@@ -752,6 +1025,7 @@ pub fn validate(c: &Config) -> Result<(), (&'static str, String)> {
         "model.hidden",
         "every hidden size must be at least 1",
     )?;
+    check_bands(m)?;
     let t = &c.train;
     check(t.batch_size >= 1, "train.batch_size", "must be at least 1")?;
     check(t.steps >= 1, "train.steps", "must be at least 1")?;

@@ -106,6 +106,24 @@ impl Targets {
             .iter()
             .sum()
     }
+
+    /// Each row's weights divided by the row's total, so every row is a distribution (softmax
+    /// cross-entropy against it). Single-class targets and rows of total 0 are unchanged.
+    pub fn normalised(&self) -> Targets {
+        let mut out = self.clone();
+        if self.single_class {
+            return out;
+        }
+        for r in 0..self.row_ptr.len() - 1 {
+            let total = self.row_weight(r);
+            if total != 0.0 && total != 1.0 {
+                for w in &mut out.weights[self.row_ptr[r]..self.row_ptr[r + 1]] {
+                    *w /= total;
+                }
+            }
+        }
+        out
+    }
 }
 
 /// A validated CSR mini-batch.

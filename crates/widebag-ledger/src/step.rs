@@ -22,7 +22,8 @@
 //! every weight.
 
 use serde::{Deserialize, Serialize};
-use widebag_config::{Config, DenseOptim, Layout, TableOptim};
+use widebag_config::bands::{self, Band};
+use widebag_config::{BandPlacement, Config, DenseOptim, Layout, TableOptim};
 
 use crate::shapes::{self, F32_BYTES, I32_BYTES};
 use crate::{Category, Entry, Ledger, Lifetime, Placement, Point, Pool};
@@ -83,6 +84,16 @@ pub struct StepSpec {
     /// `model.class_chunk` (0: as large as the buffer limit allows).
     pub class_chunk: u64,
     pub device: DeviceFacts,
+    /// Input bands and where each lives (one device band: the unsplit table).
+    #[serde(default)]
+    pub input_bands: Vec<(Band, BandPlacement)>,
+    /// Output clusters (one or none: the full softmax; more: the adaptive softmax).
+    #[serde(default)]
+    pub output_bands: Vec<Band>,
+    /// Per tail cluster, the most batch rows with a target in it among sampled batches
+    /// ([`StepSpec::sample_cluster_rows`]); empty: bounded by the batch's rows and targets.
+    #[serde(default)]
+    pub cluster_rows: Vec<u64>,
 }
 
 impl StepSpec {
@@ -109,7 +120,89 @@ impl StepSpec {
                 max_buffer_bytes,
                 alignment_bytes: device.alignment_bytes,
             },
+            input_bands: bands::input_bands(config)
+                .unwrap_or_default()
+                .into_iter()
+                .enumerate()
+                .map(|(k, b)| (b, config.model.input_bands.placement_of(k)))
+                .collect(),
+            output_bands: bands::output_bands(config).unwrap_or_default(),
+            cluster_rows: Vec::new(),
         }
+    }
+
+    /// The input bands (one device band of the whole width when none are set).
+    pub fn bands(&self) -> Vec<(Band, BandPlacement)> {
+        if self.input_bands.is_empty() {
+            let whole = Band {
+                start: 0,
+                end: self.width as usize,
+                dim: self.dim as usize,
+            };
+            vec![(whole, BandPlacement::Device)]
+        } else {
+            self.input_bands.clone()
+        }
+    }
+
+    /// Samples [`Self::cluster_rows`] from the first `n_batches` batches of `source` (cloned).
+    pub fn sample_cluster_rows(
+        &mut self,
+        source: &widebag_data::BatchSource,
+        batch_size: usize,
+        n_batches: usize,
+    ) -> Result<(), widebag_data::DataError> {
+        if !self.adaptive() {
+            return Ok(());
+        }
+        let clusters = self.output_bands.clone();
+        let mut most = vec![0u64; clusters.len() - 1];
+        let mut source = source.clone();
+        for _ in 0..n_batches.max(1) {
+            let b = source.next_batch(batch_size)?;
+            let t = b.targets();
+            let mut count = vec![0u64; most.len()];
+            for r in 0..b.n_rows() {
+                let mut seen = vec![false; most.len()];
+                for &class in &t.classes[t.row_ptr[r]..t.row_ptr[r + 1]] {
+                    let c = clusters.partition_point(|x| x.end <= class as usize);
+                    if c > 0 && !seen[c - 1] {
+                        seen[c - 1] = true;
+                        count[c - 1] += 1;
+                    }
+                }
+            }
+            for (m, c) in most.iter_mut().zip(count) {
+                *m = (*m).max(c);
+            }
+        }
+        self.cluster_rows = most;
+        Ok(())
+    }
+
+    /// Whether the output is the adaptive softmax.
+    pub fn adaptive(&self) -> bool {
+        self.output_bands.len() > 1
+    }
+
+    /// Upper bounds of the bytes host bands move per step, `(to the device, back)`: every
+    /// unique row of the batch at the widest host band's width, with the table optimizer's
+    /// state rows (the split of a batch's ids across bands is data-dependent).
+    pub fn host_traffic_bytes(&self) -> (u64, u64) {
+        let widest = self
+            .bands()
+            .iter()
+            .filter(|(_, p)| *p == BandPlacement::Host)
+            .map(|(b, _)| b.dim as u64)
+            .max();
+        let Some(d) = widest else { return (0, 0) };
+        let state = self.table_optim.state_per_row(d);
+        let rows = self.batch.n_unique;
+        // Up: rows and state rows (AdamW gathers its rows twice: catch-up and update).
+        let extra = u64::from(self.table_optim == TableOptim::AdamW);
+        let up = F32_BYTES * rows * ((1 + extra) * d + state);
+        let down = F32_BYTES * rows * ((1 + extra) * d + state);
+        (up, down)
     }
 
     /// Input size of every layer after the first: `dim`, then each hidden size.
@@ -286,6 +379,100 @@ fn hidden_params(b: &mut Builder, spec: &StepSpec, grad: Lifetime) {
     }
 }
 
+/// The adaptive softmax's parameters: the head over its classes plus one token per tail cluster,
+/// and per tail cluster its projection, weight and bias (gradients out of autodiff).
+fn adaptive_params(b: &mut Builder, spec: &StepSpec, grad: Lifetime) {
+    let last = spec.last_hidden();
+    let clusters = &spec.output_bands;
+    let head_n = (clusters[0].n_rows() + clusters.len() - 1) as u64;
+    b.dense_param(
+        "output.head.weight",
+        "output.head",
+        &[last, head_n],
+        spec.dense_optim,
+        grad,
+    );
+    b.dense_param(
+        "output.head.bias",
+        "output.head",
+        &[1, head_n],
+        spec.dense_optim,
+        grad,
+    );
+    for (k, c) in clusters.iter().enumerate().skip(1) {
+        let layer = format!("output.tail.{k}");
+        let (d, n) = (c.dim as u64, c.n_rows() as u64);
+        for (what, shape) in [
+            ("projection", [last, d]),
+            ("weight", [d, n]),
+            ("bias", [1, n]),
+        ] {
+            b.dense_param(
+                &format!("{layer}.{what}"),
+                &layer,
+                &shape,
+                spec.dense_optim,
+                grad,
+            );
+        }
+    }
+}
+
+/// What the adaptive softmax holds on autodiff: the head's logits and log-probabilities over
+/// `[batch, head]`, and per tail cluster, on the rows whose targets fall in it (at most the
+/// batch or its target count, in row pieces within the buffer limit), the selected hidden rows,
+/// their projection and the cluster's logits and log-probabilities. Freed by backward.
+fn adaptive_activations(b: &mut Builder, spec: &StepSpec) {
+    use Point::*;
+    let (rows, last) = (spec.batch.n_rows, spec.last_hidden());
+    let clusters = &spec.output_bands;
+    let head_n = (clusters[0].n_rows() + clusters.len() - 1) as u64;
+    let fwd = Lifetime::span(ForwardLogits, ForwardEnd);
+    // The log-softmax chain is fused: one `[rows, n]` buffer per head and cluster piece.
+    b.f32(
+        "head log-probabilities",
+        "output.head",
+        &[rows, head_n],
+        Category::Logits,
+        fwd,
+    );
+    for (k, c) in clusters.iter().enumerate().skip(1) {
+        let cluster_rows = spec
+            .cluster_rows
+            .get(k - 1)
+            .copied()
+            .unwrap_or(rows.min(spec.batch.n_targets));
+        if cluster_rows == 0 {
+            continue;
+        }
+        let layer = format!("output.tail.{k}");
+        let n = c.n_rows() as u64;
+        let per = (spec.device.max_buffer_bytes / (F32_BYTES * n.max(1))).max(1);
+        let r = cluster_rows.min(per);
+        let pieces = cluster_rows.div_ceil(r).max(1);
+        b.add(
+            "cluster log-probabilities (rows with a target here)",
+            &layer,
+            &[r, n],
+            F32_BYTES,
+            pieces,
+            Category::Logits,
+            Pool::Dynamic,
+            fwd,
+        );
+        b.add(
+            "selected hidden rows and their projection",
+            &layer,
+            &[r, last + c.dim as u64],
+            F32_BYTES,
+            pieces,
+            Category::Activations,
+            Pool::Dynamic,
+            fwd,
+        );
+    }
+}
+
 fn sparse_ledger(spec: &StepSpec) -> Ledger {
     use Point::*;
     let max_buf = spec.device.max_buffer_bytes;
@@ -303,111 +490,137 @@ fn sparse_ledger(spec: &StepSpec) -> Ledger {
     let (dim, rows) = (spec.dim, spec.batch.n_rows);
     let last = spec.last_hidden();
 
-    // Parameters and optimizer state: the table's shards in the persistent pool (exact sizes).
-    let shards = shapes::shard_rows(spec.width as usize, dim as usize, max_buf);
-    let mut by_rows: std::collections::BTreeMap<usize, u64> = Default::default();
-    for &r in &shards {
-        *by_rows.entry(r).or_default() += 1;
-    }
+    // Parameters and optimizer state: each band's shards in the persistent pool (exact sizes),
+    // on the device or in host memory.
     let table_states: &[&str] = match spec.table_optim {
         TableOptim::Sgd | TableOptim::RowwiseAdagrad => &[],
         TableOptim::Momentum => &["momentum"],
         TableOptim::Adam => &["lazy_adam.m", "lazy_adam.v"],
         TableOptim::AdamW => &["lazy_adamw.m", "lazy_adamw.v"],
     };
-    for (&r, &count) in &by_rows {
-        let shape = [r as u64, dim];
-        b.add(
-            "table shard",
-            "table",
-            &shape,
-            F32_BYTES,
-            count,
-            Category::Parameters,
-            Pool::Persistent,
-            Lifetime::Persistent,
-        );
-        for s in table_states {
-            b.add(
-                format!("table shard {s}"),
-                "table",
-                &shape,
-                F32_BYTES,
-                count,
-                Category::OptimizerState,
-                Pool::Persistent,
-                Lifetime::Persistent,
-            );
+    let bands = spec.bands();
+    let mut n_shards_total = 0usize;
+    for (k, (band, placement)) in bands.iter().enumerate() {
+        let layer = if bands.len() == 1 {
+            "table".to_string()
+        } else {
+            format!("table.band{k}")
+        };
+        let placement = match placement {
+            BandPlacement::Device => Placement::Device,
+            BandPlacement::Host => Placement::Host,
+        };
+        let shards = shapes::shard_rows(band.n_rows(), band.dim, max_buf);
+        n_shards_total += shards.len();
+        let mut by_rows: std::collections::BTreeMap<usize, u64> = Default::default();
+        for &r in &shards {
+            *by_rows.entry(r).or_default() += 1;
         }
-    }
-    if spec.table_optim == TableOptim::AdamW {
-        // The step each row was last updated at, on the host (catch-up of untouched rows).
-        b.ledger.push(Entry {
-            name: "lazy AdamW last step per row".into(),
-            layer: "table".into(),
-            shape: vec![spec.width],
-            element_bytes: 8,
-            count: 1,
-            category: Category::OptimizerState,
-            placement: Placement::Host,
-            pool: Pool::Persistent,
-            lifetime: Lifetime::Persistent,
-        });
-    }
-    if spec.table_optim == TableOptim::RowwiseAdagrad {
-        // One accumulator per row, an `[n_rows, 1]` table sharded by the same buffer limit.
-        let mut acc_by_rows: std::collections::BTreeMap<usize, u64> = Default::default();
-        for r in shapes::shard_rows(spec.width as usize, 1, max_buf) {
-            *acc_by_rows.entry(r).or_default() += 1;
-        }
-        for (&r, &count) in &acc_by_rows {
-            b.add(
-                "row-wise Adagrad accumulator shard",
-                "table",
-                &[r as u64, 1],
-                F32_BYTES,
+        let mut table = |name: String, shape: [u64; 2], count: u64, category: Category| {
+            b.ledger.push(Entry {
+                name,
+                layer: layer.clone(),
+                shape: shape.to_vec(),
+                element_bytes: F32_BYTES,
                 count,
-                Category::OptimizerState,
-                Pool::Persistent,
-                Lifetime::Persistent,
-            );
+                category,
+                placement,
+                pool: Pool::Persistent,
+                lifetime: Lifetime::Persistent,
+            });
+        };
+        for (&r, &count) in &by_rows {
+            let shape = [r as u64, band.dim as u64];
+            table("table shard".into(), shape, count, Category::Parameters);
+            for s in table_states {
+                table(
+                    format!("table shard {s}"),
+                    shape,
+                    count,
+                    Category::OptimizerState,
+                );
+            }
+        }
+        if spec.table_optim == TableOptim::RowwiseAdagrad {
+            // One accumulator per row, an `[n_rows, 1]` table sharded by the same buffer limit.
+            let mut acc_by_rows: std::collections::BTreeMap<usize, u64> = Default::default();
+            for r in shapes::shard_rows(band.n_rows(), 1, max_buf) {
+                *acc_by_rows.entry(r).or_default() += 1;
+            }
+            for (&r, &count) in &acc_by_rows {
+                table(
+                    "row-wise Adagrad accumulator shard".into(),
+                    [r as u64, 1],
+                    count,
+                    Category::OptimizerState,
+                );
+            }
+        }
+        if spec.table_optim == TableOptim::AdamW {
+            // The step each row was last updated at, on the host (catch-up of untouched rows).
+            b.ledger.push(Entry {
+                name: "lazy AdamW last step per row".into(),
+                layer: layer.clone(),
+                shape: vec![band.n_rows() as u64],
+                element_bytes: 8,
+                count: 1,
+                category: Category::OptimizerState,
+                placement: Placement::Host,
+                pool: Pool::Persistent,
+                lifetime: Lifetime::Persistent,
+            });
         }
     }
     // Dense parameters: gradients of the bag bias and hidden layers come out of autodiff; the
     // output layer's are built chunk by chunk inside the output backward.
     let dense_grad = Lifetime::span(BackwardEnd, DenseUpdate);
     b.dense_param("bag.bias", "input", &[1, dim], spec.dense_optim, dense_grad);
-    hidden_params(&mut b, spec, dense_grad);
-    let chunk = shapes::class_chunk(
-        spec.class_chunk as usize,
-        spec.n_classes as usize,
-        last as usize,
-        rows as usize,
-        max_buf,
-    );
-    let chunks = shapes::class_chunks(spec.n_classes as usize, chunk);
-    let output_grad = Lifetime::span(BackwardLogits, DenseUpdate);
-    for c in &chunks {
-        let n = c.n as u64;
-        let layer = format!("output.{}", c.offset / chunk);
+    for (k, (band, _)) in bands.iter().enumerate().skip(1) {
         b.dense_param(
-            &format!("{layer}.weight"),
-            &layer,
-            &[last, n],
+            &format!("input_band.{k}.projection"),
+            "input",
+            &[band.dim as u64, dim],
             spec.dense_optim,
-            output_grad,
-        );
-        b.dense_param(
-            &format!("{layer}.bias"),
-            &layer,
-            &[1, n],
-            spec.dense_optim,
-            output_grad,
+            dense_grad,
         );
     }
+    hidden_params(&mut b, spec, dense_grad);
+    let output_grad = Lifetime::span(BackwardLogits, DenseUpdate);
+    let chunks = if spec.adaptive() {
+        adaptive_params(&mut b, spec, output_grad);
+        Vec::new()
+    } else {
+        let chunk = shapes::class_chunk(
+            spec.class_chunk as usize,
+            spec.n_classes as usize,
+            last as usize,
+            rows as usize,
+            max_buf,
+        );
+        let chunks = shapes::class_chunks(spec.n_classes as usize, chunk);
+        for c in &chunks {
+            let n = c.n as u64;
+            let layer = format!("output.{}", c.offset / chunk);
+            b.dense_param(
+                &format!("{layer}.weight"),
+                &layer,
+                &[last, n],
+                spec.dense_optim,
+                output_grad,
+            );
+            b.dense_param(
+                &format!("{layer}.bias"),
+                &layer,
+                &[1, n],
+                spec.dense_optim,
+                output_grad,
+            );
+        }
+        chunks
+    };
 
     // 1. data: index and value buffers, grouped by table segment (one per shard touched).
-    let n_segments = (shards.len() as u64).min(spec.batch.n_unique).max(1);
+    let n_segments = (n_shards_total as u64).min(spec.batch.n_unique).max(1);
     let batch_life = Lifetime::span(ForwardLogits, BackwardEnd);
     let pieces = spec
         .batch
@@ -475,52 +688,65 @@ fn sparse_ledger(spec: &StepSpec) -> Ledger {
 
     // 3. forward: what autodiff saves, then the output layer chunk by chunk.
     b.saved_layers(spec, ForwardLogits, BackwardLogits, BackwardEnd);
-    let first = chunks[0].n as u64;
-    b.f32(
-        "logits of one class chunk",
-        "output",
-        &[rows, first],
-        Category::Logits,
-        Lifetime::at(ForwardLogits),
-    );
-    b.f32(
-        "dense targets of one class chunk",
-        "output",
-        &[rows, first],
-        Category::Logits,
-        Lifetime::at(ForwardLogits),
-    );
-    b.f32(
-        "running target logit",
-        "output",
-        &[rows, 1],
-        Category::Temporaries,
-        Lifetime::at(ForwardLogits),
-    );
-    b.f32(
-        "log-sum-exp per row",
-        "output",
-        &[rows, 1],
-        Category::Activations,
-        Lifetime::span(ForwardEnd, BackwardEnd),
-    );
+    for (k, (band, _)) in bands.iter().enumerate().skip(1) {
+        b.f32(
+            &format!("band {k} bag (saved by its projection matmul)"),
+            "input",
+            &[rows, band.dim as u64],
+            Category::Activations,
+            Lifetime::span(ForwardLogits, BackwardEnd),
+        );
+    }
+    if spec.adaptive() {
+        adaptive_activations(&mut b, spec);
+    } else {
+        let first = chunks[0].n as u64;
+        b.f32(
+            "logits of one class chunk",
+            "output",
+            &[rows, first],
+            Category::Logits,
+            Lifetime::at(ForwardLogits),
+        );
+        b.f32(
+            "dense targets of one class chunk",
+            "output",
+            &[rows, first],
+            Category::Logits,
+            Lifetime::at(ForwardLogits),
+        );
+        b.f32(
+            "running target logit",
+            "output",
+            &[rows, 1],
+            Category::Temporaries,
+            Lifetime::at(ForwardLogits),
+        );
+        b.f32(
+            "log-sum-exp per row",
+            "output",
+            &[rows, 1],
+            Category::Activations,
+            Lifetime::span(ForwardEnd, BackwardEnd),
+        );
 
-    // 4. backward: the output layer by chunk (gradients above), then autodiff.
-    let last_chunk = chunks[chunks.len() - 1].n as u64;
-    b.f32(
-        "logit gradient of the last chunk",
-        "output",
-        &[rows, last_chunk],
-        Category::Logits,
-        Lifetime::at(BackwardLogits),
-    );
-    b.f32(
-        "dL/dh (accumulated over chunks)",
-        "output",
-        &[rows, last],
-        Category::Temporaries,
-        Lifetime::at(BackwardLogits),
-    );
+        // 4. backward: the output layer by chunk (gradients above), then autodiff.
+        let last_chunk = chunks[chunks.len() - 1].n as u64;
+        b.f32(
+            "logit gradient of the last chunk",
+            "output",
+            &[rows, last_chunk],
+            Category::Logits,
+            Lifetime::at(BackwardLogits),
+        );
+        b.f32(
+            "dL/dh (accumulated over chunks)",
+            "output",
+            &[rows, last],
+            Category::Temporaries,
+            Lifetime::at(BackwardLogits),
+        );
+    }
     b.add(
         "row gradients",
         "table",
@@ -675,7 +901,63 @@ mod tests {
                 max_buffer_bytes: 128 << 20,
                 alignment_bytes: 32,
             },
+            input_bands: Vec::new(),
+            output_bands: Vec::new(),
+            cluster_rows: Vec::new(),
         }
+    }
+
+    #[test]
+    fn head_tail_bands_on_the_host_leave_the_device() {
+        let mut c = widebag_config::Config::default();
+        c.data.n_classes = Some(240_000);
+        c.model.dim = 64;
+        c.model.hidden = vec![64];
+        c.model.output = widebag_config::OutputKind::Adaptive;
+        c.model.input_bands.cutoffs = widebag_config::Cutoffs::Ids(vec![20_000, 80_000]);
+        c.model.output_bands.cutoffs = widebag_config::Cutoffs::Ids(vec![20_000, 80_000]);
+        let facts = DeviceFacts {
+            max_buffer_bytes: 128 << 20,
+            alignment_bytes: 32,
+        };
+        let batch = BatchFacts {
+            n_rows: 256,
+            nnz: 5_000,
+            n_unique: 2_000,
+            n_targets: 256,
+        };
+        let device_spec = StepSpec::from_config(&c, facts, batch);
+        c.model.input_bands.placement = vec![BandPlacement::Device, BandPlacement::Host];
+        let host_spec = StepSpec::from_config(&c, facts, batch);
+        let (on_device, on_host) = (ledger(&device_spec), ledger(&host_spec));
+        let host_bytes: u64 = on_host
+            .entries
+            .iter()
+            .filter(|e| e.placement == Placement::Host && e.layer.starts_with("table.band"))
+            .map(|e| e.bytes())
+            .sum();
+        // Tail tables: 60,000 rows × 16 and 160,000 × 4, each with two Adam moments.
+        assert_eq!(host_bytes, 3 * 4 * (60_000 * 16 + 160_000 * 4));
+        assert_eq!(
+            on_device.peak(Placement::Device).bytes - on_host.peak(Placement::Device).bytes,
+            host_bytes
+        );
+        assert_eq!(device_spec.host_traffic_bytes(), (0, 0));
+        let (up, down) = host_spec.host_traffic_bytes();
+        assert!(up > 0 && down > 0);
+        // The adaptive head covers 20,000 classes plus 2 cluster tokens; no class chunks.
+        assert!(
+            on_host
+                .entries
+                .iter()
+                .any(|e| e.name == "output.head.weight" && e.shape == vec![64, 20_002])
+        );
+        assert!(
+            !on_host
+                .entries
+                .iter()
+                .any(|e| e.layer.starts_with("output.0"))
+        );
     }
 
     #[test]

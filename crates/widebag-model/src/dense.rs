@@ -44,8 +44,9 @@ pub struct DenseModel {
 }
 
 /// Dense targets `[B, n_classes]`, row-major.
+/// (`model.output = "full"`: each row's bag normalised to a distribution, as the sparse layout.)
 pub fn dense_targets(batch: &CsrBatch, n_classes: usize) -> Vec<f32> {
-    let t = batch.targets();
+    let t = &batch.targets().normalised();
     let mut y = vec![0.0; batch.n_rows() * n_classes];
     for r in 0..batch.n_rows() {
         for k in t.row_ptr[r]..t.row_ptr[r + 1] {
@@ -86,6 +87,13 @@ impl DenseModel {
     /// chunks concatenated), with `optim.dense` state.
     pub fn from_wide(model: &WideModel, optim: &OptimConfig) -> Result<Self, ModelError> {
         let s = &model.spec;
+        if model.bands.len() > 1 || model.adaptive() {
+            return Err(ModelError::Shape(
+                "the dense layout is the unsplit baseline: it has no head/tail bands or adaptive \
+                 softmax"
+                    .into(),
+            ));
+        }
         let device = model.device().clone();
         let spec = DenseSpec {
             width: s.width,
@@ -96,7 +104,7 @@ impl DenseModel {
             max_buffer_bytes: s.max_buffer_bytes,
         };
         let kind = optim.dense;
-        let table = floats(model.table.to_vec()?, [s.width, s.dim], &device);
+        let table = floats(model.bands[0].table.to_vec()?, [s.width, s.dim], &device);
         let mut params = vec![
             DenseParam::new("input.weight", table, kind),
             DenseParam::new("input.bias", model.dense[0].value.clone(), kind),

@@ -1,12 +1,14 @@
-//! The wide model and its training step: embedding bag (row-sharded table, off autodiff) → ReLU
-//! MLP → chunked full softmax, with row-sparse table updates and dense layer updates.
+//! The wide model and its training step: embedding bag over head/tail bands of row-sharded
+//! tables (off autodiff; tail bands projected up to the full dim) → ReLU MLP → chunked full
+//! softmax or adaptive softmax, with row-sparse table updates and dense layer updates.
 
 use burn::tensor::activation::relu;
 use burn::tensor::{Device, IndexingUpdateOp, Int, Tensor};
 use rayon::prelude::*;
 use serde::Serialize;
-use widebag_config::{Config, OptimConfig};
-use widebag_csr::CsrBatch;
+use widebag_config::bands::Band;
+use widebag_config::{Config, OptimConfig, OutputKind};
+use widebag_csr::{CsrBatch, Targets};
 use widebag_data::rng::hash2;
 
 use crate::memory::{MemoryMeter, Point};
@@ -28,6 +30,11 @@ pub struct ModelSpec {
     pub class_chunk: usize,
     pub max_buffer_bytes: u64,
     pub seed: u64,
+    pub output: OutputKind,
+    /// Input bands (one: the unsplit table).
+    pub input_bands: Vec<Band>,
+    /// Output clusters (one: the full softmax; more: the adaptive softmax's head and tails).
+    pub output_bands: Vec<Band>,
 }
 
 impl ModelSpec {
@@ -59,6 +66,16 @@ impl ModelSpec {
             class_chunk,
             max_buffer_bytes,
             seed: config.train.seed,
+            output: config.model.output,
+            // Validated by `open_data` (cutoffs within the width and classes); an invalid layout
+            // here falls back to one band and the run's check refuses it.
+            input_bands: widebag_config::bands::input_bands(config).unwrap_or_else(|_| {
+                widebag_config::bands::bands(config.data.width, config.model.dim, 1, &[])
+                    .expect("one band")
+            }),
+            output_bands: widebag_config::bands::output_bands(config).unwrap_or_else(|_| {
+                widebag_config::bands::bands(n_classes, last, 1, &[]).expect("one band")
+            }),
         }
     }
 
@@ -107,9 +124,9 @@ impl StepStats {
 /// Gradients of one batch, off autodiff: the touched rows and every dense parameter.
 pub struct Grads {
     pub loss: f32,
-    /// Gradient of the batch's unique rows, one `[end - start, dim]` tensor per table segment
-    /// (runs of `unique_ids` within one shard), in order.
-    pub rows: Vec<(Segment, Tensor<2>)>,
+    /// Gradient of the batch's unique rows, one `[end - start, band dim]` tensor per band
+    /// segment (runs of `unique_ids` within one shard of one band), in order.
+    pub rows: Vec<(BandSegment, Tensor<2>)>,
     /// One per dense parameter, in [`WideModel::dense`] order.
     pub dense: Vec<Tensor<2>>,
 }
@@ -137,19 +154,42 @@ impl Grads {
     }
 }
 
-/// The batch's index and value buffers on the autodiff device, grouped by table segment and cut
-/// into pieces whose `[n, dim]` weighted entries fit the buffer limit.
+/// A run of the batch's unique ids within one shard of one band: `seg` indexes the band's
+/// local ids, which start at position `offset` of the batch's `unique_ids`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BandSegment {
+    pub band: usize,
+    pub seg: Segment,
+    pub offset: usize,
+}
+
+impl BandSegment {
+    /// Positions in the batch's `unique_ids`.
+    pub fn global(&self) -> std::ops::Range<usize> {
+        self.offset + self.seg.start..self.offset + self.seg.end
+    }
+}
+
+/// An input band: ids `band.start..band.end`, `band.dim`-wide rows, and their optimizer state.
+pub struct InputBand {
+    pub band: Band,
+    pub table: ShardedTable,
+    pub state: TableState,
+}
+
+/// The batch's index and value buffers on the autodiff device, grouped by band segment and cut
+/// into pieces whose `[n, band dim]` weighted entries fit the buffer limit.
 struct BagInputs {
     n_rows: usize,
-    segments: Vec<Segment>,
+    segments: Vec<BandSegment>,
     pieces: Vec<BagPiece>,
 }
 
 impl BagInputs {
     fn upload(
         batch: &CsrBatch,
-        segments: Vec<Segment>,
-        max_entries: usize,
+        segments: Vec<BandSegment>,
+        max_entries: impl Fn(usize) -> usize,
         device: &Device,
     ) -> Self {
         let mut buckets: Vec<(Vec<u32>, Vec<u32>, Vec<f32>)> =
@@ -158,15 +198,16 @@ impl BagInputs {
         for r in 0..batch.n_rows() {
             for k in row_ptr[r]..row_ptr[r + 1] {
                 let local = batch.local_pos()[k] as usize;
-                let s = segments.partition_point(|seg| seg.end <= local);
+                let s = segments.partition_point(|seg| seg.global().end <= local);
                 let b = &mut buckets[s];
-                b.0.push((local - segments[s].start) as u32);
+                b.0.push((local - segments[s].global().start) as u32);
                 b.1.push(r as u32);
                 b.2.push(batch.values()[k]);
             }
         }
         let mut pieces = Vec::new();
         for (segment, (pos, rows, vals)) in buckets.into_iter().enumerate() {
+            let max_entries = max_entries(segments[segment].band);
             for start in (0..pos.len()).step_by(max_entries.max(1)) {
                 let end = (start + max_entries.max(1)).min(pos.len());
                 pieces.push(BagPiece {
@@ -212,13 +253,86 @@ fn init_matrix(
     floats(host, [rows, cols], device)
 }
 
+/// Rows of the batch whose targets fall in one output cluster, and those targets.
+struct ClusterTargets {
+    /// Rows of the batch (sorted, distinct) with a target in the cluster.
+    rows: Vec<u32>,
+    /// Per target entry: `(position in rows, class within the cluster, weight)`.
+    entries: Vec<(u32, u32, f32)>,
+}
+
+/// A batch's targets split over the adaptive softmax's head and tail clusters.
+struct AdaptiveTargets {
+    /// `(row, head column, weight)`: head classes, and each tail target's cluster token.
+    head: Vec<(u32, u32, f32)>,
+    tails: Vec<ClusterTargets>,
+}
+
+impl AdaptiveTargets {
+    fn new(targets: &Targets, clusters: &[Band]) -> Self {
+        let head_n = clusters[0].n_rows();
+        let mut head = Vec::new();
+        let mut tails: Vec<ClusterTargets> = clusters[1..]
+            .iter()
+            .map(|_| ClusterTargets {
+                rows: Vec::new(),
+                entries: Vec::new(),
+            })
+            .collect();
+        for r in 0..targets.row_ptr.len() - 1 {
+            for k in targets.row_ptr[r]..targets.row_ptr[r + 1] {
+                let (class, w) = (targets.classes[k] as usize, targets.weights[k]);
+                let c = clusters.partition_point(|b| b.end <= class);
+                if c == 0 {
+                    head.push((r as u32, class as u32, w));
+                    continue;
+                }
+                head.push((r as u32, (head_n + c - 1) as u32, w));
+                let t = &mut tails[c - 1];
+                if t.rows.last() != Some(&(r as u32)) {
+                    t.rows.push(r as u32);
+                }
+                let pos = (t.rows.len() - 1) as u32;
+                t.entries.push((pos, (class - clusters[c].start) as u32, w));
+            }
+        }
+        Self { head, tails }
+    }
+}
+
+/// Row-wise `z - logsumexp(z)` from `max_dim`/`sum_dim` reductions (burn 0.22's own
+/// `log_softmax` returned wrong values over 240,000 columns on lavapipe). The max is detached:
+/// its gradient cancels.
+fn log_softmax_rows(z: Tensor<2>) -> Tensor<2> {
+    let m = z.clone().max_dim(1).detach();
+    let shifted = z - m;
+    let lse = shifted.clone().exp().sum_dim(1).log();
+    shifted - lse
+}
+
+/// `sum_i w_i · logp[row_i, col_i]` for `(row, col, w)` entries of a `[rows, cols]` matrix.
+fn weighted_pick(logp: Tensor<2>, entries: &[(u32, u32, f32)], device: &Device) -> Tensor<1> {
+    let cols = logp.shape()[1];
+    let rows = logp.shape()[0];
+    let flat: Vec<u32> = entries
+        .iter()
+        .map(|&(r, c, _)| r * cols as u32 + c)
+        .collect();
+    let w: Vec<f32> = entries.iter().map(|e| e.2).collect();
+    let picked = logp.reshape([rows * cols]).select(0, ints(&flat, device));
+    (picked * floats(w, [entries.len()], device)).sum()
+}
+
 /// The sparse-input model.
 pub struct WideModel {
     pub spec: ModelSpec,
+    /// Class chunks of the full softmax (empty with the adaptive softmax).
     pub chunks: Vec<ClassChunk>,
-    pub table: ShardedTable,
-    pub table_state: TableState,
-    /// Bag bias, then `(weight, bias)` of each hidden layer, then of each output chunk.
+    /// Input bands: the head, then each tail band (one band: the unsplit table).
+    pub bands: Vec<InputBand>,
+    /// Bag bias, each tail band's projection, then `(weight, bias)` of each hidden layer, then
+    /// the output layer: `(weight, bias)` per class chunk (full softmax), or the head's
+    /// `(weight, bias)` and per tail cluster `(projection, weight, bias)` (adaptive softmax).
     pub dense: Vec<DenseParam>,
     pub optim: OptimConfig,
     pub step: u64,
@@ -231,20 +345,51 @@ impl WideModel {
         let device = compute.device.clone();
         let seed = spec.seed;
         let dim = spec.dim;
-        let table_bound = (1.0 / dim as f64).sqrt() * 3f64.sqrt();
-        let table =
-            ShardedTable::from_fn(spec.width, dim, spec.max_buffer_bytes, &device, |r, out| {
-                for (j, x) in out.iter_mut().enumerate() {
-                    *x = uniform_init(seed, 0x7ab1e, (r * dim + j) as u64, table_bound);
-                }
+        let mut bands = Vec::new();
+        for (k, band) in spec.input_bands.iter().enumerate() {
+            let (bd, start) = (band.dim, band.start);
+            let bound = (3.0 / bd as f64).sqrt();
+            let salt = 0x7ab1e + k as u64;
+            let table = ShardedTable::placed(
+                band.n_rows(),
+                bd,
+                spec.max_buffer_bytes,
+                &device,
+                config.model.input_bands.placement_of(k),
+                |r, out| {
+                    // The head keeps the unsplit table's numbers (row r, column j).
+                    let row = if k == 0 { start + r } else { r };
+                    for (j, x) in out.iter_mut().enumerate() {
+                        *x = uniform_init(seed, salt, (row * bd + j) as u64, bound);
+                    }
+                },
+            );
+            let state = TableState::new(config.optim.table, &table, spec.max_buffer_bytes);
+            bands.push(InputBand {
+                band: *band,
+                table,
+                state,
             });
-        let table_state = TableState::new(config.optim.table, &table, spec.max_buffer_bytes);
+        }
         let optim_kind = config.optim.dense;
         let mut dense = vec![DenseParam::new(
             "bag.bias",
             Tensor::zeros([1, dim], &device),
             optim_kind,
         )];
+        // Tail projections: row variance 1/dim_k times dim_k inputs of variance 1/dim.
+        for (k, band) in spec.input_bands.iter().enumerate().skip(1) {
+            let bound = (3.0 / dim as f64).sqrt() / (band.dim as f64).sqrt();
+            let salt = 0x9000 + k as u64;
+            let p = init_matrix(band.dim, dim, dim, 0, &device, |i| {
+                uniform_init(seed, salt, i, bound * (band.dim as f64).sqrt())
+            });
+            dense.push(DenseParam::new(
+                format!("input_band.{k}.projection"),
+                p,
+                optim_kind,
+            ));
+        }
         let sizes = spec.layer_sizes();
         for (i, pair) in sizes.windows(2).enumerate() {
             let (fan_in, fan_out) = (pair[0], pair[1]);
@@ -261,23 +406,62 @@ impl WideModel {
         }
         let last = spec.last_hidden();
         let bound = 1.0 / (last as f64).sqrt();
-        let chunks = softmax::class_chunks(spec.n_classes, spec.class_chunk);
-        for (c, chunk) in chunks.iter().enumerate() {
-            let n_classes = spec.n_classes;
-            let w = init_matrix(last, chunk.n, n_classes, chunk.offset, &device, |k| {
-                uniform_init(seed, 0x0a7, k, bound)
-            });
-            let b = init_matrix(1, chunk.n, n_classes, chunk.offset, &device, |k| {
-                uniform_init(seed, 0x0a8, k, bound)
-            });
-            dense.push(DenseParam::new(format!("output.{c}.weight"), w, optim_kind));
-            dense.push(DenseParam::new(format!("output.{c}.bias"), b, optim_kind));
+        let mut chunks = Vec::new();
+        if spec.output_bands.len() == 1 {
+            chunks = softmax::class_chunks(spec.n_classes, spec.class_chunk);
+            for (c, chunk) in chunks.iter().enumerate() {
+                let n_classes = spec.n_classes;
+                let w = init_matrix(last, chunk.n, n_classes, chunk.offset, &device, |k| {
+                    uniform_init(seed, 0x0a7, k, bound)
+                });
+                let b = init_matrix(1, chunk.n, n_classes, chunk.offset, &device, |k| {
+                    uniform_init(seed, 0x0a8, k, bound)
+                });
+                dense.push(DenseParam::new(format!("output.{c}.weight"), w, optim_kind));
+                dense.push(DenseParam::new(format!("output.{c}.bias"), b, optim_kind));
+            }
+        } else {
+            let clusters = &spec.output_bands;
+            let head_n = clusters[0].n_rows() + clusters.len() - 1;
+            let init = |rows: usize, cols: usize, salt: u64, bound: f64| {
+                init_matrix(rows, cols, cols, 0, &device, |k| {
+                    uniform_init(seed, salt, k, bound)
+                })
+            };
+            dense.push(DenseParam::new(
+                "output.head.weight",
+                init(last, head_n, 0x0b0, bound),
+                optim_kind,
+            ));
+            dense.push(DenseParam::new(
+                "output.head.bias",
+                init(1, head_n, 0x0b1, bound),
+                optim_kind,
+            ));
+            for (k, c) in clusters.iter().enumerate().skip(1) {
+                let salt = 0x0c0 + 4 * k as u64;
+                let tail_bound = 1.0 / (c.dim as f64).sqrt();
+                dense.push(DenseParam::new(
+                    format!("output.tail.{k}.projection"),
+                    init(last, c.dim, salt, bound),
+                    optim_kind,
+                ));
+                dense.push(DenseParam::new(
+                    format!("output.tail.{k}.weight"),
+                    init(c.dim, c.n_rows(), salt + 1, tail_bound),
+                    optim_kind,
+                ));
+                dense.push(DenseParam::new(
+                    format!("output.tail.{k}.bias"),
+                    init(1, c.n_rows(), salt + 2, tail_bound),
+                    optim_kind,
+                ));
+            }
         }
         Self {
             spec,
             chunks,
-            table,
-            table_state,
+            bands,
             dense,
             optim: config.optim.clone(),
             step: 0,
@@ -289,13 +473,32 @@ impl WideModel {
         &self.device
     }
 
+    /// Whether the output layer is the adaptive softmax.
+    pub fn adaptive(&self) -> bool {
+        self.spec.output_bands.len() > 1
+    }
+
     fn n_hidden(&self) -> usize {
         self.spec.hidden.len()
     }
 
+    /// Tail bands' projections (after the bag bias in [`Self::dense`]).
+    fn n_projections(&self) -> usize {
+        self.bands.len() - 1
+    }
+
     /// Index in [`Self::dense`] of the first output parameter.
     pub fn output_start(&self) -> usize {
-        1 + 2 * self.n_hidden()
+        1 + self.n_projections() + 2 * self.n_hidden()
+    }
+
+    /// The targets the objective sees: a distribution per row (`full`, `adaptive`), or the bag's
+    /// raw counts (`multinomial`).
+    fn objective_targets(&self, batch: &CsrBatch) -> Targets {
+        match self.spec.output {
+            OutputKind::Multinomial => batch.targets().clone(),
+            OutputKind::Full | OutputKind::Adaptive => batch.targets().normalised(),
+        }
     }
 
     fn check_batch(&self, batch: &CsrBatch) -> Result<(), ModelError> {
@@ -331,11 +534,53 @@ impl WideModel {
                 self.spec.max_buffer_bytes
             )));
         }
+        if self.adaptive() {
+            let head_n = self.spec.output_bands[0].n_rows() + self.spec.output_bands.len() - 1;
+            let logits = 4 * (batch.n_rows() * head_n) as u64;
+            if logits > self.spec.max_buffer_bytes {
+                return Err(ModelError::Shape(format!(
+                    "the adaptive softmax's [batch, {head_n}] head logits need one {logits}-byte \
+                     buffer, over the device's {}-byte limit: use a smaller head \
+                     (model.output_bands.cutoffs) or train.batch_size",
+                    self.spec.max_buffer_bytes
+                )));
+            }
+            for p in &self.dense[self.output_start()..] {
+                let bytes = 4 * p.value.shape().num_elements() as u64;
+                if bytes > self.spec.max_buffer_bytes {
+                    return Err(ModelError::Shape(format!(
+                        "{} needs one {bytes}-byte buffer, over the device's {}-byte limit",
+                        p.name, self.spec.max_buffer_bytes
+                    )));
+                }
+            }
+        }
         Ok(())
     }
 
+    /// The batch's unique ids split by band, as band-local ids, and each band's segments.
+    fn band_segments(&self, uniq: &[u32]) -> (Vec<Vec<u32>>, Vec<BandSegment>) {
+        let mut local = Vec::with_capacity(self.bands.len());
+        let mut segments = Vec::new();
+        for (k, b) in self.bands.iter().enumerate() {
+            let lo = uniq.partition_point(|&id| (id as usize) < b.band.start);
+            let hi = uniq.partition_point(|&id| (id as usize) < b.band.end);
+            let ids: Vec<u32> = uniq[lo..hi]
+                .iter()
+                .map(|&id| id - b.band.start as u32)
+                .collect();
+            segments.extend(b.table.segments(&ids).into_iter().map(|seg| BandSegment {
+                band: k,
+                seg,
+                offset: lo,
+            }));
+            local.push(ids);
+        }
+        (local, segments)
+    }
+
     /// Forward through the bag and the hidden layers, on the autodiff device.
-    /// `leaves` are the bag bias and hidden parameters as gradient leaves.
+    /// `leaves` are the bag bias, projections and hidden parameters as gradient leaves.
     fn forward_hidden(
         &self,
         rows: &[Tensor<2>],
@@ -343,17 +588,33 @@ impl WideModel {
         inputs: &BagInputs,
     ) -> Tensor<2> {
         let ad = self.device.clone().autodiff();
-        let mut bags = Tensor::<2>::zeros([inputs.n_rows, self.spec.dim], &ad);
+        let mut bags: Vec<Tensor<2>> = self
+            .bands
+            .iter()
+            .map(|b| Tensor::<2>::zeros([inputs.n_rows, b.band.dim], &ad))
+            .collect();
         for piece in &inputs.pieces {
+            let band = inputs.segments[piece.segment].band;
             let entries = rows[piece.segment]
                 .clone()
                 .select(0, piece.local_pos.clone())
                 * piece.values.clone();
-            bags = bags.select_assign(0, piece.entry_rows.clone(), entries, IndexingUpdateOp::Add);
+            bags[band] = bags[band].clone().select_assign(
+                0,
+                piece.entry_rows.clone(),
+                entries,
+                IndexingUpdateOp::Add,
+            );
         }
-        let mut h = relu(bags + leaves[0].clone());
+        let mut bags = bags.into_iter();
+        let mut x = bags.next().expect("a head band");
+        for (k, tail) in bags.enumerate() {
+            x = x + tail.matmul(leaves[1 + k].clone());
+        }
+        let mut h = relu(x + leaves[0].clone());
+        let first = 1 + self.n_projections();
         for layer in 0..self.n_hidden() {
-            let (w, b) = (&leaves[1 + 2 * layer], &leaves[2 + 2 * layer]);
+            let (w, b) = (&leaves[first + 2 * layer], &leaves[first + 1 + 2 * layer]);
             h = relu(h.matmul(w.clone()) + b.clone());
         }
         h
@@ -366,12 +627,120 @@ impl WideModel {
             .collect()
     }
 
-    /// Bag bias and hidden parameters as fresh gradient leaves.
-    fn hidden_leaves(&self) -> Vec<Tensor<2>> {
-        self.dense[..self.output_start()]
+    /// Bag bias, projections and hidden parameters as fresh gradient leaves (with the adaptive
+    /// softmax, the output parameters too: it runs on autodiff).
+    fn leaves(&self) -> Vec<Tensor<2>> {
+        let end = if self.adaptive() {
+            self.dense.len()
+        } else {
+            self.output_start()
+        };
+        self.dense[..end]
             .iter()
             .map(|p| p.value.clone().autodiff().require_grad())
             .collect()
+    }
+
+    /// Rows per piece of a `[rows, n]` matrix that fits the buffer limit.
+    fn rows_per_piece(&self, n: usize) -> usize {
+        ((self.spec.max_buffer_bytes / (4 * n.max(1) as u64)) as usize).max(1)
+    }
+
+    /// The adaptive softmax's loss on autodiff: `-(1/B) sum w log p(target)`, where
+    /// `log p(c) = log p_head(c)` for head classes and `log p_head(token_k) + log p_k(c)` for
+    /// classes of tail cluster `k`. Only clusters holding a target are evaluated, on the rows
+    /// whose targets fall in them, in row pieces within the buffer limit.
+    fn adaptive_loss(
+        &self,
+        h: &Tensor<2>,
+        out: &[Tensor<2>],
+        targets: &Targets,
+        meter: &mut MemoryMeter,
+    ) -> Tensor<1> {
+        let ad = h.device();
+        let n_rows = h.shape()[0];
+        let split = AdaptiveTargets::new(targets, &self.spec.output_bands);
+        let head = h.clone().matmul(out[0].clone()) + out[1].clone();
+        let mut total = weighted_pick(log_softmax_rows(head), &split.head, &ad);
+        for (k, t) in split.tails.iter().enumerate() {
+            if t.rows.is_empty() {
+                continue;
+            }
+            let (proj, w, b) = (&out[2 + 3 * k], &out[3 + 3 * k], &out[4 + 3 * k]);
+            let per = self.rows_per_piece(w.shape()[1]);
+            let mut first = 0;
+            while first < t.rows.len() {
+                let end = (first + per).min(t.rows.len());
+                let hk = h.clone().select(0, ints(&t.rows[first..end], &ad));
+                let z = hk.matmul(proj.clone()).matmul(w.clone()) + b.clone();
+                let entries: Vec<(u32, u32, f32)> = t
+                    .entries
+                    .iter()
+                    .filter(|e| (first..end).contains(&(e.0 as usize)))
+                    .map(|&(r, c, w)| (r - first as u32, c, w))
+                    .collect();
+                total = total + weighted_pick(log_softmax_rows(z), &entries, &ad);
+                first = end;
+            }
+        }
+        meter.probe(Point::ForwardLogits);
+        total.mul_scalar(-1.0 / n_rows.max(1) as f64)
+    }
+
+    /// Log-probabilities of every class for each row of `batch`, `[rows, n_classes]` (the
+    /// adaptive softmax evaluates every cluster here; evaluation only).
+    pub fn log_probs(&self, batch: &CsrBatch) -> Result<Tensor<2>, ModelError> {
+        self.check_batch(batch)?;
+        let ad = self.device.clone().autodiff();
+        let uniq = batch.unique_ids();
+        let (local, segments) = self.band_segments(uniq);
+        let inputs = BagInputs::upload(batch, segments, |b| self.max_entries(b), &ad);
+        let rows: Vec<Tensor<2>> = inputs
+            .segments
+            .iter()
+            .map(|s| {
+                self.bands[s.band]
+                    .table
+                    .gather_segment(&local[s.band], s.seg)
+                    .autodiff()
+            })
+            .collect();
+        let leaves: Vec<Tensor<2>> = self
+            .dense
+            .iter()
+            .map(|p| p.value.clone().autodiff())
+            .collect();
+        let h = self.forward_hidden(&rows, &leaves, &inputs).inner();
+        if !self.adaptive() {
+            let layer = self.output_layer();
+            let parts: Vec<Tensor<2>> = layer
+                .iter()
+                .map(|(w, b)| h.clone().matmul((*w).clone()) + (*b).clone())
+                .collect();
+            return Ok(log_softmax_rows(Tensor::cat(parts, 1)));
+        }
+        let out: Vec<&Tensor<2>> = self.dense[self.output_start()..]
+            .iter()
+            .map(|p| &p.value)
+            .collect();
+        let clusters = &self.spec.output_bands;
+        let head_n = clusters[0].n_rows();
+        let head = log_softmax_rows(h.clone().matmul(out[0].clone()) + out[1].clone());
+        let mut parts = vec![head.clone().narrow(1, 0, head_n)];
+        for k in 0..clusters.len() - 1 {
+            let (proj, w, b) = (out[2 + 3 * k], out[3 + 3 * k], out[4 + 3 * k]);
+            let z = h.clone().matmul(proj.clone()).matmul(w.clone()) + b.clone();
+            parts.push(log_softmax_rows(z) + head.clone().narrow(1, head_n + k, 1));
+        }
+        Ok(Tensor::cat(parts, 1))
+    }
+
+    /// Largest bag piece of band `b` (entries whose `[n, dim]` weighted rows fit a buffer).
+    fn max_entries(&self, band: usize) -> usize {
+        widebag_ledger::shapes::max_bag_entries(
+            self.bands[band].band.dim,
+            self.spec.max_buffer_bytes,
+        )
     }
 
     /// Loss and gradients of one batch without changing the model (steps 1–4 of the training
@@ -388,44 +757,68 @@ impl WideModel {
     ) -> Result<Grads, ModelError> {
         self.check_batch(batch)?;
         let ad = self.device.clone().autodiff();
-        // 1. data: the batch's index and value buffers, grouped by table segment.
+        // 1. data: the batch's index and value buffers, grouped by band segment.
         let uniq = batch.unique_ids();
-        let max_entries =
-            widebag_ledger::shapes::max_bag_entries(self.spec.dim, self.spec.max_buffer_bytes);
-        let inputs = BagInputs::upload(batch, self.table.segments(uniq), max_entries, &ad);
-        let targets = ChunkTargets::new(batch.targets(), &self.chunks, &self.device);
-        // 2. unique rows: gather them per segment and make each a gradient leaf.
+        let (local, segments) = self.band_segments(uniq);
+        let inputs = BagInputs::upload(batch, segments, |b| self.max_entries(b), &ad);
+        let targets = self.objective_targets(batch);
+        // 2. unique rows: gather them per segment (host bands upload just these rows) and make
+        //    each a gradient leaf.
         let rows: Vec<Tensor<2>> = inputs
             .segments
             .iter()
-            .map(|&seg| {
-                self.table
-                    .gather_segment(uniq, seg)
+            .map(|s| {
+                self.bands[s.band]
+                    .table
+                    .gather_segment(&local[s.band], s.seg)
                     .autodiff()
                     .require_grad()
             })
             .collect();
-        // 3. forward: bag → MLP on autodiff; the output layer in class chunks, off autodiff.
-        let leaves = self.hidden_leaves();
+        // 3. forward: bag → projections → MLP on autodiff; the full softmax's output layer in
+        //    class chunks off autodiff, or the adaptive softmax on autodiff.
+        let leaves = self.leaves();
         let h = self.forward_hidden(&rows, &leaves, &inputs);
-        let h_plain = h.clone().inner();
-        let layer = self.output_layer();
-        let fwd = softmax::forward(&h_plain, &layer, &self.chunks, &targets, meter);
-        let loss = scalar(fwd.loss)?;
-        meter.sample(Point::ForwardEnd);
-        // 4. backward: output gradients by chunk, then autodiff from dL/dh through the MLP and bag.
-        let out = softmax::backward(&h_plain, &layer, &self.chunks, &targets, &fwd.lse, meter);
-        let surrogate = (h * Tensor::from_inner(out.dh)).sum();
-        let ad_grads = surrogate.backward();
+        let (loss, ad_grads, output_grads) = if self.adaptive() {
+            let loss = self.adaptive_loss(&h, &leaves[self.output_start()..], &targets, meter);
+            let value = scalar(loss.clone().inner())?;
+            meter.sample(Point::ForwardEnd);
+            // 4. backward: autodiff through the adaptive softmax, the MLP and the bag.
+            let grads = loss.backward();
+            meter.probe(Point::BackwardLogits);
+            (value, grads, Vec::new())
+        } else {
+            let chunk_targets = ChunkTargets::new(&targets, &self.chunks, &self.device);
+            let h_plain = h.clone().inner();
+            let layer = self.output_layer();
+            let fwd = softmax::forward(&h_plain, &layer, &self.chunks, &chunk_targets, meter);
+            let value = scalar(fwd.loss)?;
+            meter.sample(Point::ForwardEnd);
+            // 4. backward: output gradients by chunk, then autodiff from dL/dh through the MLP
+            //    and bag.
+            let out = softmax::backward(
+                &h_plain,
+                &layer,
+                &self.chunks,
+                &chunk_targets,
+                &fwd.lse,
+                meter,
+            );
+            let surrogate = (h * Tensor::from_inner(out.dh)).sum();
+            (value, surrogate.backward(), out.chunks)
+        };
         let rows_grad = inputs
             .segments
             .iter()
             .zip(&rows)
-            .map(|(&seg, leaf)| {
+            .map(|(&s, leaf)| {
                 let g = leaf.grad(&ad_grads).unwrap_or_else(|| {
-                    Tensor::zeros([seg.end - seg.start, self.spec.dim], &self.device)
+                    Tensor::zeros(
+                        [s.seg.end - s.seg.start, self.bands[s.band].band.dim],
+                        &self.device,
+                    )
                 });
-                (seg, g)
+                (s, g)
             })
             .collect();
         let mut dense: Vec<Tensor<2>> = leaves
@@ -433,7 +826,7 @@ impl WideModel {
             .zip(&self.dense)
             .map(|(leaf, p)| leaf.grad(&ad_grads).unwrap_or_else(|| p.value.zeros_like()))
             .collect();
-        for (dw, db) in out.chunks {
+        for (dw, db) in output_grads {
             dense.push(dw);
             dense.push(db);
         }
@@ -457,12 +850,14 @@ impl WideModel {
         // Steps 1–4: data, unique rows, forward, backward.
         let grads = self.forward_backward(batch, meter)?;
         self.step += 1;
-        // 5. row updates: only the batch's unique rows, in place, with deduplicated ids.
-        let uniq = batch.unique_ids();
-        for (seg, rows_grad) in grads.rows {
-            self.table_state.step(
-                &mut self.table,
-                &uniq[seg.start..seg.end],
+        // 5. row updates: only the batch's unique rows of each band, in place, with deduplicated
+        //    ids (a host band takes back only these rows' updates).
+        let (local, _) = self.band_segments(batch.unique_ids());
+        for (s, rows_grad) in grads.rows {
+            let band = &mut self.bands[s.band];
+            band.state.step(
+                &mut band.table,
+                &local[s.band][s.seg.start..s.seg.end],
                 rows_grad,
                 &self.optim,
                 self.step,
@@ -477,17 +872,32 @@ impl WideModel {
         Ok(StepStats::new(self.step, grads.loss, batch))
     }
 
-    /// Mean loss of a batch (forward only).
+    /// Mean loss of a batch.
     pub fn loss(&self, batch: &CsrBatch) -> Result<f32, ModelError> {
         Ok(self.gradients(batch)?.loss)
     }
 
-    /// Adds `delta` to one table entry (finite-difference tests).
-    pub fn perturb_table(&mut self, row: u32, col: usize, delta: f32) {
-        let mut v = vec![0.0; self.spec.dim];
+    /// Mean loss over held-out batches, weighted by their rows.
+    pub fn eval_loss(&self, batches: &[CsrBatch]) -> Result<Option<f64>, ModelError> {
+        let (mut sum, mut rows) = (0.0f64, 0usize);
+        for b in batches {
+            sum += self.loss(b)? as f64 * b.n_rows() as f64;
+            rows += b.n_rows();
+        }
+        Ok((rows > 0).then(|| sum / rows as f64))
+    }
+
+    /// Adds `delta` to one entry of an input id's row (finite-difference tests).
+    pub fn perturb_table(&mut self, id: u32, col: usize, delta: f32) -> Result<(), ModelError> {
+        let k = self
+            .bands
+            .partition_point(|b| b.band.end <= id as usize)
+            .min(self.bands.len() - 1);
+        let band = &mut self.bands[k];
+        let mut v = vec![0.0; band.band.dim];
         v[col] = delta;
-        let t = floats(v, [1, self.spec.dim], &self.device);
-        self.table.scatter_add(&[row], t);
+        let t = floats(v, [1, band.band.dim], &self.device);
+        band.table.scatter_add(&[id - band.band.start as u32], t)
     }
 
     /// Adds `delta` to one element of a dense parameter (finite-difference tests).
@@ -505,9 +915,48 @@ impl WideModel {
         Ok(())
     }
 
-    /// Bytes of all parameters (table and dense).
+    /// Values (f32) of the input bands' tables and projections.
+    pub fn table_parameters(&self) -> u64 {
+        let tables: u64 = self.bands.iter().map(|b| b.table.bytes() / 4).sum();
+        let projections: u64 = self.dense[1..1 + self.n_projections()]
+            .iter()
+            .map(|p| p.value.shape().num_elements() as u64)
+            .sum();
+        tables + projections
+    }
+
+    /// Values (f32) of the output layer.
+    pub fn output_parameters(&self) -> u64 {
+        self.dense[self.output_start()..]
+            .iter()
+            .map(|p| p.value.shape().num_elements() as u64)
+            .sum()
+    }
+
+    /// Bytes of the input bands' tables and their state placed in host memory.
+    pub fn host_bytes(&self) -> u64 {
+        self.bands
+            .iter()
+            .filter(|b| b.table.placement() == widebag_config::BandPlacement::Host)
+            .map(|b| b.table.bytes() + b.state.bytes())
+            .sum()
+    }
+
+    /// Bytes host bands sent to the device and took back so far (tables and state).
+    pub fn host_traffic(&self) -> (u64, u64) {
+        let mut total = (0, 0);
+        for b in &self.bands {
+            for t in b.state.tables().into_iter().chain([&b.table]) {
+                let (up, down) = t.traffic();
+                total = (total.0 + up, total.1 + down);
+            }
+        }
+        total
+    }
+
+    /// Bytes of all parameters (tables and dense).
     pub fn parameter_bytes(&self) -> u64 {
-        self.table.bytes()
+        self.bands.iter().map(|b| b.table.bytes()).sum::<u64>()
             + self
                 .dense
                 .iter()

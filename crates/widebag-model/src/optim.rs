@@ -227,31 +227,20 @@ impl TableState {
         match optim {
             TableOptim::Sgd => TableState::Sgd,
             TableOptim::Momentum => TableState::Momentum {
-                buf: ShardedTable::zeros(
-                    table.n_rows(),
-                    table.dim(),
-                    max_buffer_bytes,
-                    &table.device(),
-                ),
+                buf: table.zeros_like(table.dim(), max_buffer_bytes),
             },
             TableOptim::RowwiseAdagrad => TableState::RowwiseAdagrad {
-                acc: ShardedTable::zeros(table.n_rows(), 1, max_buffer_bytes, &table.device()),
+                acc: table.zeros_like(1, max_buffer_bytes),
             },
-            TableOptim::Adam => {
-                let device = table.device();
-                TableState::Adam {
-                    m: ShardedTable::zeros(table.n_rows(), table.dim(), max_buffer_bytes, &device),
-                    v: ShardedTable::zeros(table.n_rows(), table.dim(), max_buffer_bytes, &device),
-                }
-            }
-            TableOptim::AdamW => {
-                let device = table.device();
-                TableState::AdamW {
-                    m: ShardedTable::zeros(table.n_rows(), table.dim(), max_buffer_bytes, &device),
-                    v: ShardedTable::zeros(table.n_rows(), table.dim(), max_buffer_bytes, &device),
-                    last_step: vec![0; table.n_rows()],
-                }
-            }
+            TableOptim::Adam => TableState::Adam {
+                m: table.zeros_like(table.dim(), max_buffer_bytes),
+                v: table.zeros_like(table.dim(), max_buffer_bytes),
+            },
+            TableOptim::AdamW => TableState::AdamW {
+                m: table.zeros_like(table.dim(), max_buffer_bytes),
+                v: table.zeros_like(table.dim(), max_buffer_bytes),
+                last_step: vec![0; table.n_rows()],
+            },
         }
     }
 
@@ -269,7 +258,7 @@ impl TableState {
             TableState::Sgd => {
                 let delta = grad_rows.mul_scalar(-config.table_lr());
                 meter.probe(Point::TableUpdate);
-                table.scatter_add(uniq, delta)
+                table.scatter_add(uniq, delta)?;
             }
             TableState::Momentum { buf } => {
                 // buf_r ← μ buf_r + g_r for the touched rows only; w_r ← w_r − lr buf_r.
@@ -277,8 +266,8 @@ impl TableState {
                 let dbuf = old.clone().mul_scalar(config.momentum - 1.0) + grad_rows;
                 let delta = (old + dbuf.clone()).mul_scalar(-config.table_lr());
                 meter.probe(Point::TableUpdate);
-                buf.scatter_add(uniq, dbuf);
-                table.scatter_add(uniq, delta);
+                buf.scatter_add(uniq, dbuf)?;
+                table.scatter_add(uniq, delta)?;
             }
             TableState::RowwiseAdagrad { acc } => {
                 let n = grad_rows.shape()[1].max(1) as f64;
@@ -287,8 +276,8 @@ impl TableState {
                 let delta = (grad_rows / acc_new.sqrt().add_scalar(config.eps))
                     .mul_scalar(-config.table_lr());
                 meter.probe(Point::TableUpdate);
-                acc.scatter_add(uniq, g2);
-                table.scatter_add(uniq, delta);
+                acc.scatter_add(uniq, g2)?;
+                table.scatter_add(uniq, delta)?;
             }
             TableState::Adam { m, v } => {
                 let a = AdamStep::new(config, config.table_lr(), step);
@@ -300,9 +289,9 @@ impl TableState {
                 let dv = (grad_rows.square() - v_old.clone()).mul_scalar(1.0 - a.beta2);
                 let delta = a.delta(m_old + dm.clone(), v_old + dv.clone());
                 meter.probe(Point::TableUpdate);
-                m.scatter_add(uniq, dm);
-                v.scatter_add(uniq, dv);
-                table.scatter_add(uniq, delta);
+                m.scatter_add(uniq, dm)?;
+                v.scatter_add(uniq, dv)?;
+                table.scatter_add(uniq, delta)?;
             }
             TableState::AdamW { m, v, last_step } => {
                 let a = AdamStep::new(config, config.table_lr(), step);
@@ -335,9 +324,9 @@ impl TableState {
                         let d: Vec<f32> = new.iter().zip(&old).map(|(n, o)| n - o).collect();
                         floats(d, [ids.len(), dim], &device)
                     };
-                    table.scatter_add(&ids, diff(w, w0));
-                    m.scatter_add(&ids, diff(mm, m0));
-                    v.scatter_add(&ids, diff(vv, v0));
+                    table.scatter_add(&ids, diff(w, w0))?;
+                    m.scatter_add(&ids, diff(mm, m0))?;
+                    v.scatter_add(&ids, diff(vv, v0))?;
                 }
                 // This step, as dense AdamW: decoupled decay, then the Adam update.
                 let w_old = table.gather(uniq);
@@ -348,15 +337,25 @@ impl TableState {
                 let delta = a.delta(m_old + dm.clone(), v_old + dv.clone())
                     - w_old.mul_scalar(config.table_lr() * config.weight_decay);
                 meter.probe(Point::TableUpdate);
-                m.scatter_add(uniq, dm);
-                v.scatter_add(uniq, dv);
-                table.scatter_add(uniq, delta);
+                m.scatter_add(uniq, dm)?;
+                v.scatter_add(uniq, dv)?;
+                table.scatter_add(uniq, delta)?;
                 for &id in uniq {
                     last_step[id as usize] = step;
                 }
             }
         }
         Ok(())
+    }
+
+    /// The state's tables (for placement and traffic figures).
+    pub fn tables(&self) -> Vec<&ShardedTable> {
+        match self {
+            TableState::Sgd => vec![],
+            TableState::Momentum { buf } => vec![buf],
+            TableState::Adam { m, v } | TableState::AdamW { m, v, .. } => vec![m, v],
+            TableState::RowwiseAdagrad { acc } => vec![acc],
+        }
     }
 
     /// Bytes of optimizer state.

@@ -1,20 +1,54 @@
 //! A wide `n_rows × dim` f32 table kept outside autodiff, split into row shards that each fit
 //! the device's largest buffer. Rows are gathered by sorted unique ids and updated in place by
-//! `scatter_nd` with the same (deduplicated) ids.
+//! `scatter_nd` with the same (deduplicated) ids. A host-placed table keeps its rows in host
+//! memory: a gather uploads only the requested rows (assembled with rayon) and an update
+//! downloads only the delta of those rows and adds it on the host (in parallel, rows distinct).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use burn::tensor::{Device, IndexingUpdateOp, Tensor};
 use rayon::prelude::*;
+use widebag_config::BandPlacement;
 
 use crate::ModelError;
 use crate::tensors::{floats, ints, row_indices, to_vec};
 
+/// Bytes a host-placed table sent to the device and received back.
+#[derive(Debug, Default)]
+pub struct Traffic {
+    pub to_device_bytes: AtomicU64,
+    pub to_host_bytes: AtomicU64,
+}
+
+impl Traffic {
+    /// `(to_device_bytes, to_host_bytes)` so far.
+    pub fn totals(&self) -> (u64, u64) {
+        (
+            self.to_device_bytes.load(Ordering::Relaxed),
+            self.to_host_bytes.load(Ordering::Relaxed),
+        )
+    }
+}
+
+/// Where the rows live.
+#[derive(Clone, Debug)]
+enum Storage {
+    /// Device row shards, each within the buffer limit.
+    Device(Vec<Tensor<2>>),
+    /// Row-major host rows.
+    Host(Vec<f32>),
+}
+
 /// Row-sharded table.
 #[derive(Clone, Debug)]
 pub struct ShardedTable {
-    shards: Vec<Tensor<2>>,
+    storage: Storage,
+    device: Device,
     rows_per_shard: usize,
     n_rows: usize,
     dim: usize,
+    traffic: Arc<Traffic>,
 }
 
 /// A run of sorted unique ids that falls in one shard: `uniq[start..end]` live in `shard`.
@@ -31,8 +65,8 @@ impl ShardedTable {
         widebag_ledger::shapes::rows_per_shard(n_rows, dim, max_buffer_bytes)
     }
 
-    /// Builds the table shard by shard; `init(row, out)` fills row `row` (`out.len() == dim`).
-    /// Shards go to the allocator's persistent pool (exact sizes, no rounding to pages).
+    /// Builds the table on the device shard by shard; `init(row, out)` fills row `row`
+    /// (`out.len() == dim`). Shards go to the allocator's persistent pool (exact sizes).
     pub fn from_fn(
         n_rows: usize,
         dim: usize,
@@ -40,7 +74,41 @@ impl ShardedTable {
         device: &Device,
         init: impl Fn(usize, &mut [f32]) + Sync,
     ) -> Self {
+        Self::placed(
+            n_rows,
+            dim,
+            max_buffer_bytes,
+            device,
+            BandPlacement::Device,
+            init,
+        )
+    }
+
+    /// Builds the table where `placement` says. A host table is cut into the same logical shards
+    /// (so a batch's segments, and the numbers, are those of the device table).
+    pub fn placed(
+        n_rows: usize,
+        dim: usize,
+        max_buffer_bytes: u64,
+        device: &Device,
+        placement: BandPlacement,
+        init: impl Fn(usize, &mut [f32]) + Sync,
+    ) -> Self {
         let rows_per_shard = Self::rows_per_shard(n_rows, dim, max_buffer_bytes);
+        if placement == BandPlacement::Host {
+            let mut host = vec![0.0f32; n_rows * dim];
+            host.par_chunks_mut(dim.max(1))
+                .enumerate()
+                .for_each(|(r, out)| init(r, out));
+            return Self {
+                storage: Storage::Host(host),
+                device: device.clone(),
+                rows_per_shard,
+                n_rows,
+                dim,
+                traffic: Arc::default(),
+            };
+        }
         let mut shards = Vec::new();
         let mut first = 0;
         while first < n_rows {
@@ -56,10 +124,12 @@ impl ShardedTable {
             first += n;
         }
         Self {
-            shards,
+            storage: Storage::Device(shards),
+            device: device.clone(),
             rows_per_shard,
             n_rows,
             dim,
+            traffic: Arc::default(),
         }
     }
 
@@ -69,17 +139,41 @@ impl ShardedTable {
         })
     }
 
+    /// A zero table of the same rows and placement, `dim` wide (optimizer state).
+    pub fn zeros_like(&self, dim: usize, max_buffer_bytes: u64) -> Self {
+        Self::placed(
+            self.n_rows,
+            dim,
+            max_buffer_bytes,
+            &self.device,
+            self.placement(),
+            |_, out| out.fill(0.0),
+        )
+    }
+
+    pub fn placement(&self) -> BandPlacement {
+        match self.storage {
+            Storage::Device(_) => BandPlacement::Device,
+            Storage::Host(_) => BandPlacement::Host,
+        }
+    }
+
+    /// Bytes sent to and received from the device so far (host tables; zero on the device).
+    pub fn traffic(&self) -> (u64, u64) {
+        self.traffic.totals()
+    }
+
     pub fn n_rows(&self) -> usize {
         self.n_rows
     }
     pub fn device(&self) -> Device {
-        self.shards[0].device()
+        self.device.clone()
     }
     pub fn dim(&self) -> usize {
         self.dim
     }
     pub fn n_shards(&self) -> usize {
-        self.shards.len()
+        self.n_rows.div_ceil(self.rows_per_shard.max(1)).max(1)
     }
     pub fn bytes(&self) -> u64 {
         self.n_rows as u64 * self.dim as u64 * 4
@@ -110,16 +204,35 @@ impl ShardedTable {
     /// Rows `uniq[seg.start..seg.end]` (all in shard `seg.shard`) as one tensor, off autodiff.
     /// It is never larger than a shard, so it stays within the buffer limit.
     pub fn gather_segment(&self, uniq: &[u32], seg: Segment) -> Tensor<2> {
-        let device = self.device();
-        let idx = ints(&self.local_ids(seg, uniq), &device);
-        self.shards[seg.shard].clone().select(0, idx)
+        match &self.storage {
+            Storage::Device(shards) => {
+                let idx = ints(&self.local_ids(seg, uniq), &self.device);
+                shards[seg.shard].clone().select(0, idx)
+            }
+            Storage::Host(host) => self.host_gather(host, &uniq[seg.start..seg.end]),
+        }
+    }
+
+    /// Rows `ids` of a host table, assembled in parallel and uploaded as one tensor.
+    fn host_gather(&self, host: &[f32], ids: &[u32]) -> Tensor<2> {
+        let dim = self.dim;
+        let mut out = vec![0.0f32; ids.len() * dim];
+        out.par_chunks_mut(dim.max(1))
+            .zip(ids.par_iter())
+            .for_each(|(row, &id)| {
+                let at = id as usize * dim;
+                row.copy_from_slice(&host[at..at + dim]);
+            });
+        self.traffic
+            .to_device_bytes
+            .fetch_add(4 * out.len() as u64, Ordering::Relaxed);
+        floats(out, [ids.len(), dim], &self.device)
     }
 
     /// Rows `uniq` (sorted, distinct, in range) as a `[uniq.len(), dim]` tensor, off autodiff.
     pub fn gather(&self, uniq: &[u32]) -> Tensor<2> {
-        let device = self.shards[0].device();
         if uniq.is_empty() {
-            return Tensor::zeros([0, self.dim], &device);
+            return Tensor::zeros([0, self.dim], &self.device);
         }
         let parts: Vec<Tensor<2>> = self
             .segments(uniq)
@@ -135,17 +248,49 @@ impl ShardedTable {
 
     /// `table[uniq[i]] += delta[i]` in place. `uniq` must be sorted and distinct: `scatter_nd`
     /// with duplicate indices races on GPUs.
-    pub fn scatter_add(&mut self, uniq: &[u32], delta: Tensor<2>) {
+    pub fn scatter_add(&mut self, uniq: &[u32], delta: Tensor<2>) -> Result<(), ModelError> {
         if uniq.is_empty() {
-            return;
+            return Ok(());
         }
         let device = delta.device();
         let segments = self.segments(uniq);
+        let local: Vec<Vec<u32>> = segments.iter().map(|&s| self.local_ids(s, uniq)).collect();
+        let shards = match &mut self.storage {
+            Storage::Host(host) => {
+                // Only the touched rows' delta comes back; rows are distinct, so each gets one
+                // disjoint mutable slice and the adds run in parallel.
+                let delta = to_vec(delta)?;
+                self.traffic
+                    .to_host_bytes
+                    .fetch_add(4 * delta.len() as u64, Ordering::Relaxed);
+                let dim = self.dim;
+                let mut rows: Vec<&mut [f32]> = Vec::with_capacity(uniq.len());
+                let mut rest: &mut [f32] = host;
+                let mut consumed = 0usize;
+                for &id in uniq {
+                    let at = id as usize * dim - consumed;
+                    let (_, tail) = std::mem::take(&mut rest).split_at_mut(at);
+                    let (row, tail) = tail.split_at_mut(dim);
+                    rows.push(row);
+                    rest = tail;
+                    consumed = (id as usize + 1) * dim;
+                }
+                rows.into_par_iter()
+                    .zip(delta.par_chunks(dim.max(1)))
+                    .for_each(|(row, d)| {
+                        for (w, x) in row.iter_mut().zip(d) {
+                            *w += x;
+                        }
+                    });
+                return Ok(());
+            }
+            Storage::Device(shards) => shards,
+        };
         let single = segments.len() == 1;
         let mut updates: Vec<Option<(Tensor<2, burn::tensor::Int>, Tensor<2>)>> =
-            vec![None; self.shards.len()];
-        for seg in segments {
-            let idx = row_indices(&self.local_ids(seg, uniq), &device);
+            vec![None; shards.len()];
+        for (seg, ids) in segments.into_iter().zip(&local) {
+            let idx = row_indices(ids, &device);
             let part = if single {
                 delta.clone()
             } else {
@@ -155,7 +300,7 @@ impl ShardedTable {
         }
         drop(delta);
         // Each shard is moved into scatter_nd, so its handle is unique and the update is in place.
-        self.shards = std::mem::take(&mut self.shards)
+        *shards = std::mem::take(shards)
             .into_iter()
             .zip(updates)
             .map(|(shard, update)| match update {
@@ -163,15 +308,21 @@ impl ShardedTable {
                 None => shard,
             })
             .collect();
+        Ok(())
     }
 
     /// The whole table on the host, row-major (tests and small tables only).
     pub fn to_vec(&self) -> Result<Vec<f32>, ModelError> {
-        let mut out = Vec::with_capacity(self.n_rows * self.dim);
-        for s in &self.shards {
-            out.extend(to_vec(s.clone())?);
+        match &self.storage {
+            Storage::Host(host) => Ok(host.clone()),
+            Storage::Device(shards) => {
+                let mut out = Vec::with_capacity(self.n_rows * self.dim);
+                for s in shards {
+                    out.extend(to_vec(s.clone())?);
+                }
+                Ok(out)
+            }
         }
-        Ok(out)
     }
 }
 
@@ -198,11 +349,37 @@ mod tests {
 
         let mut t = t;
         let delta = floats(vec![1.0; 12], [3, 4], &device);
-        t.scatter_add(&[2, 3, 9], delta);
+        t.scatter_add(&[2, 3, 9], delta).unwrap();
         let all = t.to_vec().unwrap();
         assert_eq!(all[2 * 4], 21.0);
         assert_eq!(all[3 * 4 + 3], 34.0);
         assert_eq!(all[9 * 4 + 1], 92.0);
         assert_eq!(all[4 * 4], 40.0);
+    }
+
+    #[test]
+    fn a_host_table_moves_only_the_touched_rows() {
+        let device = Device::flex();
+        let init = |r: usize, out: &mut [f32]| {
+            for (j, o) in out.iter_mut().enumerate() {
+                *o = (r * 10 + j) as f32;
+            }
+        };
+        let mut host = ShardedTable::placed(10, 4, 48, &device, BandPlacement::Host, init);
+        let mut dev = ShardedTable::placed(10, 4, 48, &device, BandPlacement::Device, init);
+        assert_eq!(host.n_shards(), dev.n_shards());
+        let ids = [0u32, 2, 3, 7, 9];
+        assert_eq!(host.segments(&ids), dev.segments(&ids));
+        assert_eq!(
+            to_vec(host.gather(&ids)).unwrap(),
+            to_vec(dev.gather(&ids)).unwrap()
+        );
+        assert_eq!(host.traffic(), (5 * 4 * 4, 0));
+        let delta = || floats((0..12).map(|x| x as f32 * 0.5).collect(), [3, 4], &device);
+        host.scatter_add(&[2, 3, 9], delta()).unwrap();
+        dev.scatter_add(&[2, 3, 9], delta()).unwrap();
+        assert_eq!(host.to_vec().unwrap(), dev.to_vec().unwrap());
+        assert_eq!(host.traffic(), (5 * 4 * 4, 3 * 4 * 4));
+        assert_eq!(dev.traffic(), (0, 0));
     }
 }

@@ -54,12 +54,38 @@ pub struct RunSummary {
     pub point_peak_in_use_bytes: BTreeMap<Point, u64>,
     pub setup_s: f64,
     pub train_s: f64,
+    /// `model.output`.
+    pub output: widebag_config::OutputKind,
+    /// Mean loss over the held-out rows after training (`train.eval_rows`).
+    pub eval_loss: Option<f64>,
+    pub eval_rows: usize,
+    /// Values of the input side (band tables and projections) and of the output layer.
+    pub table_parameters: u64,
+    pub output_parameters: u64,
+    /// Bytes of band tables and their optimizer state kept in host memory.
+    pub host_bytes: u64,
+    /// Mean bytes host bands sent to the device and took back per step.
+    pub host_to_device_bytes_per_step: f64,
+    pub device_to_host_bytes_per_step: f64,
+    /// The head/tail bands of each split side.
+    pub bands: Vec<widebag_config::BandReport>,
+    /// The process's peak resident memory (Linux `VmHWM`, data included): the measured peak on
+    /// backends without allocator counters (flex).
+    pub peak_rss_bytes: Option<u64>,
     /// The data file trained on (absent for synthetic data).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub data: Option<DataSummary>,
     /// Passes over the data file's rows started (absent for synthetic data).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub epochs: Option<u64>,
+}
+
+/// The process's peak resident set size (`VmHWM` in `/proc/self/status`), where Linux has it.
+pub fn peak_rss_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
 }
 
 /// Streams `steps` batches from a background thread (two in flight).
@@ -110,6 +136,21 @@ impl Model {
             Model::Dense(m) => m.parameter_bytes(),
         }
     }
+
+    /// Mean loss over held-out batches (weighted by rows); `None` without any.
+    pub fn eval_loss(&self, batches: &[CsrBatch]) -> Result<Option<f64>, ModelError> {
+        match self {
+            Model::Sparse(m) => m.eval_loss(batches),
+            Model::Dense(m) => {
+                let (mut sum, mut rows) = (0.0f64, 0usize);
+                for b in batches {
+                    sum += m.gradients(b)?.loss as f64 * b.n_rows() as f64;
+                    rows += b.n_rows();
+                }
+                Ok((rows > 0).then(|| sum / rows as f64))
+            }
+        }
+    }
 }
 
 /// How a run is watched.
@@ -145,6 +186,8 @@ pub fn run_training_with(
         config,
         batches: stream,
         data,
+        eval,
+        bands,
         ..
     } = prepared;
     let config = &config;
@@ -209,13 +252,33 @@ pub fn run_training_with(
     let has_counters = meter.available();
     let (table_bytes, table_shards, class_chunks, max_buffer_bytes) = match &model {
         Model::Sparse(m) => (
-            m.table.bytes(),
-            m.table.n_shards(),
+            m.bands.iter().map(|b| b.table.bytes()).sum(),
+            m.bands.iter().map(|b| b.table.n_shards()).sum(),
             m.chunks.len(),
             m.spec.max_buffer_bytes,
         ),
         Model::Dense(m) => (0, 0, 1, m.spec.max_buffer_bytes),
     };
+    let steps = config.train.steps.max(1) as f64;
+    let (table_parameters, output_parameters, host_bytes, (up, down)) = match &model {
+        Model::Sparse(m) => (
+            m.table_parameters(),
+            m.output_parameters(),
+            m.host_bytes(),
+            m.host_traffic(),
+        ),
+        Model::Dense(m) => {
+            let s = &m.spec;
+            let last = s.hidden.last().copied().unwrap_or(s.dim);
+            (
+                (s.width * s.dim) as u64,
+                ((last + 1) * s.n_classes) as u64,
+                0,
+                (0, 0),
+            )
+        }
+    };
+    let eval_loss = model.eval_loss(&eval)?;
     Ok(RunSummary {
         backend: compute.backend,
         adapter: compute.adapter.clone(),
@@ -244,6 +307,16 @@ pub fn run_training_with(
         point_peak_in_use_bytes: meter.point_peak_in_use_bytes.clone(),
         setup_s,
         train_s,
+        output: config.model.output,
+        eval_loss,
+        eval_rows: eval.iter().map(|b| b.n_rows()).sum(),
+        table_parameters,
+        output_parameters,
+        host_bytes,
+        host_to_device_bytes_per_step: up as f64 / steps,
+        device_to_host_bytes_per_step: down as f64 / steps,
+        bands,
+        peak_rss_bytes: peak_rss_bytes(),
         // Batches never straddle epochs, so the epochs started follow from the rows seen.
         epochs: data
             .as_ref()
