@@ -146,13 +146,12 @@ pub fn input_bands(config: &Config) -> Result<Vec<Band>, String> {
 /// Output clusters of `config` on the last hidden size (one band: the full softmax).
 pub fn output_bands(config: &Config) -> Result<Vec<Band>, String> {
     let b = &config.model.output_bands;
-    let last = config
-        .model
-        .hidden
-        .last()
-        .copied()
-        .unwrap_or(config.model.dim);
-    bands(config.data.n_classes(), last, b.factor, b.cutoffs.ids())
+    bands(
+        config.data.n_classes(),
+        config.model.last_hidden(),
+        b.factor,
+        b.cutoffs.ids(),
+    )
 }
 
 #[cfg(test)]

@@ -185,7 +185,7 @@ fn resolve_bands(config: &mut Config, freq: &Frequencies) -> Result<Vec<BandRepo
     // Output side.
     let ob = config.model.output_bands.clone();
     let n = config.data.n_classes();
-    let last = config.model.hidden.last().copied().unwrap_or(dim);
+    let last = config.model.last_hidden();
     let per_value = 4 * (1 + dense.state_per_weight());
     let output_bytes = |cuts: &[usize]| {
         bands::bands(n, last, ob.factor, cuts)

@@ -266,6 +266,13 @@ pub struct ModelConfig {
     pub output_bands: OutputBands,
 }
 
+impl ModelConfig {
+    /// Size of the last hidden representation (the output layer's input).
+    pub fn last_hidden(&self) -> usize {
+        self.hidden.last().copied().unwrap_or(self.dim)
+    }
+}
+
 /// The output objective.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -43,12 +43,7 @@ impl ModelSpec {
             .clone()
             .with_buffer_cap(config.model.max_buffer_mib << 20)
             .max_buffer_bytes;
-        let last = config
-            .model
-            .hidden
-            .last()
-            .copied()
-            .unwrap_or(config.model.dim);
+        let last = config.model.last_hidden();
         let n_classes = config.data.n_classes();
         let class_chunk = widebag_ledger::shapes::class_chunk(
             config.model.class_chunk,
@@ -691,20 +686,7 @@ impl WideModel {
     /// adaptive softmax evaluates every cluster here; evaluation only).
     pub fn log_probs(&self, batch: &CsrBatch) -> Result<Tensor<2>, ModelError> {
         self.check_batch(batch)?;
-        let ad = self.device.clone().autodiff();
-        let uniq = batch.unique_ids();
-        let (local, segments) = self.band_segments(uniq);
-        let inputs = BagInputs::upload(batch, segments, |b| self.max_entries(b), &ad);
-        let rows: Vec<Tensor<2>> = inputs
-            .segments
-            .iter()
-            .map(|s| {
-                self.bands[s.band]
-                    .table
-                    .gather_segment(&local[s.band], s.seg)
-                    .autodiff()
-            })
-            .collect();
+        let (inputs, rows) = self.upload_and_gather(batch);
         let leaves: Vec<Tensor<2>> = self
             .dense
             .iter()
@@ -735,6 +717,25 @@ impl WideModel {
         Ok(Tensor::cat(parts, 1))
     }
 
+    /// The batch's bag inputs on the autodiff device and, per band segment, its unique rows
+    /// gathered off the table (autodiff tensors, not yet gradient leaves).
+    fn upload_and_gather(&self, batch: &CsrBatch) -> (BagInputs, Vec<Tensor<2>>) {
+        let ad = self.device.clone().autodiff();
+        let (local, segments) = self.band_segments(batch.unique_ids());
+        let inputs = BagInputs::upload(batch, segments, |b| self.max_entries(b), &ad);
+        let rows = inputs
+            .segments
+            .iter()
+            .map(|s| {
+                self.bands[s.band]
+                    .table
+                    .gather_segment(&local[s.band], s.seg)
+                    .autodiff()
+            })
+            .collect();
+        (inputs, rows)
+    }
+
     /// Largest bag piece of band `b` (entries whose `[n, dim]` weighted rows fit a buffer).
     fn max_entries(&self, band: usize) -> usize {
         widebag_ledger::shapes::max_bag_entries(
@@ -756,25 +757,12 @@ impl WideModel {
         meter: &mut MemoryMeter,
     ) -> Result<Grads, ModelError> {
         self.check_batch(batch)?;
-        let ad = self.device.clone().autodiff();
-        // 1. data: the batch's index and value buffers, grouped by band segment.
-        let uniq = batch.unique_ids();
-        let (local, segments) = self.band_segments(uniq);
-        let inputs = BagInputs::upload(batch, segments, |b| self.max_entries(b), &ad);
+        // 1–2. data and unique rows: the batch's index and value buffers grouped by band
+        //    segment, and each segment's rows (host bands upload just these), made gradient
+        //    leaves.
+        let (inputs, rows) = self.upload_and_gather(batch);
+        let rows: Vec<Tensor<2>> = rows.into_iter().map(|r| r.require_grad()).collect();
         let targets = self.objective_targets(batch);
-        // 2. unique rows: gather them per segment (host bands upload just these rows) and make
-        //    each a gradient leaf.
-        let rows: Vec<Tensor<2>> = inputs
-            .segments
-            .iter()
-            .map(|s| {
-                self.bands[s.band]
-                    .table
-                    .gather_segment(&local[s.band], s.seg)
-                    .autodiff()
-                    .require_grad()
-            })
-            .collect();
         // 3. forward: bag → projections → MLP on autodiff; the full softmax's output layer in
         //    class chunks off autodiff, or the adaptive softmax on autodiff.
         let leaves = self.leaves();

@@ -252,39 +252,14 @@ impl ShardedTable {
         if uniq.is_empty() {
             return Ok(());
         }
+        if let Storage::Host(host) = &mut self.storage {
+            return Self::host_scatter_add(host, self.dim, &self.traffic, uniq, delta);
+        }
         let device = delta.device();
         let segments = self.segments(uniq);
         let local: Vec<Vec<u32>> = segments.iter().map(|&s| self.local_ids(s, uniq)).collect();
-        let shards = match &mut self.storage {
-            Storage::Host(host) => {
-                // Only the touched rows' delta comes back; rows are distinct, so each gets one
-                // disjoint mutable slice and the adds run in parallel.
-                let delta = to_vec(delta)?;
-                self.traffic
-                    .to_host_bytes
-                    .fetch_add(4 * delta.len() as u64, Ordering::Relaxed);
-                let dim = self.dim;
-                let mut rows: Vec<&mut [f32]> = Vec::with_capacity(uniq.len());
-                let mut rest: &mut [f32] = host;
-                let mut consumed = 0usize;
-                for &id in uniq {
-                    let at = id as usize * dim - consumed;
-                    let (_, tail) = std::mem::take(&mut rest).split_at_mut(at);
-                    let (row, tail) = tail.split_at_mut(dim);
-                    rows.push(row);
-                    rest = tail;
-                    consumed = (id as usize + 1) * dim;
-                }
-                rows.into_par_iter()
-                    .zip(delta.par_chunks(dim.max(1)))
-                    .for_each(|(row, d)| {
-                        for (w, x) in row.iter_mut().zip(d) {
-                            *w += x;
-                        }
-                    });
-                return Ok(());
-            }
-            Storage::Device(shards) => shards,
+        let Storage::Device(shards) = &mut self.storage else {
+            return Ok(());
         };
         let single = segments.len() == 1;
         let mut updates: Vec<Option<(Tensor<2, burn::tensor::Int>, Tensor<2>)>> =
@@ -308,6 +283,40 @@ impl ShardedTable {
                 None => shard,
             })
             .collect();
+        Ok(())
+    }
+
+    /// `host[uniq[i]] += delta[i]` for a host table: only the touched rows' delta comes back;
+    /// rows are distinct, so each gets one disjoint mutable slice and the adds run in parallel.
+    fn host_scatter_add(
+        host: &mut [f32],
+        dim: usize,
+        traffic: &Traffic,
+        uniq: &[u32],
+        delta: Tensor<2>,
+    ) -> Result<(), ModelError> {
+        let delta = to_vec(delta)?;
+        traffic
+            .to_host_bytes
+            .fetch_add(4 * delta.len() as u64, Ordering::Relaxed);
+        let mut rows: Vec<&mut [f32]> = Vec::with_capacity(uniq.len());
+        let mut rest: &mut [f32] = host;
+        let mut consumed = 0usize;
+        for &id in uniq {
+            let at = id as usize * dim - consumed;
+            let (_, tail) = std::mem::take(&mut rest).split_at_mut(at);
+            let (row, tail) = tail.split_at_mut(dim);
+            rows.push(row);
+            rest = tail;
+            consumed = (id as usize + 1) * dim;
+        }
+        rows.into_par_iter()
+            .zip(delta.par_chunks(dim.max(1)))
+            .for_each(|(row, d)| {
+                for (w, x) in row.iter_mut().zip(d) {
+                    *w += x;
+                }
+            });
         Ok(())
     }
 
