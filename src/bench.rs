@@ -1,5 +1,5 @@
-//! `widebag bench sparse-vs-dense`: the same model in the dense and the sparse layout at a
-//! ladder of widths, on the same synthetic data: the ledger's prediction, the measured peak and
+//! `widebag bench sparse-vs-dense`: the same model in the dense, the sparse and the head/tail
+//! layout at a ladder of widths, on the same synthetic data: the ledger's prediction, the measured peak and
 //! examples/s side by side, as a table, JSON and an SVG plot. A width a layout cannot run on
 //! this device is reported as predicted only, and marked.
 
@@ -8,7 +8,7 @@ use std::path::Path;
 use anyhow::Context;
 use serde::Serialize;
 use widebag_config::units::format_bytes;
-use widebag_config::{Config, Layout};
+use widebag_config::{Config, Cutoffs, Layout, OutputKind};
 use widebag_ledger::Placement;
 use widebag_model::{Compute, MeterMode, RunOptions, run_training_with};
 
@@ -29,13 +29,36 @@ pub struct BenchRow {
     pub note: String,
 }
 
-/// The layouts compared. The head/tail layout (adaptive input and softmax) is not built yet;
-/// it is listed so the table says so rather than leaving it out silently.
-const LAYOUTS: [(&str, Option<Layout>); 3] = [
-    ("dense", Some(Layout::Dense)),
-    ("sparse", Some(Layout::Sparse)),
-    ("head/tail", None),
+/// A compared layout: its name and the change it makes to the configured model.
+type LayoutChange = (&'static str, fn(&mut Config));
+
+/// The layouts compared.
+const LAYOUTS: [LayoutChange; 3] = [
+    ("dense", dense_layout),
+    ("sparse", sparse_layout),
+    ("head/tail", head_tail_layout),
 ];
+
+fn dense_layout(c: &mut Config) {
+    c.model.layout = Layout::Dense;
+    c.model.output = OutputKind::Full;
+    c.model.input_bands.cutoffs = Cutoffs::None;
+    c.model.output_bands.cutoffs = Cutoffs::None;
+}
+
+fn sparse_layout(c: &mut Config) {
+    dense_layout(c);
+    c.model.layout = Layout::Sparse;
+}
+
+/// Adaptive input and adaptive softmax, cutoffs chosen from the data for a fifth of the unsplit
+/// bytes (the configured `input_bands` placement and factors are kept).
+fn head_tail_layout(c: &mut Config) {
+    c.model.layout = Layout::Sparse;
+    c.model.output = OutputKind::Adaptive;
+    c.model.input_bands.cutoffs = Cutoffs::Auto;
+    c.model.output_bands.cutoffs = Cutoffs::Auto;
+}
 
 /// Runs the comparison: for each width, each layout predicted, then run when it fits the
 /// device (its largest buffer, and the default budget when the device reports its memory).
@@ -48,7 +71,7 @@ pub fn run(
 ) -> anyhow::Result<Vec<BenchRow>> {
     let mut rows = Vec::new();
     for &width in widths {
-        for (name, layout) in LAYOUTS {
+        for (name, apply) in LAYOUTS {
             let mut row = BenchRow {
                 width,
                 layout: name.to_string(),
@@ -57,31 +80,47 @@ pub fn run(
                 examples_per_s: None,
                 note: String::new(),
             };
-            let Some(layout) = layout else {
-                row.note = "not available yet: the head/tail layout is issue 5".into();
-                progress(&row);
-                rows.push(row);
-                continue;
-            };
             let mut config = base.clone();
             config.data.width = width;
             config.data.n_classes = Some(width);
-            config.model.layout = layout;
+            apply(&mut config);
             config.train.steps = steps.max(5);
             widebag_config::validate(&config)
                 .map_err(|(key, msg)| anyhow::anyhow!("{key}: {msg} (width {width})"))?;
             let prepared = widebag_config::open_data(&config)?;
+            let layout_note: Vec<String> = prepared
+                .bands
+                .iter()
+                .map(|b| {
+                    let dims: Vec<String> = b.bands.iter().map(|x| x.dim.to_string()).collect();
+                    format!(
+                        "{} cutoffs {:?} dims [{}] head {:.0}%",
+                        b.side,
+                        b.cutoffs,
+                        dims.join(", "),
+                        100.0 * b.coverage.first().copied().unwrap_or(0.0)
+                    )
+                })
+                .collect();
+            row.note = layout_note.join("; ");
             let (spec, ledger) = explain::predict(&prepared, compute)?;
             let peak = ledger.peak(Placement::Device).bytes;
             row.predicted_peak_bytes = Some(peak);
             let budget = widebag_solver::default_budget_bytes(compute.memory_bytes);
+            let mut note = |extra: String| {
+                row.note = if row.note.is_empty() {
+                    extra
+                } else {
+                    format!("{extra}; {}", row.note)
+                };
+            };
             if let Err(e) = explain::check_fits(&ledger, &spec) {
-                row.note = format!("predicted only: {e:#}");
+                note(format!("predicted only: {e:#}"));
             } else if let Some(b) = budget.filter(|&b| peak > b) {
-                row.note = format!(
+                note(format!(
                     "predicted only: over the device's {} (memory minus the reserve)",
                     format_bytes(b)
-                );
+                ));
             } else {
                 let options = RunOptions {
                     meter: MeterMode::PhaseEnds,
@@ -93,7 +132,7 @@ pub fn run(
                 row.measured_peak_bytes = summary.peak_in_use_bytes;
                 row.examples_per_s = Some(summary.examples_per_s);
                 if row.measured_peak_bytes.is_none() {
-                    row.note = "memory not measured: this backend has no allocator counters".into();
+                    note("memory not measured: this backend has no allocator counters".into());
                 }
             }
             progress(&row);
@@ -103,15 +142,15 @@ pub fn run(
     Ok(rows)
 }
 
-/// Sparse over dense, per width where both ran: (peak memory ratio, examples/s ratio).
-pub fn ratios(rows: &[BenchRow]) -> Vec<(usize, f64, f64)> {
+/// `layout` over dense, per width where both ran: (peak memory ratio, examples/s ratio).
+pub fn ratios(rows: &[BenchRow], layout: &str) -> Vec<(usize, f64, f64)> {
     let find = |w: usize, l: &str| rows.iter().find(|r| r.width == w && r.layout == l);
     let mut widths: Vec<usize> = rows.iter().map(|r| r.width).collect();
     widths.dedup();
     widths
         .into_iter()
         .filter_map(|w| {
-            let (d, s) = (find(w, "dense")?, find(w, "sparse")?);
+            let (d, s) = (find(w, "dense")?, find(w, layout)?);
             Some((
                 w,
                 s.measured_peak_bytes? as f64 / d.measured_peak_bytes? as f64,
@@ -146,13 +185,16 @@ pub fn markdown(rows: &[BenchRow], config: &Config, steps: usize, adapter: &str)
             r.note
         ));
     }
-    let ratios = ratios(rows);
-    if !ratios.is_empty() {
+    let sparse = ratios(rows, "sparse");
+    let head_tail = ratios(rows, "head/tail");
+    if !sparse.is_empty() || !head_tail.is_empty() {
         s.push_str(
-            "\n| width | sparse / dense peak memory | sparse / dense examples/s |\n|---|---|---|\n",
+            "\n| width | layout | peak memory / dense | examples/s / dense |\n|---|---|---|---|\n",
         );
-        for (w, m, x) in ratios {
-            s.push_str(&format!("| {w} | {m:.3}× | {x:.2}× |\n"));
+        for (name, list) in [("sparse", sparse), ("head/tail", head_tail)] {
+            for (w, m, x) in list {
+                s.push_str(&format!("| {w} | {name} | {m:.3}× | {x:.2}× |\n"));
+            }
         }
     }
     s

@@ -24,13 +24,31 @@ pub fn device_facts(compute: &Compute) -> DeviceFacts {
     }
 }
 
-/// The step of `prepared`'s config on `compute`, and its ledger.
+/// The step of `prepared`'s config on `compute`, and its ledger: batch facts are the largest
+/// among the first [`SAMPLED_BATCHES`] batches (the bound a plan keeps to).
 pub fn predict(prepared: &Prepared, compute: &Compute) -> anyhow::Result<(StepSpec, Ledger)> {
+    predict_batches(prepared, compute, 0, SAMPLED_BATCHES)
+}
+
+/// [`predict`] from batches `skip .. skip + n` of the run: what `explain --measure` compares
+/// with the steps it reads (all but the warm-up).
+pub fn predict_batches(
+    prepared: &Prepared,
+    compute: &Compute,
+    skip: usize,
+    n: usize,
+) -> anyhow::Result<(StepSpec, Ledger)> {
     let config = &prepared.config;
-    let batch = BatchFacts::sample(&prepared.batches, config.train.batch_size, SAMPLED_BATCHES)
-        .context("sampling batches for the ledger")?;
+    let bs = config.train.batch_size;
+    let mut source = prepared.batches.clone();
+    for _ in 0..skip {
+        source
+            .next_batch(bs)
+            .context("sampling batches for the ledger")?;
+    }
+    let batch = BatchFacts::sample(&source, bs, n).context("sampling batches for the ledger")?;
     let mut spec = StepSpec::from_config(config, device_facts(compute), batch);
-    spec.sample_cluster_rows(&prepared.batches, config.train.batch_size, SAMPLED_BATCHES)
+    spec.sample_bands(&source, bs, n)
         .context("sampling batches for the ledger")?;
     let ledger = widebag_ledger::step::ledger(&spec);
     Ok((spec, ledger))

@@ -390,7 +390,8 @@ struct ExplainArgs {
     /// Run real steps and read the allocator at every point of the step beside the prediction.
     #[arg(long)]
     measure: bool,
-    /// Steps run by --measure (the first is a warm-up whose readings are discarded).
+    /// Steps run by --measure (the first is a warm-up whose readings are discarded); the compared
+    /// prediction takes its batch sizes from the steps read.
     #[arg(long, default_value_t = 3)]
     steps: usize,
     /// Print one JSON object (predicted_peak_bytes, measured_peak_bytes, categories, points, …).
@@ -460,9 +461,13 @@ fn explain_one(args: &ExplainArgs) -> Result<(), Failure> {
     device_choice(&mut config, args.device);
     let prepared = widebag_config::open_data(&config).map_err(Failure::usage)?;
     let compute = open_compute(&config)?;
-    let (spec, ledger) = explain::predict(&prepared, &compute).map_err(Failure::usage)?;
+    let (mut spec, mut ledger) = explain::predict(&prepared, &compute).map_err(Failure::usage)?;
     let measured = if args.measure {
         explain::check_fits(&ledger, &spec).map_err(Failure::does_not_fit)?;
+        // Compared with the steps it reads: predicted from those steps' batches.
+        let steps = args.steps.max(2);
+        (spec, ledger) =
+            explain::predict_batches(&prepared, &compute, 1, steps - 1).map_err(Failure::usage)?;
         Some(explain::measure(prepared, &compute, args.steps).map_err(Failure::run)?)
     } else {
         None

@@ -316,3 +316,61 @@ fn chunked_softmax_matches_unchunked_over_240k_classes_on_wgpu() {
         check_chunked_softmax(c, "wgpu");
     }
 }
+
+/// The embedding bag alone (the entry point of the burn-side benches): its forward equals the
+/// dense product `X · table`, and its row gradients for an upstream `U` equal `Xᵀ U` at the
+/// batch's unique ids.
+fn check_bag_alone(compute: Compute, label: &str) {
+    let config = small_config(TargetKind::NextId);
+    let compute = compute.with_buffer_cap(128);
+    let model = WideModel::new(&config, &compute);
+    let b = batch(&config, 11);
+    let (rows, width, dim) = (b.n_rows(), model.spec.width, model.spec.dim);
+    let table = model.bands[0].table.to_vec().unwrap();
+    let x = b.to_dense();
+    let mut want = vec![0.0f32; rows * dim];
+    for r in 0..rows {
+        for i in 0..width {
+            for d in 0..dim {
+                want[r * dim + d] += x[r * width + i] * table[i * dim + d];
+            }
+        }
+    }
+    let got = to_vec(model.bag_forward(&b).unwrap()).unwrap();
+    assert_close(&format!("{label}: bag forward"), &got, &want, 1e-5, 1e-5);
+    let up: Vec<f32> = (0..rows * dim).map(|k| (k as f32 * 0.37).sin()).collect();
+    let grads = model
+        .bag_row_gradients(&b, floats(up.clone(), [rows, dim], &compute.device))
+        .unwrap();
+    assert!(grads.len() > 1, "several segments");
+    let got: Vec<f32> = grads.into_iter().flat_map(|g| to_vec(g).unwrap()).collect();
+    let mut want = Vec::new();
+    for &id in b.unique_ids() {
+        for d in 0..dim {
+            want.push(
+                (0..rows)
+                    .map(|r| x[r * width + id as usize] * up[r * dim + d])
+                    .sum(),
+            );
+        }
+    }
+    assert_close(
+        &format!("{label}: bag row gradients"),
+        &got,
+        &want,
+        1e-5,
+        1e-5,
+    );
+}
+
+#[test]
+fn embedding_bag_alone_matches_the_dense_product_on_flex() {
+    check_bag_alone(flex(), "flex");
+}
+
+#[test]
+fn embedding_bag_alone_matches_the_dense_product_on_wgpu() {
+    if let Some(c) = wgpu_or_skip("embedding_bag_alone_matches_the_dense_product_on_wgpu") {
+        check_bag_alone(c, "wgpu");
+    }
+}

@@ -9,16 +9,15 @@ use serde::Serialize;
 use widebag_csr::CsrBatch;
 use widebag_data::stats::{self, DataStats};
 use widebag_data::{
-    BatchSource, DataError, Dataset, EpochBatches, RowStore, SyntheticSpec, SyntheticStream, source,
+    BatchSource, DataError, Dataset, EpochBatches, Relabel, Renumbering, RowStore, SyntheticSpec,
+    SyntheticStream, source,
 };
 
 use crate::bands::{self, Band};
-use crate::{Config, Cutoffs, units};
+use crate::{Config, Cutoffs, IdOrder, units};
 
 /// First row index of the synthetic validation rows: training would need 2^40 rows to reach it.
 pub const SYNTHETIC_EVAL_FIRST_ROW: u64 = 1 << 40;
-/// Rows sampled to count id and class frequencies for `cutoffs = "auto"` on synthetic data.
-const FREQUENCY_SAMPLE_ROWS: usize = 65_536;
 /// Bands (head and tails) the automatic chooser lays out.
 pub const AUTO_BANDS: usize = 3;
 
@@ -28,6 +27,8 @@ pub struct BandReport {
     /// `input` or `output`.
     pub side: &'static str,
     pub auto: bool,
+    /// Whether the ids (classes) were renumbered by frequency before the cut.
+    pub renumbered: bool,
     pub cutoffs: Vec<usize>,
     pub bands: Vec<Band>,
     /// Per band, the share of the data's entries (input ids or target weight) it holds.
@@ -49,10 +50,15 @@ impl BandReport {
             .map(|c| format!("{:.1}%", 100.0 * c))
             .collect();
         format!(
-            "{} bands{}: cutoffs {:?}, dims [{}], coverage [{}] (head {:.1}%), {} parameters \
+            "{} bands{}{}: cutoffs {:?}, dims [{}], coverage [{}] (head {:.1}%), {} parameters \
              ({:.1}× fewer than unsplit)",
             self.side,
             if self.auto { " (auto)" } else { "" },
+            if self.renumbered {
+                " (renumbered by frequency)"
+            } else {
+                ""
+            },
             self.cutoffs,
             dims.join(", "),
             cov.join(", "),
@@ -98,20 +104,40 @@ pub struct Prepared {
     pub bands: Vec<BandReport>,
 }
 
-/// Entries per id (`input`) and target weight per class (`output`) of a sample of the data.
+/// Entries per id (`input`) and target weight per class (`output`): counted over a data file,
+/// the generator's expected figures for synthetic data.
 struct Frequencies {
     ids: Vec<f64>,
     classes: Vec<f64>,
 }
 
 impl Frequencies {
-    fn add(&mut self, b: &CsrBatch) {
-        for (&id, &v) in b.ids().iter().zip(b.values()) {
-            self.ids[id as usize] += v.abs() as f64;
-        }
-        let t = b.targets();
-        for (&c, &w) in t.classes.iter().zip(&t.weights) {
-            self.classes[c as usize] += w.abs() as f64;
+    /// Renumbers each split side whose `order` is `frequency` (most frequent first), moves the
+    /// counts to the new numbering, and returns the renumbering (empty where nothing moves).
+    fn renumber(&mut self, config: &Config) -> Relabel {
+        let m = &config.model;
+        let side = |split: bool, order: IdOrder, counts: &mut Vec<f64>| {
+            if !split || order != IdOrder::Frequency {
+                return None;
+            }
+            let r = Renumbering::by_frequency(counts);
+            if r.is_identity() {
+                return None;
+            }
+            *counts = r.permute(counts);
+            Some(r)
+        };
+        Relabel {
+            ids: side(
+                m.input_bands.cutoffs.is_split(),
+                m.input_bands.order,
+                &mut self.ids,
+            ),
+            classes: side(
+                m.output_bands.cutoffs.is_split(),
+                m.output_bands.order,
+                &mut self.classes,
+            ),
         }
     }
 
@@ -130,7 +156,11 @@ fn spec_error(key: &'static str, message: String) -> DataError {
 }
 
 /// Resolves `"auto"` cutoffs against the byte budgets and reports both sides' bands.
-fn resolve_bands(config: &mut Config, freq: &Frequencies) -> Result<Vec<BandReport>, DataError> {
+fn resolve_bands(
+    config: &mut Config,
+    freq: &Frequencies,
+    relabel: &Relabel,
+) -> Result<Vec<BandReport>, DataError> {
     let mut reports = Vec::new();
     let (table, dense) = (config.optim.table, config.optim.dense);
     // Input side.
@@ -174,6 +204,7 @@ fn resolve_bands(config: &mut Config, freq: &Frequencies) -> Result<Vec<BandRepo
         reports.push(BandReport {
             side: "input",
             auto: ib.cutoffs == Cutoffs::Auto,
+            renumbered: relabel.ids.is_some(),
             cutoffs: config.model.input_bands.cutoffs.ids().to_vec(),
             coverage: Frequencies::coverage(&freq.ids, &b),
             parameters: bands::input_parameters(&b, dim),
@@ -225,6 +256,7 @@ fn resolve_bands(config: &mut Config, freq: &Frequencies) -> Result<Vec<BandRepo
         reports.push(BandReport {
             side: "output",
             auto: ob.cutoffs == Cutoffs::Auto,
+            renumbered: relabel.classes.is_some(),
             cutoffs: config.model.output_bands.cutoffs.ids().to_vec(),
             coverage: Frequencies::coverage(&freq.classes, &b),
             parameters: bands::output_parameters(&b, last),
@@ -312,18 +344,15 @@ pub fn stats_for(
 pub fn open_data(config: &Config) -> Result<Prepared, DataError> {
     let bs = config.train.batch_size;
     let Some(src) = config.data.source() else {
-        let stream = SyntheticStream::new(synthetic_spec(config))?;
+        let mut stream = SyntheticStream::new(synthetic_spec(config))?;
         let mut resolved = config.clone();
         let mut bands = Vec::new();
         if wants_frequencies(config) {
-            let mut freq = Frequencies {
-                ids: vec![0.0; config.data.width],
-                classes: vec![0.0; config.data.n_classes()],
-            };
-            for first in (0..FREQUENCY_SAMPLE_ROWS).step_by(8192) {
-                freq.add(&stream.batch_at(first as u64, 8192)?);
-            }
-            bands = resolve_bands(&mut resolved, &freq)?;
+            let (ids, classes) = stream.expected_frequencies();
+            let mut freq = Frequencies { ids, classes };
+            let relabel = freq.renumber(config);
+            bands = resolve_bands(&mut resolved, &freq, &relabel)?;
+            stream = stream.with_relabel(relabel);
         }
         let mut eval = Vec::new();
         let mut done = 0;
@@ -411,7 +440,9 @@ pub fn open_data(config: &Config) -> Result<Prepared, DataError> {
         for (&c, &w) in rows.targets.iter().zip(&rows.target_weights) {
             freq.classes[c as usize] += w.abs() as f64;
         }
-        bands = resolve_bands(&mut resolved, &freq)?;
+        let relabel = freq.renumber(config);
+        bands = resolve_bands(&mut resolved, &freq, &relabel)?;
+        relabel.dataset(&mut dataset);
     }
     let mut eval = Vec::new();
     let n_eval = config.train.eval_rows;
@@ -473,5 +504,53 @@ mod tests {
         assert_eq!(prepared.batches.next_batch(2).unwrap().n_rows(), 1);
         let again = open_data(&config).unwrap();
         assert!(again.data.unwrap().stats_reused);
+    }
+
+    #[test]
+    fn head_bands_hold_the_most_frequent_ids_after_renumbering() {
+        // Id 9 and class 2 are the most frequent; the data numbers them last.
+        let dir = std::env::temp_dir().join(format!("widebag-order-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("d.svm");
+        std::fs::write(&p, "2 9:1 1:1\n2 9:1\n2 9:2 3:1\n1 9:1 1:1\n0 5:1\n").unwrap();
+        let load = |order: &str| {
+            let config = crate::load(
+                None,
+                &[
+                    format!("data.path={}", p.display()),
+                    "data.format=libsvm".into(),
+                    "data.zero_based=true".into(),
+                    "train.batch_size=5".into(),
+                    "model.output=adaptive".into(),
+                    "model.input_bands.cutoffs=[2]".into(),
+                    "model.output_bands.cutoffs=[1]".into(),
+                    format!("model.input_bands.order=\"{order}\""),
+                    format!("model.output_bands.order=\"{order}\""),
+                ],
+            )
+            .unwrap();
+            open_data(&config).unwrap()
+        };
+        let mut by_freq = load("frequency");
+        let input = &by_freq.bands[0];
+        assert!(input.renumbered);
+        // Id 9 (5 entries) and id 1 (2) are the head: 7 of 9 entries.
+        assert!(
+            (input.coverage[0] - 7.0 / 9.0).abs() < 1e-9,
+            "{:?}",
+            input.coverage
+        );
+        assert!((by_freq.bands[1].coverage[0] - 0.6).abs() < 1e-9);
+        let b = by_freq.batches.next_batch(5).unwrap();
+        let mut ids = b.unique_ids().to_vec();
+        ids.sort_unstable();
+        assert_eq!(ids, vec![0, 1, 2, 3]);
+        let mut classes = b.targets().classes.clone();
+        classes.sort_unstable();
+        assert_eq!(classes, vec![0, 0, 0, 1, 2]);
+        let by_data = load("data");
+        assert!(!by_data.bands[0].renumbered);
+        // Ids 0 and 1 in the data's numbering: 2 of 9 entries.
+        assert!((by_data.bands[0].coverage[0] - 2.0 / 9.0).abs() < 1e-9);
     }
 }

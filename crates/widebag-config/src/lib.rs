@@ -310,6 +310,18 @@ pub enum BandPlacement {
     Host,
 }
 
+/// How ids are numbered before they are cut into bands.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum IdOrder {
+    /// Renumbered by their frequency in the data (most frequent first), so the head band holds
+    /// the most frequent ids whatever the data's own numbering (hashed ids, item ids).
+    #[default]
+    Frequency,
+    /// The data's own numbering (already frequency-sorted, e.g. a text reader's vocabulary).
+    Data,
+}
+
 impl BandPlacement {
     pub fn name(self) -> &'static str {
         match self {
@@ -399,6 +411,8 @@ pub struct InputBands {
     /// Placement of band k: `placement[min(k, len - 1)]`, so `["device", "host"]` keeps the
     /// head on the device and every tail band in host memory.
     pub placement: Vec<BandPlacement>,
+    /// `"frequency"` renumbers the ids by their frequency in the data before the cut.
+    pub order: IdOrder,
     /// `cutoffs = "auto"`: bytes the bands' tables, projections and table-optimizer state may
     /// take (units as `plan.budget`); unset: a fifth of the unsplit table's.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -411,6 +425,7 @@ impl Default for InputBands {
             cutoffs: Cutoffs::None,
             factor: 4,
             placement: vec![BandPlacement::Device],
+            order: IdOrder::Frequency,
             budget: None,
         }
     }
@@ -433,6 +448,8 @@ impl InputBands {
 pub struct OutputBands {
     pub cutoffs: Cutoffs,
     pub factor: usize,
+    /// `"frequency"` renumbers the classes by their frequency in the data before the cut.
+    pub order: IdOrder,
     /// `cutoffs = "auto"`: bytes the output layer's parameters and dense-optimizer state may take;
     /// unset: a fifth of the full output layer's.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -444,6 +461,7 @@ impl Default for OutputBands {
         Self {
             cutoffs: Cutoffs::None,
             factor: 4,
+            order: IdOrder::Frequency,
             budget: None,
         }
     }

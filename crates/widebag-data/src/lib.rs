@@ -8,6 +8,7 @@ pub mod libsvm;
 pub mod lightgcn;
 pub mod lines;
 pub mod npz;
+pub mod order;
 pub mod rng;
 pub mod source;
 pub mod stats;
@@ -18,6 +19,7 @@ use std::path::PathBuf;
 
 pub use batches::{BatchSource, EpochBatches};
 pub use dataset::{Dataset, RowStore};
+pub use order::{Relabel, Renumbering};
 pub use source::{Format, Loaded, Source, load};
 pub use text::{TextMode, TextOptions, TokenFormat, Vocabulary};
 

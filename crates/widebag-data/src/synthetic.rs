@@ -6,12 +6,15 @@
 //! learnable, the id frequencies follow the Zipf law, and nothing is ever held in memory beyond
 //! the batch being built.
 
+use std::sync::Arc;
+
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use widebag_csr::{CsrBatch, RowTarget, SparseRow};
 
 use crate::DataError;
 use crate::dataset::{Dataset, RowStore};
+use crate::order::Relabel;
 use crate::rng::{SplitMix64, hash2};
 
 /// What each row predicts.
@@ -101,6 +104,8 @@ pub struct SyntheticStream {
     ids: ZipfTable,
     classes: ZipfTable,
     next_row: u64,
+    /// Renumbering applied to every generated row (frequency order for head/tail layouts).
+    relabel: Option<Arc<Relabel>>,
 }
 
 impl SyntheticStream {
@@ -134,11 +139,48 @@ impl SyntheticStream {
             classes: ZipfTable::new(spec.n_classes, spec.zipf_exponent),
             spec,
             next_row: 0,
+            relabel: None,
         })
     }
 
     pub fn spec(&self) -> &SyntheticSpec {
         &self.spec
+    }
+
+    /// The same stream with every row renumbered by `relabel`.
+    pub fn with_relabel(mut self, relabel: Relabel) -> Self {
+        self.relabel = (!relabel.is_empty()).then(|| Arc::new(relabel));
+        self
+    }
+
+    /// Expected entries per id and target weight per class of one row, in the stream's own
+    /// numbering: exact figures of the generator (Zipf noise plus each latent class's context
+    /// ids and target bag), where counting a sample would rank the rare ones by chance.
+    pub fn expected_frequencies(&self) -> (Vec<f64>, Vec<f64>) {
+        let spec = &self.spec;
+        let lo = (spec.nnz_mean - spec.nnz_spread).max(1.0);
+        let nnz = ((lo + spec.nnz_mean + spec.nnz_spread) / 2.0).min(spec.width as f64);
+        let signal = spec.signal_share * nnz / CONTEXT_IDS as f64;
+        let mut ids: Vec<f64> = (0..spec.width)
+            .map(|i| (1.0 - spec.signal_share) * nnz * self.ids.probability(i))
+            .collect();
+        let mut classes = vec![0.0; spec.n_classes];
+        // A bag holds 1..=8 draws (4.5 on average) from the class's eight target classes.
+        let bag_draw = (1 + CONTEXT_IDS) as f64 / 2.0 / CONTEXT_IDS as f64;
+        for t in 0..spec.n_classes {
+            let p = self.classes.probability(t);
+            for j in 0..CONTEXT_IDS {
+                ids[(hash2(t as u64, j) % spec.width as u64) as usize] += signal * p;
+                if spec.target == TargetKind::Bag {
+                    classes[(hash2(t as u64, 1_000 + j) % spec.n_classes as u64) as usize] +=
+                        bag_draw * p;
+                }
+            }
+            if spec.target == TargetKind::NextId {
+                classes[t] += p;
+            }
+        }
+        (ids, classes)
     }
 
     /// Row `index` of the stream: a pure function of the seed and the index.
@@ -172,7 +214,10 @@ impl SyntheticStream {
                 RowTarget::Bag(SparseRow::bag(bag))
             }
         };
-        (SparseRow::bag(ids), target)
+        match &self.relabel {
+            Some(r) => r.row(SparseRow::bag(ids), target),
+            None => (SparseRow::bag(ids), target),
+        }
     }
 
     /// Rows `first_row .. first_row + n_rows` as a batch, generated in parallel.
@@ -236,6 +281,44 @@ mod tests {
             target,
             seed: 7,
             ..SyntheticSpec::default()
+        }
+    }
+
+    #[test]
+    fn expected_frequencies_match_a_large_sample() {
+        for target in [TargetKind::NextId, TargetKind::Bag] {
+            let s = SyntheticStream::new(small(target)).unwrap();
+            let (ids, classes) = s.expected_frequencies();
+            let rows = 40_000;
+            let b = s.batch_at(0, rows).unwrap();
+            let mut seen_ids = vec![0.0; ids.len()];
+            for (&id, &v) in b.ids().iter().zip(b.values()) {
+                seen_ids[id as usize] += v as f64 / rows as f64;
+            }
+            let mut seen_classes = vec![0.0; classes.len()];
+            let t = b.targets();
+            for (&c, &w) in t.classes.iter().zip(&t.weights) {
+                seen_classes[c as usize] += w as f64 / rows as f64;
+            }
+            let total_ids: f64 = ids.iter().sum();
+            let total_seen: f64 = seen_ids.iter().sum();
+            assert!(
+                (total_ids / total_seen - 1.0).abs() < 0.02,
+                "{total_ids} {total_seen}"
+            );
+            // The ten most frequent ids and classes carry the expected share, within sampling noise.
+            for (want, got) in [(&ids, &seen_ids), (&classes, &seen_classes)] {
+                let mut order: Vec<usize> = (0..want.len()).collect();
+                order.sort_by(|&a, &b| want[b].total_cmp(&want[a]));
+                for &i in &order[..10] {
+                    assert!(
+                        (want[i] - got[i]).abs() < 0.05 * want[i] + 0.01,
+                        "{i}: {} {}",
+                        want[i],
+                        got[i]
+                    );
+                }
+            }
         }
     }
 

@@ -91,9 +91,13 @@ pub struct StepSpec {
     #[serde(default)]
     pub output_bands: Vec<Band>,
     /// Per tail cluster, the most batch rows with a target in it among sampled batches
-    /// ([`StepSpec::sample_cluster_rows`]); empty: bounded by the batch's rows and targets.
+    /// ([`StepSpec::sample_bands`]); empty: bounded by the batch's rows and targets.
     #[serde(default)]
     pub cluster_rows: Vec<u64>,
+    /// Per input band, the most distinct ids of the band among sampled batches
+    /// ([`StepSpec::sample_bands`]); empty: each band may hold all of the batch's unique ids.
+    #[serde(default)]
+    pub band_unique: Vec<u64>,
 }
 
 impl StepSpec {
@@ -128,6 +132,7 @@ impl StepSpec {
                 .collect(),
             output_bands: bands::output_bands(config).unwrap_or_default(),
             cluster_rows: Vec::new(),
+            band_unique: Vec::new(),
         }
     }
 
@@ -145,21 +150,33 @@ impl StepSpec {
         }
     }
 
-    /// Samples [`Self::cluster_rows`] from the first `n_batches` batches of `source` (cloned).
-    pub fn sample_cluster_rows(
+    /// Samples [`Self::cluster_rows`] and [`Self::band_unique`] from the first `n_batches`
+    /// batches of `source` (cloned, so the run still sees those batches).
+    pub fn sample_bands(
         &mut self,
         source: &widebag_data::BatchSource,
         batch_size: usize,
         n_batches: usize,
     ) -> Result<(), widebag_data::DataError> {
-        if !self.adaptive() {
+        let split_input = self.input_bands.len() > 1;
+        if !self.adaptive() && !split_input {
             return Ok(());
         }
         let clusters = self.output_bands.clone();
-        let mut most = vec![0u64; clusters.len() - 1];
+        let bands = self.bands();
+        let mut most = vec![0u64; clusters.len().saturating_sub(1)];
+        let mut most_unique = vec![0u64; bands.len()];
         let mut source = source.clone();
         for _ in 0..n_batches.max(1) {
             let b = source.next_batch(batch_size)?;
+            let mut unique = vec![0u64; bands.len()];
+            for &id in b.unique_ids() {
+                let k = bands.partition_point(|(x, _)| x.end <= id as usize);
+                unique[k.min(bands.len() - 1)] += 1;
+            }
+            for (m, u) in most_unique.iter_mut().zip(unique) {
+                *m = (*m).max(u);
+            }
             let t = b.targets();
             let mut count = vec![0u64; most.len()];
             for r in 0..b.n_rows() {
@@ -176,8 +193,26 @@ impl StepSpec {
                 *m = (*m).max(c);
             }
         }
-        self.cluster_rows = most;
+        if self.adaptive() {
+            self.cluster_rows = most;
+        }
+        if split_input {
+            self.band_unique = most_unique;
+        }
         Ok(())
+    }
+
+    /// Per input band, the batch's distinct ids in it: sampled, or bounded by the batch's
+    /// unique ids and the band's rows.
+    pub fn unique_per_band(&self) -> Vec<u64> {
+        self.bands()
+            .iter()
+            .enumerate()
+            .map(|(k, (band, _))| match self.band_unique.get(k) {
+                Some(&u) => u,
+                None => self.batch.n_unique.min(band.n_rows() as u64),
+            })
+            .collect()
     }
 
     /// Whether the output is the adaptive softmax.
@@ -185,24 +220,23 @@ impl StepSpec {
         self.output_bands.len() > 1
     }
 
-    /// Upper bounds of the bytes host bands move per step, `(to the device, back)`: every
-    /// unique row of the batch at the widest host band's width, with the table optimizer's
-    /// state rows (the split of a batch's ids across bands is data-dependent).
+    /// Upper bounds of the bytes host bands move per step, `(to the device, back)`: each host
+    /// band's distinct ids of the batch ([`Self::unique_per_band`]) at its width, with the table
+    /// optimizer's state rows.
     pub fn host_traffic_bytes(&self) -> (u64, u64) {
-        let widest = self
+        // AdamW gathers its rows twice (catch-up and update).
+        let extra = u64::from(self.table_optim == TableOptim::AdamW);
+        let moved: u64 = self
             .bands()
             .iter()
-            .filter(|(_, p)| *p == BandPlacement::Host)
-            .map(|(b, _)| b.dim as u64)
-            .max();
-        let Some(d) = widest else { return (0, 0) };
-        let state = self.table_optim.state_per_row(d);
-        let rows = self.batch.n_unique;
-        // Up: rows and state rows (AdamW gathers its rows twice: catch-up and update).
-        let extra = u64::from(self.table_optim == TableOptim::AdamW);
-        let up = F32_BYTES * rows * ((1 + extra) * d + state);
-        let down = F32_BYTES * rows * ((1 + extra) * d + state);
-        (up, down)
+            .zip(self.unique_per_band())
+            .filter(|((_, p), _)| *p == BandPlacement::Host)
+            .map(|((b, _), rows)| {
+                let d = b.dim as u64;
+                F32_BYTES * rows * ((1 + extra) * d + self.table_optim.state_per_row(d))
+            })
+            .sum();
+        (moved, moved)
     }
 
     /// Input size of every layer after the first: `dim`, then each hidden size.
@@ -499,7 +533,7 @@ fn sparse_ledger(spec: &StepSpec) -> Ledger {
         TableOptim::AdamW => &["lazy_adamw.m", "lazy_adamw.v"],
     };
     let bands = spec.bands();
-    let mut n_shards_total = 0usize;
+    let mut band_shards = Vec::with_capacity(bands.len());
     for (k, (band, placement)) in bands.iter().enumerate() {
         let layer = if bands.len() == 1 {
             "table".to_string()
@@ -511,7 +545,7 @@ fn sparse_ledger(spec: &StepSpec) -> Ledger {
             BandPlacement::Host => Placement::Host,
         };
         let shards = shapes::shard_rows(band.n_rows(), band.dim, max_buf);
-        n_shards_total += shards.len();
+        band_shards.push(shards.len() as u64);
         let mut by_rows: std::collections::BTreeMap<usize, u64> = Default::default();
         for &r in &shards {
             *by_rows.entry(r).or_default() += 1;
@@ -620,7 +654,24 @@ fn sparse_ledger(spec: &StepSpec) -> Ledger {
     };
 
     // 1. data: index and value buffers, grouped by table segment (one per shard touched).
-    let n_segments = (n_shards_total as u64).min(spec.batch.n_unique).max(1);
+    // Each band's unique ids are gathered per shard they touch: (segments, rows each, dim).
+    let band_layer = |k: usize| {
+        if bands.len() == 1 {
+            "table".to_string()
+        } else {
+            format!("table.band{k}")
+        }
+    };
+    let segments: Vec<(u64, u64, u64)> = bands
+        .iter()
+        .zip(&band_shards)
+        .zip(spec.unique_per_band())
+        .map(|(((band, _), &shards), u)| {
+            let n = shards.min(u);
+            (n, if n == 0 { 0 } else { u.div_ceil(n) }, band.dim as u64)
+        })
+        .collect();
+    let n_segments = segments.iter().map(|s| s.0).sum::<u64>().max(1);
     let batch_life = Lifetime::span(ForwardLogits, BackwardEnd);
     let pieces = spec
         .batch
@@ -674,17 +725,20 @@ fn sparse_ledger(spec: &StepSpec) -> Ledger {
     );
 
     // 2. unique rows: gathered per segment, each a gradient leaf.
-    let per_segment = spec.batch.n_unique.div_ceil(n_segments);
-    b.add(
-        "gathered unique rows (gradient leaves)",
-        "table",
-        &[per_segment, dim],
-        F32_BYTES,
-        n_segments,
-        Category::Activations,
-        Pool::Dynamic,
-        batch_life,
-    );
+    for (k, &(n, rows_each, d)) in segments.iter().enumerate() {
+        if n > 0 {
+            b.add(
+                "gathered unique rows (gradient leaves)",
+                &band_layer(k),
+                &[rows_each, d],
+                F32_BYTES,
+                n,
+                Category::Activations,
+                Pool::Dynamic,
+                batch_life,
+            );
+        }
+    }
 
     // 3. forward: what autodiff saves, then the output layer chunk by chunk.
     b.saved_layers(spec, ForwardLogits, BackwardLogits, BackwardEnd);
@@ -747,29 +801,39 @@ fn sparse_ledger(spec: &StepSpec) -> Ledger {
             Lifetime::at(BackwardLogits),
         );
     }
-    b.add(
-        "row gradients",
-        "table",
-        &[per_segment, dim],
-        F32_BYTES,
-        n_segments,
-        Category::RowGradients,
-        Pool::Dynamic,
-        Lifetime::span(BackwardEnd, TableUpdate),
-    );
+    for (k, &(n, rows_each, d)) in segments.iter().enumerate() {
+        if n > 0 {
+            b.add(
+                "row gradients",
+                &band_layer(k),
+                &[rows_each, d],
+                F32_BYTES,
+                n,
+                Category::RowGradients,
+                Pool::Dynamic,
+                Lifetime::span(BackwardEnd, TableUpdate),
+            );
+        }
+    }
 
     // 5. row updates: the optimizer's temporaries for one segment at a time.
+    // The largest segment's, as `(rows, dim)`.
+    let (per_segment, seg_dim) = segments
+        .iter()
+        .map(|&(_, r, d)| (r, d))
+        .max_by_key(|&(r, d)| r * d)
+        .unwrap_or((0, dim));
     let (what, cols, n) = match spec.table_optim {
         TableOptim::Sgd => ("", 0, 0),
-        TableOptim::Adam => ("lazy Adam moment deltas (dm, dv)", dim, 2),
+        TableOptim::Adam => ("lazy Adam moment deltas (dm, dv)", seg_dim, 2),
         TableOptim::AdamW => (
             "lazy AdamW moment deltas (dm, dv; the rows' decay fuses into the update)",
-            dim,
+            seg_dim,
             2,
         ),
         TableOptim::Momentum => (
             "momentum buffer delta (the gradient's buffer is reused)",
-            dim,
+            seg_dim,
             1,
         ),
         TableOptim::RowwiseAdagrad => ("mean squared gradient per row", 1, 1),
@@ -904,6 +968,7 @@ mod tests {
             input_bands: Vec::new(),
             output_bands: Vec::new(),
             cluster_rows: Vec::new(),
+            band_unique: Vec::new(),
         }
     }
 
@@ -943,8 +1008,28 @@ mod tests {
             host_bytes
         );
         assert_eq!(device_spec.host_traffic_bytes(), (0, 0));
-        let (up, down) = host_spec.host_traffic_bytes();
-        assert!(up > 0 && down > 0);
+        // Unsampled, each tail band may hold all 2,000 unique ids: rows and two moments each.
+        let bound = 4 * 2_000 * 3 * (16 + 4);
+        assert_eq!(host_spec.host_traffic_bytes(), (bound, bound));
+        // Sampled per band: 1,500 head ids on the device, 400 and 100 on the host.
+        let mut sampled = host_spec.clone();
+        sampled.band_unique = vec![1_500, 400, 100];
+        assert_eq!(
+            sampled.host_traffic_bytes(),
+            (4 * 3 * (400 * 16 + 100 * 4), 4 * 3 * (400 * 16 + 100 * 4))
+        );
+        // Each band's gathered rows and row gradients at its own width.
+        let l = ledger(&sampled);
+        for (band, rows, dim) in [("table.band0", 1_500, 64), ("table.band1", 400, 16)] {
+            for name in ["gathered unique rows (gradient leaves)", "row gradients"] {
+                let e = l
+                    .entries
+                    .iter()
+                    .find(|e| e.layer == band && e.name == name)
+                    .unwrap();
+                assert_eq!((e.shape.clone(), e.count), (vec![rows, dim], 1));
+            }
+        }
         // The adaptive head covers 20,000 classes plus 2 cluster tokens; no class chunks.
         assert!(
             on_host

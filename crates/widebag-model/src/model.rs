@@ -574,14 +574,10 @@ impl WideModel {
         (local, segments)
     }
 
-    /// Forward through the bag and the hidden layers, on the autodiff device.
-    /// `leaves` are the bag bias, projections and hidden parameters as gradient leaves.
-    fn forward_hidden(
-        &self,
-        rows: &[Tensor<2>],
-        leaves: &[Tensor<2>],
-        inputs: &BagInputs,
-    ) -> Tensor<2> {
+    /// The embedding bag on the autodiff device: each row's weighted sum of its ids' rows, band
+    /// by band, the tails projected up to `dim` (`leaves[1..]` hold the projections), `[rows,
+    /// dim]`, before the bias.
+    fn bag_sum(&self, rows: &[Tensor<2>], leaves: &[Tensor<2>], inputs: &BagInputs) -> Tensor<2> {
         let ad = self.device.clone().autodiff();
         let mut bags: Vec<Tensor<2>> = self
             .bands
@@ -606,6 +602,18 @@ impl WideModel {
         for (k, tail) in bags.enumerate() {
             x = x + tail.matmul(leaves[1 + k].clone());
         }
+        x
+    }
+
+    /// Forward through the bag and the hidden layers, on the autodiff device.
+    /// `leaves` are the bag bias, projections and hidden parameters as gradient leaves.
+    fn forward_hidden(
+        &self,
+        rows: &[Tensor<2>],
+        leaves: &[Tensor<2>],
+        inputs: &BagInputs,
+    ) -> Tensor<2> {
+        let x = self.bag_sum(rows, leaves, inputs);
         let mut h = relu(x + leaves[0].clone());
         let first = 1 + self.n_projections();
         for layer in 0..self.n_hidden() {
@@ -613,6 +621,44 @@ impl WideModel {
             h = relu(h.matmul(w.clone()) + b.clone());
         }
         h
+    }
+
+    /// The embedding bag of `batch` alone (upload, gather of the unique rows, weighted sums,
+    /// tail projections), `[rows, dim]`: the first layer's forward, for benchmarks and checks.
+    pub fn bag_forward(&self, batch: &CsrBatch) -> Result<Tensor<2>, ModelError> {
+        self.check_batch(batch)?;
+        let (inputs, rows) = self.upload_and_gather(batch);
+        let leaves = self.leaves();
+        Ok(self.bag_sum(&rows, &leaves, &inputs).inner())
+    }
+
+    /// The embedding bag's forward and backward for the loss `sum(bag ⊙ upstream)`: the
+    /// gradient of each band segment's unique rows (what the table optimizers consume), in
+    /// segment order.
+    pub fn bag_row_gradients(
+        &self,
+        batch: &CsrBatch,
+        upstream: Tensor<2>,
+    ) -> Result<Vec<Tensor<2>>, ModelError> {
+        self.check_batch(batch)?;
+        let (inputs, rows) = self.upload_and_gather(batch);
+        let rows: Vec<Tensor<2>> = rows.into_iter().map(|r| r.require_grad()).collect();
+        let leaves = self.leaves();
+        let x = self.bag_sum(&rows, &leaves, &inputs);
+        let grads = (x * Tensor::from_inner(upstream)).sum().backward();
+        Ok(inputs
+            .segments
+            .iter()
+            .zip(&rows)
+            .map(|(s, leaf)| {
+                leaf.grad(&grads).unwrap_or_else(|| {
+                    Tensor::zeros(
+                        [s.seg.end - s.seg.start, self.bands[s.band].band.dim],
+                        &self.device,
+                    )
+                })
+            })
+            .collect())
     }
 
     fn output_layer(&self) -> Vec<(&Tensor<2>, &Tensor<2>)> {
