@@ -533,13 +533,16 @@ fn sparse_ledger(spec: &StepSpec) -> Ledger {
         TableOptim::AdamW => &["lazy_adamw.m", "lazy_adamw.v"],
     };
     let bands = spec.bands();
-    let mut band_shards = Vec::with_capacity(bands.len());
-    for (k, (band, placement)) in bands.iter().enumerate() {
-        let layer = if bands.len() == 1 {
+    let band_layer = |k: usize| {
+        if bands.len() == 1 {
             "table".to_string()
         } else {
             format!("table.band{k}")
-        };
+        }
+    };
+    let mut band_shards = Vec::with_capacity(bands.len());
+    for (k, (band, placement)) in bands.iter().enumerate() {
+        let layer = band_layer(k);
         let placement = match placement {
             BandPlacement::Device => Placement::Device,
             BandPlacement::Host => Placement::Host,
@@ -655,13 +658,6 @@ fn sparse_ledger(spec: &StepSpec) -> Ledger {
 
     // 1. data: index and value buffers, grouped by table segment (one per shard touched).
     // Each band's unique ids are gathered per shard they touch: (segments, rows each, dim).
-    let band_layer = |k: usize| {
-        if bands.len() == 1 {
-            "table".to_string()
-        } else {
-            format!("table.band{k}")
-        }
-    };
     let segments: Vec<(u64, u64, u64)> = bands
         .iter()
         .zip(&band_shards)
@@ -816,12 +812,15 @@ fn sparse_ledger(spec: &StepSpec) -> Ledger {
         }
     }
 
-    // 5. row updates: the optimizer's temporaries for one segment at a time.
-    // The largest segment's, as `(rows, dim)`.
+    // 5. row updates: the optimizer's temporaries for one segment at a time, the largest
+    //    segment's (`[rows, dim]` for moments, `[rows, 1]` for row-wise Adagrad).
     let (per_segment, seg_dim) = segments
         .iter()
         .map(|&(_, r, d)| (r, d))
-        .max_by_key(|&(r, d)| r * d)
+        .max_by_key(|&(r, d)| match spec.table_optim {
+            TableOptim::RowwiseAdagrad => r,
+            _ => r * d,
+        })
         .unwrap_or((0, dim));
     let (what, cols, n) = match spec.table_optim {
         TableOptim::Sgd => ("", 0, 0),
