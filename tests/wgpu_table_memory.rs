@@ -2,6 +2,7 @@
 //! and the allocator's peak stays under 1.25 × the table: no dense gradient or table copy.
 //! Alone in its test binary so no other test's allocations share the device's counters.
 
+#[path = "integration/common/mod.rs"]
 mod common;
 
 use widebag_config::{Config, DenseOptim, TableOptim};
@@ -23,7 +24,7 @@ fn table_240k_by_1024_trains_with_row_sparse_sgd_under_1_25x_table_bytes() {
     config.optim.dense = DenseOptim::Sgd;
     config.optim.lr = 0.01;
     let summary = run_training(
-        widebag_config::open_data(&config).unwrap(),
+        widebag_prepare::open_data(&config, &widebag_prepare::PrepareOptions::TRAIN).unwrap(),
         &compute,
         |_| {},
     )

@@ -7,14 +7,15 @@
 //!   cd benches/burn-paths && cargo bench
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use widebag_config::bands::ModelBands;
 use widebag_config::{
     BandPlacement, Config, DeviceChoice, OptimConfig, TableOptim, synthetic_spec,
 };
 use widebag_data::SyntheticStream;
-use widebag_model::optim::TableState;
 use widebag_model::table::ShardedTable;
+use widebag_model::table_optim::TableState;
 use widebag_model::tensors::floats;
-use widebag_model::{Compute, MemoryMeter, WideModel, open_device};
+use widebag_model::{Compute, MemoryMeter, SortedIds, WideModel, open_device};
 
 const WIDTH: usize = 240_000;
 const DIM: usize = 64;
@@ -54,7 +55,8 @@ fn noise(rows: usize, cols: usize) -> Vec<f32> {
 fn embedding_bag(c: &mut Criterion) {
     let compute = compute();
     let config = config();
-    let model = WideModel::new(&config, &compute);
+    let bands = ModelBands::resolve(&config).expect("explicit cutoffs");
+    let model = WideModel::new(&config, &bands, &compute).expect("a model");
     let batch = SyntheticStream::new(synthetic_spec(&config))
         .expect("valid spec")
         .batch_at(0, BATCH_ROWS)
@@ -96,6 +98,7 @@ fn table_update(c: &mut Criterion) {
     let compute = compute();
     let device = compute.device.clone();
     let uniq = unique_ids();
+    let ids = SortedIds::new(&uniq).expect("sorted unique ids");
     let grad = noise(uniq.len(), DIM);
     let optim = OptimConfig::default();
     let mut g = c.benchmark_group(format!("table_update/{}", backend_name(&compute)));
@@ -116,7 +119,7 @@ fn table_update(c: &mut Criterion) {
                 step += 1;
                 let gr = floats(grad.clone(), [uniq.len(), DIM], &device);
                 state
-                    .step(&mut table, &uniq, gr, &optim, step, &mut meter)
+                    .step(&mut table, ids, gr, &optim, step, &mut meter)
                     .expect("row update");
                 device.sync().expect("sync");
             })
@@ -129,6 +132,7 @@ fn host_tier(c: &mut Criterion) {
     let compute = compute();
     let device = compute.device.clone();
     let uniq = unique_ids();
+    let ids = SortedIds::new(&uniq).expect("sorted unique ids");
     let delta = noise(uniq.len(), DIM);
     let mut g = c.benchmark_group(format!("host_tier/{}", backend_name(&compute)));
     g.throughput(Throughput::Elements(uniq.len() as u64));
@@ -143,7 +147,7 @@ fn host_tier(c: &mut Criterion) {
         );
         g.bench_function(format!("gather/{}", placement.name()), |b| {
             b.iter(|| {
-                let rows = table.gather(&uniq);
+                let rows = table.gather(ids).expect("gather");
                 device.sync().expect("sync");
                 rows
             })
@@ -151,7 +155,7 @@ fn host_tier(c: &mut Criterion) {
         g.bench_function(format!("scatter_add/{}", placement.name()), |b| {
             b.iter(|| {
                 let d = floats(delta.clone(), [uniq.len(), DIM], &device);
-                table.scatter_add(&uniq, d).expect("scatter");
+                table.scatter_add(ids, d).expect("scatter");
                 device.sync().expect("sync");
             })
         });

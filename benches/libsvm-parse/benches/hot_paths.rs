@@ -40,6 +40,7 @@ fn plan_seed(c: &mut Criterion) {
     let rows =
         RowSample::collect(&source, config.data.width, config.plan.max_batch, 8).expect("sample");
     let calibration = Calibration::lavapipe_2core();
+    let bands = widebag_config::bands::ModelBands::resolve(&config).expect("explicit cutoffs");
     let device = DeviceFacts {
         max_buffer_bytes: 128 << 20,
         alignment_bytes: 32,
@@ -54,6 +55,7 @@ fn plan_seed(c: &mut Criterion) {
                 b.iter(|| {
                     let plan = solve(&Problem {
                         config: &config,
+                        bands: &bands,
                         device,
                         budget_bytes: g << 30,
                         sample: &rows,

@@ -132,6 +132,52 @@ pub fn auto_cutoffs(
     Some(layout(lo))
 }
 
+/// Both sides' bands of a prepared run, resolved once by run preparation (`widebag-prepare`) and
+/// carried to the trainer, the ledger and the solver. One band on a side: that side is unsplit.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModelBands {
+    /// Input ids `0..width` (frequency-sorted when split).
+    pub input: Vec<Band>,
+    /// Output classes `0..n_classes` on the last hidden size.
+    pub output: Vec<Band>,
+}
+
+impl ModelBands {
+    /// The bands of a config whose cutoffs are explicit. `"auto"` cutoffs are resolved from the
+    /// data by run preparation; a config that still holds them is an error naming the key.
+    pub fn resolve(config: &Config) -> Result<Self, (&'static str, String)> {
+        use crate::Cutoffs;
+        let m = &config.model;
+        for (key, cutoffs) in [
+            ("model.input_bands.cutoffs", &m.input_bands.cutoffs),
+            ("model.output_bands.cutoffs", &m.output_bands.cutoffs),
+        ] {
+            if *cutoffs == Cutoffs::Auto {
+                return Err((
+                    key,
+                    "\"auto\" cutoffs are chosen from the data by run preparation \
+                     (widebag_prepare::open_data); this config skipped it"
+                        .into(),
+                ));
+            }
+        }
+        Ok(Self {
+            input: input_bands(config).map_err(|e| ("model.input_bands.cutoffs", e))?,
+            output: output_bands(config).map_err(|e| ("model.output_bands.cutoffs", e))?,
+        })
+    }
+
+    /// Whether the input side is cut into head and tail bands.
+    pub fn input_split(&self) -> bool {
+        self.input.len() > 1
+    }
+
+    /// Whether the output is an adaptive softmax (head and tail clusters).
+    pub fn output_split(&self) -> bool {
+        self.output.len() > 1
+    }
+}
+
 /// Bands of the input side of `config` (after `open_data` resolved `"auto"` and the width).
 pub fn input_bands(config: &Config) -> Result<Vec<Band>, String> {
     let b = &config.model.input_bands;

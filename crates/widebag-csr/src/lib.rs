@@ -6,8 +6,12 @@
 //! the sorted unique ids of the batch and, for every stored entry, the index of its id in that
 //! unique list. Assembly ([`CsrBatch::from_rows`]) normalises the rows in parallel with rayon.
 
+mod targets;
+
 use rayon::prelude::*;
 use sprs::CsMatI;
+
+pub use targets::{RowTarget, Targets};
 
 /// Errors raised while validating or assembling a batch. Each names the row (0-based, within the
 /// batch) and the offending id or value.
@@ -78,54 +82,6 @@ impl SparseRow {
     }
 }
 
-/// The target of one row.
-#[derive(Clone, Debug, PartialEq)]
-pub enum RowTarget {
-    /// One class id (next-word style).
-    Class(u32),
-    /// A weighted bag of class ids (recommender style); weights are counts or ratings.
-    Bag(SparseRow),
-}
-
-/// Targets of a whole batch, in CSR form: row `r` owns entries `row_ptr[r]..row_ptr[r+1]`.
-/// A single-class target is a bag of one entry with weight 1.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Targets {
-    pub n_classes: usize,
-    pub row_ptr: Vec<usize>,
-    pub classes: Vec<u32>,
-    pub weights: Vec<f32>,
-    /// True when every row has exactly one class with weight 1.
-    pub single_class: bool,
-}
-
-impl Targets {
-    /// Total target weight of row `r` (1 for single-class targets).
-    pub fn row_weight(&self, r: usize) -> f32 {
-        self.weights[self.row_ptr[r]..self.row_ptr[r + 1]]
-            .iter()
-            .sum()
-    }
-
-    /// Each row's weights divided by the row's total, so every row is a distribution (softmax
-    /// cross-entropy against it). Single-class targets and rows of total 0 are unchanged.
-    pub fn normalised(&self) -> Targets {
-        let mut out = self.clone();
-        if self.single_class {
-            return out;
-        }
-        for r in 0..self.row_ptr.len() - 1 {
-            let total = self.row_weight(r);
-            if total != 0.0 && total != 1.0 {
-                for w in &mut out.weights[self.row_ptr[r]..self.row_ptr[r + 1]] {
-                    *w /= total;
-                }
-            }
-        }
-        out
-    }
-}
-
 /// A validated CSR mini-batch.
 #[derive(Clone, Debug)]
 pub struct CsrBatch {
@@ -137,7 +93,11 @@ pub struct CsrBatch {
 }
 
 /// Sorts a row by id, sums duplicates and checks every id and value.
-fn normalize_row(row_index: usize, row: &SparseRow, width: usize) -> Result<SparseRow, CsrError> {
+pub(crate) fn normalize_row(
+    row_index: usize,
+    row: &SparseRow,
+    width: usize,
+) -> Result<SparseRow, CsrError> {
     if row.ids.len() != row.values.len() {
         return Err(CsrError::LengthMismatch {
             row: row_index,
@@ -180,7 +140,7 @@ fn normalize_row(row_index: usize, row: &SparseRow, width: usize) -> Result<Spar
 }
 
 /// Concatenates normalised rows into CSR arrays.
-fn concat_rows(rows: &[SparseRow]) -> (Vec<usize>, Vec<u32>, Vec<f32>) {
+pub(crate) fn concat_rows(rows: &[SparseRow]) -> (Vec<usize>, Vec<u32>, Vec<f32>) {
     let mut row_ptr = Vec::with_capacity(rows.len() + 1);
     row_ptr.push(0usize);
     for row in rows {
@@ -197,68 +157,8 @@ fn concat_rows(rows: &[SparseRow]) -> (Vec<usize>, Vec<u32>, Vec<f32>) {
 }
 
 /// Returns the first error by row index, so the report is deterministic under rayon.
-fn first_error<T>(results: Vec<Result<T, CsrError>>) -> Result<Vec<T>, CsrError> {
+pub(crate) fn first_error<T>(results: Vec<Result<T, CsrError>>) -> Result<Vec<T>, CsrError> {
     results.into_iter().collect()
-}
-
-impl Targets {
-    /// Validates and assembles per-row targets.
-    pub fn from_rows(targets: &[RowTarget], n_classes: usize) -> Result<Self, CsrError> {
-        let normalized = first_error(
-            targets
-                .par_iter()
-                .enumerate()
-                .map(|(r, t)| match t {
-                    RowTarget::Class(c) => {
-                        if *c as usize >= n_classes {
-                            Err(CsrError::TargetOutOfRange {
-                                row: r,
-                                class: *c as u64,
-                                n_classes,
-                            })
-                        } else {
-                            Ok(SparseRow {
-                                ids: vec![*c],
-                                values: vec![1.0],
-                            })
-                        }
-                    }
-                    RowTarget::Bag(bag) => {
-                        let row = normalize_row(r, bag, n_classes).map_err(|e| match e {
-                            CsrError::IdOutOfRange { row, id, .. } => CsrError::TargetOutOfRange {
-                                row,
-                                class: id,
-                                n_classes,
-                            },
-                            other => other,
-                        })?;
-                        if let Some((&class, &weight)) = row
-                            .ids
-                            .iter()
-                            .zip(&row.values)
-                            .find(|&(_, &w)| !(w.is_finite() && w >= 0.0))
-                        {
-                            return Err(CsrError::BadTargetWeight {
-                                row: r,
-                                class,
-                                weight,
-                            });
-                        }
-                        Ok(row)
-                    }
-                })
-                .collect(),
-        )?;
-        let single_class = targets.iter().all(|t| matches!(t, RowTarget::Class(_)));
-        let (row_ptr, classes, weights) = concat_rows(&normalized);
-        Ok(Self {
-            n_classes,
-            row_ptr,
-            classes,
-            weights,
-            single_class,
-        })
-    }
 }
 
 impl CsrBatch {

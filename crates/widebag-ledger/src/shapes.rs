@@ -9,6 +9,12 @@ pub const F32_BYTES: u64 = 4;
 /// Bytes of the i32 index tensors widebag uploads.
 pub const I32_BYTES: u64 = 4;
 
+/// Bytes of `values` f32 values: what a tensor, a table or a band layout of that many values
+/// costs (run preparation's automatic cutoffs price band layouts with it).
+pub fn f32_bytes(values: u64) -> u64 {
+    F32_BYTES * values
+}
+
 /// Rows per table shard so that one shard stays within `max_buffer_bytes`.
 pub fn rows_per_shard(n_rows: usize, dim: usize, max_buffer_bytes: u64) -> usize {
     let row_bytes = (dim as u64 * F32_BYTES).max(1);
@@ -72,6 +78,12 @@ pub fn max_bag_entries(dim: usize, max_buffer_bytes: u64) -> usize {
     ((max_buffer_bytes / (F32_BYTES * dim.max(1) as u64)) as usize).max(1)
 }
 
+/// Rows per piece of an `[rows, n_cols]` f32 matrix so that one piece stays within the buffer
+/// limit (the adaptive softmax's cluster pieces). At least one row.
+pub fn rows_per_piece(n_cols: usize, max_buffer_bytes: u64) -> usize {
+    ((max_buffer_bytes / (F32_BYTES * n_cols.max(1) as u64)) as usize).max(1)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -91,5 +103,8 @@ mod tests {
         assert_eq!(shard_rows(10, 4, 48), vec![3, 3, 3, 1]);
         assert_eq!(class_chunk(0, 100, 8, 16, 1024), 16);
         assert_eq!(class_chunk(5, 100, 8, 16, 1024), 5);
+        assert_eq!(rows_per_piece(8, 1024), 32);
+        assert_eq!(rows_per_piece(1 << 20, 1024), 1);
+        assert_eq!(f32_bytes(10), 40);
     }
 }

@@ -1,19 +1,23 @@
 //! The dense layout: the naive baseline written the way a PyTorch user writes it. A dense
 //! `[batch, width]` input, a dense `[width, dim]` first-layer weight on autodiff, full
-//! `[batch, classes]` logits, `log_softmax` and dense `[batch, classes]` targets; every weight
-//! gets a dense gradient and the dense optimizer. Same parameters, initialisation and loss as the
-//! sparse layout, so the two give the same numbers on the same batch.
+//! `[batch, classes]` logits and dense `[batch, classes]` targets; every weight gets a dense
+//! gradient and the dense optimizer. Same parameters, initial numbers and loss as the sparse
+//! layout, so the two give the same numbers on the same batch. The log-softmax is reduced one
+//! class chunk at a time (burn 0.22's `log_softmax` over 240,000 columns was wrong on lavapipe).
 
-use burn::tensor::activation::{log_softmax, relu};
+use burn::tensor::activation::relu;
 use burn::tensor::{Device, Tensor};
+use widebag_config::bands::ModelBands;
 use widebag_config::{Config, OptimConfig};
 use widebag_csr::CsrBatch;
 
+use crate::dense_optim::DenseParam;
 use crate::memory::{MemoryMeter, Point};
-use crate::model::{StepStats, WideModel};
-use crate::optim::DenseParam;
+use crate::model::{ModelSpec, StepStats};
+use crate::params::{DenseParams, Linear, OutputParams, n_values};
+use crate::softmax::{self, ClassChunk, RunningLse};
 use crate::tensors::{floats, scalar};
-use crate::{Compute, ModelError};
+use crate::{Compute, ModelError, init};
 
 /// Shapes of the dense model.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
@@ -24,20 +28,27 @@ pub struct DenseSpec {
     pub hidden: Vec<usize>,
     pub batch_size: usize,
     pub max_buffer_bytes: u64,
+    /// Classes per chunk of the log-softmax's reductions (as the sparse layout's chunks).
+    pub class_chunk: usize,
 }
 
-/// Loss and dense gradients of one batch, in [`DenseModel::params`] order.
+/// Loss and dense gradients of one batch.
 pub struct DenseGrads {
     pub loss: f32,
-    pub grads: Vec<Tensor<2>>,
+    /// Gradient of the `[width, dim]` input weight.
+    pub input_weight: Tensor<2>,
+    /// Gradients of the other parameters (the output as one chunk).
+    pub dense: DenseParams<Tensor<2>>,
 }
 
 /// The dense-layout model.
 pub struct DenseModel {
     pub spec: DenseSpec,
-    /// `input.weight [width, dim]`, `input.bias [1, dim]`, then `(weight, bias)` of each hidden
-    /// layer, then `output.weight [last, classes]`, `output.bias [1, classes]`.
-    pub params: Vec<DenseParam>,
+    /// `input.weight [width, dim]`: the sparse layout's table as one matrix.
+    pub input_weight: DenseParam,
+    /// `input.bias [1, dim]` (the sparse layout's bag bias), the hidden layers, and the output
+    /// layer as one `[last, classes]` chunk; no projections.
+    pub params: DenseParams,
     pub optim: OptimConfig,
     pub step: u64,
     device: Device,
@@ -56,10 +67,40 @@ pub fn dense_targets(batch: &CsrBatch, n_classes: usize) -> Vec<f32> {
     y
 }
 
+/// `-(1/B) Σ_r Σ_j y_rj log p_rj` of `[B, classes]` logits on autodiff, every reduction over
+/// one class chunk at most: the log-sum-exp from a running max and sum, the target term chunk
+/// by chunk.
+fn cross_entropy(z: Tensor<2>, y: Tensor<2>, chunks: &[ClassChunk]) -> Tensor<1> {
+    let parts: Vec<Tensor<2>> = chunks
+        .iter()
+        .map(|c| z.clone().narrow(1, c.offset, c.n))
+        .collect();
+    let mut lse = RunningLse::default();
+    for zc in &parts {
+        lse.add(zc.clone());
+    }
+    let lse = lse.finish();
+    let picked = chunks
+        .iter()
+        .zip(parts)
+        .map(|(c, zc)| ((zc - lse.clone()) * y.clone().narrow(1, c.offset, c.n)).sum_dim(1))
+        .reduce(|a, b| a + b)
+        .expect("at least one class chunk");
+    picked.mean().neg().reshape([1])
+}
+
 impl DenseModel {
-    /// The dense layout of the configured model, initialised exactly as the sparse layout.
-    pub fn new(config: &Config, compute: &Compute) -> Result<Self, ModelError> {
-        let s = crate::model::ModelSpec::new(config, compute);
+    /// The dense layout of the configured model, from the same initial numbers as the sparse
+    /// layout ([`init`]), built directly: the table is never held twice.
+    pub fn new(config: &Config, bands: &ModelBands, compute: &Compute) -> Result<Self, ModelError> {
+        let s = ModelSpec::new(config, bands, compute)?;
+        if bands.input_split() || bands.output_split() {
+            return Err(ModelError::Shape(
+                "the dense layout is the unsplit baseline: it has no head/tail bands or adaptive \
+                 softmax"
+                    .into(),
+            ));
+        }
         for (what, bytes) in [
             ("[width, dim] input weight", 4 * (s.width * s.dim) as u64),
             (
@@ -75,26 +116,38 @@ impl DenseModel {
                 )));
             }
         }
-        // Built through the sparse layout (whose table optimizer state is not needed here), so
-        // both layouts start from the same numbers.
-        let mut plain = config.clone();
-        plain.optim.table = widebag_config::TableOptim::Sgd;
-        let sparse = WideModel::new(&plain, compute);
-        Self::from_wide(&sparse, &config.optim)
+        let device = compute.device.clone();
+        let kind = config.optim.dense;
+        let input_weight = DenseParam::new(
+            "input.weight",
+            init::input_weight(s.seed, s.width, s.dim, &device),
+            kind,
+        );
+        // The output as one chunk of every class: the same numbers as any cut of it.
+        let whole = softmax::class_chunks(s.n_classes, s.n_classes);
+        let mut params = init::dense_params(&s, &whole, kind, &device);
+        params.bag_bias.name = "input.bias".into();
+        if let OutputParams::Full { chunks } = &mut params.output {
+            chunks[0].weight.name = "output.weight".into();
+            chunks[0].bias.name = "output.bias".into();
+        }
+        Ok(Self::from_parts(
+            &s,
+            input_weight,
+            params,
+            &config.optim,
+            device,
+        ))
     }
 
-    /// The same parameters as `model`, laid out densely (the table as one weight, the output
-    /// chunks concatenated), with `optim.dense` state.
-    pub fn from_wide(model: &WideModel, optim: &OptimConfig) -> Result<Self, ModelError> {
-        let s = &model.spec;
-        if model.bands.len() > 1 || model.adaptive() {
-            return Err(ModelError::Shape(
-                "the dense layout is the unsplit baseline: it has no head/tail bands or adaptive \
-                 softmax"
-                    .into(),
-            ));
-        }
-        let device = model.device().clone();
+    /// A dense model of `spec`'s shapes holding these parameters.
+    pub(crate) fn from_parts(
+        s: &ModelSpec,
+        input_weight: DenseParam,
+        params: DenseParams,
+        optim: &OptimConfig,
+        device: Device,
+    ) -> Self {
         let spec = DenseSpec {
             width: s.width,
             n_classes: s.n_classes,
@@ -102,44 +155,16 @@ impl DenseModel {
             hidden: s.hidden.clone(),
             batch_size: s.batch_size,
             max_buffer_bytes: s.max_buffer_bytes,
+            class_chunk: s.class_chunk,
         };
-        let kind = optim.dense;
-        let table = floats(model.bands[0].table.to_vec()?, [s.width, s.dim], &device);
-        let mut params = vec![
-            DenseParam::new("input.weight", table, kind),
-            DenseParam::new("input.bias", model.dense[0].value.clone(), kind),
-        ];
-        for (i, p) in model.dense[1..model.output_start()].iter().enumerate() {
-            let what = if i % 2 == 0 { "weight" } else { "bias" };
-            params.push(DenseParam::new(
-                format!("hidden.{}.{what}", i / 2),
-                p.value.clone(),
-                kind,
-            ));
-        }
-        let out = &model.dense[model.output_start()..];
-        let cat = |skip: usize| -> Tensor<2> {
-            let parts: Vec<Tensor<2>> = out
-                .iter()
-                .skip(skip)
-                .step_by(2)
-                .map(|p| p.value.clone())
-                .collect();
-            if parts.len() == 1 {
-                parts.into_iter().next().expect("one chunk")
-            } else {
-                Tensor::cat(parts, 1)
-            }
-        };
-        params.push(DenseParam::new("output.weight", cat(0), kind));
-        params.push(DenseParam::new("output.bias", cat(1), kind));
-        Ok(Self {
+        Self {
             spec,
+            input_weight,
             params,
             optim: optim.clone(),
             step: 0,
             device,
-        })
+        }
     }
 
     fn check_batch(&self, batch: &CsrBatch) -> Result<(), ModelError> {
@@ -172,6 +197,16 @@ impl DenseModel {
         self.forward_backward(batch, &mut unused)
     }
 
+    /// Mean loss over held-out batches (weighted by rows); `None` without any.
+    pub fn eval_loss(&self, batches: &[CsrBatch]) -> Result<Option<f64>, ModelError> {
+        let (mut sum, mut rows) = (0.0f64, 0usize);
+        for b in batches {
+            sum += self.gradients(b)?.loss as f64 * b.n_rows() as f64;
+            rows += b.n_rows();
+        }
+        Ok((rows > 0).then(|| sum / rows as f64))
+    }
+
     fn forward_backward(
         &self,
         batch: &CsrBatch,
@@ -189,40 +224,36 @@ impl DenseModel {
             &ad,
         );
         // 2. every parameter is a gradient leaf.
-        let leaves: Vec<Tensor<2>> = self
-            .params
-            .iter()
-            .map(|p| p.value.clone().autodiff().require_grad())
-            .collect();
+        let leaf = |p: &DenseParam| p.value.clone().autodiff().require_grad();
+        let input_weight = leaf(&self.input_weight);
+        let leaves = self.params.map(leaf);
         // 3. forward.
-        let mut h = relu(x.matmul(leaves[0].clone()) + leaves[1].clone());
-        for layer in 0..s.hidden.len() {
-            h = relu(h.matmul(leaves[2 + 2 * layer].clone()) + leaves[3 + 2 * layer].clone());
+        let mut h = relu(x.matmul(input_weight.clone()) + leaves.bag_bias.clone());
+        for Linear { weight, bias } in &leaves.hidden {
+            h = relu(h.matmul(weight.clone()) + bias.clone());
         }
-        let n = leaves.len();
-        let logits = h.matmul(leaves[n - 2].clone()) + leaves[n - 1].clone();
-        let loss = (log_softmax(logits, 1) * y)
-            .sum_dim(1)
-            .mean()
-            .neg()
-            .reshape([1]);
+        let OutputParams::Full { chunks } = &leaves.output else {
+            unreachable!("the dense layout's output is the full softmax");
+        };
+        let logits = h.matmul(chunks[0].weight.clone()) + chunks[0].bias.clone();
+        let class_chunks = softmax::class_chunks(s.n_classes, s.class_chunk);
+        let loss = cross_entropy(logits, y, &class_chunks);
         let loss_value = scalar(loss.clone().inner())?;
         meter.sample(Point::ForwardEnd);
         // 4. backward.
         let ad_grads = loss.backward();
-        let grads = leaves
-            .iter()
-            .map(|l| {
-                l.grad(&ad_grads)
-                    .unwrap_or_else(|| l.clone().inner().zeros_like())
-            })
-            .collect();
+        let grad = |l: &Tensor<2>| {
+            l.grad(&ad_grads)
+                .unwrap_or_else(|| l.clone().inner().zeros_like())
+        };
+        let grads = DenseGrads {
+            loss: loss_value,
+            input_weight: grad(&input_weight),
+            dense: leaves.map(grad),
+        };
         drop(ad_grads);
         meter.sample(Point::BackwardEnd);
-        Ok(DenseGrads {
-            loss: loss_value,
-            grads,
-        })
+        Ok(grads)
     }
 
     /// One training step: data → forward → backward → dense updates → measure.
@@ -232,11 +263,13 @@ impl DenseModel {
         meter: &mut MemoryMeter,
     ) -> Result<StepStats, ModelError> {
         meter.probe(Point::Setup);
-        let DenseGrads { loss, grads } = self.forward_backward(batch, meter)?;
+        let grads = self.forward_backward(batch, meter)?;
         self.step += 1;
-        crate::optim::step_all(&mut self.params, grads, &self.optim, self.step);
+        self.input_weight
+            .update(grads.input_weight, &self.optim, self.step);
+        self.params.update(grads.dense, &self.optim, self.step);
         meter.sample(Point::StepEnd);
-        Ok(StepStats::new(self.step, loss, batch))
+        Ok(StepStats::new(self.step, grads.loss, batch))
     }
 
     pub fn device(&self) -> &Device {
@@ -245,9 +278,6 @@ impl DenseModel {
 
     /// Bytes of all parameters.
     pub fn parameter_bytes(&self) -> u64 {
-        self.params
-            .iter()
-            .map(|p| p.value.shape().num_elements() as u64 * 4)
-            .sum()
+        4 * (n_values([&self.input_weight]) + n_values(self.params.iter()))
     }
 }

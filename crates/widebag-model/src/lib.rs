@@ -1,33 +1,38 @@
 //! The burn side of widebag: device selection, row-sharded tables, the embedding bag, the chunked
-//! softmax output, row-sparse and dense optimizers, and the training step.
+//! softmax and adaptive softmax outputs, row-sparse and dense optimizers, the sparse and dense
+//! training layouts, and the training loop.
 
+pub mod adaptive;
+pub mod bag;
+mod catch_up;
 pub mod dense;
+pub mod dense_optim;
 pub mod device;
+pub mod error;
+pub mod ids;
+pub mod init;
+pub mod layout;
 pub mod memory;
 pub mod model;
-pub mod optim;
+pub mod params;
+#[cfg(any(test, feature = "test-support"))]
 pub mod reference;
 pub mod softmax;
+pub mod step;
 pub mod table;
+pub mod table_optim;
 pub mod tensors;
 pub mod train;
 
-pub use device::{BackendKind, Compute, open_device};
-pub use memory::{MemoryMeter, MeterMode, Phase, Point};
-pub use model::{Grads, ModelSpec, StepStats, WideModel};
-pub use train::{Model, RunOptions, RunSummary, run_training, run_training_with};
+#[cfg(test)]
+mod model_tests;
 
-/// Errors from the model crate.
-#[derive(Debug, thiserror::Error)]
-pub enum ModelError {
-    #[error("no wgpu adapter could be opened: {0}")]
-    NoAdapter(String),
-    #[error("device execution failed: {0}")]
-    Execution(String),
-    #[error("reading tensor data back from the device: {0}")]
-    Read(String),
-    #[error("batch does not fit the model: {0}")]
-    Shape(String),
-    #[error(transparent)]
-    Data(#[from] widebag_data::DataError),
-}
+pub use device::{BackendKind, Compute, open_device};
+pub use error::ModelError;
+pub use ids::{SortedIdBuf, SortedIds};
+pub use layout::{LayoutFacts, TrainLayout};
+pub use memory::{MemoryMeter, MeterMode, Phase, Point};
+pub use model::{ModelSpec, StepStats, WideModel};
+pub use params::DenseParams;
+pub use step::Grads;
+pub use train::{RunOptions, RunSummary, run_training, run_training_with};

@@ -96,6 +96,52 @@ fn logits(h: &Tensor<2>, w: &Tensor<2>, b: &Tensor<2>) -> Tensor<2> {
     h.clone().matmul(w.clone()) + b.clone()
 }
 
+/// Row-wise log-sum-exp over column chunks, from a running max and a rescaled sum, so that no
+/// reduction spans more than one chunk of columns (burn 0.22's `log_softmax` over 240,000
+/// columns returned wrong values on lavapipe). The max is detached: on autodiff the gradient
+/// flows through the sum alone, and is the softmax.
+#[derive(Default)]
+pub struct RunningLse {
+    /// `[B, 1]` running max and sum of `exp(z − max)`.
+    running: Option<(Tensor<2>, Tensor<2>)>,
+}
+
+impl RunningLse {
+    /// Folds in the `[B, n]` logits of one chunk.
+    pub fn add(&mut self, z: Tensor<2>) {
+        let chunk_max = z.clone().detach().max_dim(1);
+        self.running = Some(match self.running.take() {
+            None => {
+                let s = (z - chunk_max.clone()).exp().sum_dim(1);
+                (chunk_max, s)
+            }
+            Some((m, s)) => {
+                let m_new = m.clone().max_pair(chunk_max);
+                let s = s * (m - m_new.clone()).exp() + (z - m_new.clone()).exp().sum_dim(1);
+                (m_new, s)
+            }
+        });
+    }
+
+    /// `[B, 1]` log-sum-exp of every chunk added.
+    pub fn finish(self) -> Tensor<2> {
+        let (m, s) = self.running.expect("at least one class chunk");
+        m + s.log()
+    }
+}
+
+/// Log-probabilities `[B, classes]` of the chunked output layer (evaluation: the chunks'
+/// logits are alive together).
+pub fn log_probs(h: &Tensor<2>, layer: &[(&Tensor<2>, &Tensor<2>)]) -> Tensor<2> {
+    let z: Vec<Tensor<2>> = layer.iter().map(|(w, b)| logits(h, w, b)).collect();
+    let mut lse = RunningLse::default();
+    for zc in &z {
+        lse.add(zc.clone());
+    }
+    let lse = lse.finish();
+    Tensor::cat(z.into_iter().map(|zc| zc - lse.clone()).collect(), 1)
+}
+
 /// Pass 1: running max and sum over chunks, and the loss.
 pub fn forward(
     h: &Tensor<2>,
@@ -105,7 +151,7 @@ pub fn forward(
     meter: &mut MemoryMeter,
 ) -> SoftmaxForward {
     let device = h.device();
-    let mut running: Option<(Tensor<2>, Tensor<2>)> = None;
+    let mut lse = RunningLse::default();
     let mut target_logit = Tensor::<2>::zeros([targets.n_rows, 1], &device);
     for (c, (chunk, (w, b))) in chunks.iter().zip(layer).enumerate() {
         let z = logits(h, w, b);
@@ -118,21 +164,9 @@ pub fn forward(
         if let Some(y) = y {
             target_logit = target_logit + (z.clone() * y).sum_dim(1);
         }
-        let chunk_max = z.clone().max_dim(1);
-        running = Some(match running {
-            None => {
-                let s = (z - chunk_max.clone()).exp().sum_dim(1);
-                (chunk_max, s)
-            }
-            Some((m, s)) => {
-                let m_new = m.clone().max_pair(chunk_max);
-                let s = s * (m - m_new.clone()).exp() + (z - m_new.clone()).exp().sum_dim(1);
-                (m_new, s)
-            }
-        });
+        lse.add(z);
     }
-    let (m, s) = running.expect("at least one class chunk");
-    let lse = m + s.log();
+    let lse = lse.finish();
     let per_row = lse.clone() * targets.row_weight.clone() - target_logit;
     let loss = per_row.mean().reshape([1]);
     SoftmaxForward { lse, loss }

@@ -1,6 +1,6 @@
 //! A wide `n_rows × dim` f32 table kept outside autodiff, split into row shards that each fit
-//! the device's largest buffer. Rows are gathered by sorted unique ids and updated in place by
-//! `scatter_nd` with the same (deduplicated) ids. A host-placed table keeps its rows in host
+//! the device's largest buffer. Rows are gathered by sorted unique ids ([`SortedIds`]) and
+//! updated in place by `scatter_nd` with the same (deduplicated) ids. A host-placed table keeps its rows in host
 //! memory: a gather uploads only the requested rows (assembled with rayon) and an update
 //! downloads only the delta of those rows and adds it on the host (in parallel, rows distinct).
 
@@ -12,6 +12,7 @@ use rayon::prelude::*;
 use widebag_config::BandPlacement;
 
 use crate::ModelError;
+use crate::ids::SortedIds;
 use crate::tensors::{floats, ints, row_indices, to_vec};
 
 /// Bytes a host-placed table sent to the device and received back.
@@ -32,7 +33,7 @@ impl Traffic {
 }
 
 /// Where the rows live.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 enum Storage {
     /// Device row shards, each within the buffer limit.
     Device(Vec<Tensor<2>>),
@@ -40,8 +41,8 @@ enum Storage {
     Host(Vec<f32>),
 }
 
-/// Row-sharded table.
-#[derive(Clone, Debug)]
+/// Row-sharded table. Not `Clone`: an update is in place only while its shards have one handle.
+#[derive(Debug)]
 pub struct ShardedTable {
     storage: Storage,
     device: Device,
@@ -180,7 +181,8 @@ impl ShardedTable {
     }
 
     /// Splits sorted unique ids into runs that each fall in one shard.
-    pub fn segments(&self, uniq: &[u32]) -> Vec<Segment> {
+    pub fn segments(&self, uniq: SortedIds) -> Vec<Segment> {
+        let uniq = uniq.as_slice();
         let mut out = Vec::new();
         let mut start = 0;
         while start < uniq.len() {
@@ -193,9 +195,9 @@ impl ShardedTable {
         out
     }
 
-    fn local_ids(&self, seg: Segment, uniq: &[u32]) -> Vec<u32> {
+    fn local_ids(&self, seg: Segment, uniq: SortedIds) -> Vec<u32> {
         let base = (seg.shard * self.rows_per_shard) as u32;
-        uniq[seg.start..seg.end]
+        uniq.as_slice()[seg.start..seg.end]
             .iter()
             .map(|&id| id - base)
             .collect()
@@ -203,13 +205,24 @@ impl ShardedTable {
 
     /// Rows `uniq[seg.start..seg.end]` (all in shard `seg.shard`) as one tensor, off autodiff.
     /// It is never larger than a shard, so it stays within the buffer limit.
-    pub fn gather_segment(&self, uniq: &[u32], seg: Segment) -> Tensor<2> {
+    pub fn gather_segment(&self, uniq: SortedIds, seg: Segment) -> Tensor<2> {
         match &self.storage {
             Storage::Device(shards) => {
                 let idx = ints(&self.local_ids(seg, uniq), &self.device);
                 shards[seg.shard].clone().select(0, idx)
             }
-            Storage::Host(host) => self.host_gather(host, &uniq[seg.start..seg.end]),
+            Storage::Host(host) => self.host_gather(host, &uniq.as_slice()[seg.start..seg.end]),
+        }
+    }
+
+    /// An error unless every id of `uniq` is a row of the table.
+    fn check_range(&self, uniq: SortedIds) -> Result<(), ModelError> {
+        match uniq.last() {
+            Some(id) if id as usize >= self.n_rows => Err(ModelError::Ids(format!(
+                "id {id} of a table of {} rows",
+                self.n_rows
+            ))),
+            _ => Ok(()),
         }
     }
 
@@ -229,26 +242,29 @@ impl ShardedTable {
         floats(out, [ids.len(), dim], &self.device)
     }
 
-    /// Rows `uniq` (sorted, distinct, in range) as a `[uniq.len(), dim]` tensor, off autodiff.
-    pub fn gather(&self, uniq: &[u32]) -> Tensor<2> {
+    /// Rows `uniq` (in range) as a `[uniq.len(), dim]` tensor, off autodiff.
+    pub fn gather(&self, uniq: SortedIds) -> Result<Tensor<2>, ModelError> {
+        self.check_range(uniq)?;
         if uniq.is_empty() {
-            return Tensor::zeros([0, self.dim], &self.device);
+            return Ok(Tensor::zeros([0, self.dim], &self.device));
         }
         let parts: Vec<Tensor<2>> = self
             .segments(uniq)
             .into_iter()
             .map(|seg| self.gather_segment(uniq, seg))
             .collect();
-        if parts.len() == 1 {
+        Ok(if parts.len() == 1 {
             parts.into_iter().next().expect("one part")
         } else {
             Tensor::cat(parts, 0)
-        }
+        })
     }
 
-    /// `table[uniq[i]] += delta[i]` in place. `uniq` must be sorted and distinct: `scatter_nd`
-    /// with duplicate indices races on GPUs.
-    pub fn scatter_add(&mut self, uniq: &[u32], delta: Tensor<2>) -> Result<(), ModelError> {
+    /// `table[uniq[i]] += delta[i]` in place (sorted, distinct ids: `scatter_nd` with duplicate
+    /// indices races on GPUs, and a host table walks them in order); ids past the last row are
+    /// an error.
+    pub fn scatter_add(&mut self, uniq: SortedIds, delta: Tensor<2>) -> Result<(), ModelError> {
+        self.check_range(uniq)?;
         if uniq.is_empty() {
             return Ok(());
         }
@@ -292,7 +308,7 @@ impl ShardedTable {
         host: &mut [f32],
         dim: usize,
         traffic: &Traffic,
-        uniq: &[u32],
+        uniq: SortedIds,
         delta: Tensor<2>,
     ) -> Result<(), ModelError> {
         let delta = to_vec(delta)?;
@@ -302,7 +318,7 @@ impl ShardedTable {
         let mut rows: Vec<&mut [f32]> = Vec::with_capacity(uniq.len());
         let mut rest: &mut [f32] = host;
         let mut consumed = 0usize;
-        for &id in uniq {
+        for &id in uniq.as_slice() {
             let at = id as usize * dim - consumed;
             let (_, tail) = std::mem::take(&mut rest).split_at_mut(at);
             let (row, tail) = tail.split_at_mut(dim);
@@ -339,6 +355,10 @@ impl ShardedTable {
 mod tests {
     use super::*;
 
+    fn ids(ids: &[u32]) -> SortedIds<'_> {
+        SortedIds::new(ids).unwrap()
+    }
+
     #[test]
     fn shards_follow_the_buffer_limit_and_round_trip() {
         let device = Device::flex();
@@ -349,7 +369,7 @@ mod tests {
             }
         });
         assert_eq!(t.n_shards(), 4);
-        let rows = to_vec(t.gather(&[0, 2, 3, 7, 9])).unwrap();
+        let rows = to_vec(t.gather(ids(&[0, 2, 3, 7, 9])).unwrap()).unwrap();
         let expect: Vec<f32> = [0, 2, 3, 7, 9]
             .iter()
             .flat_map(|&r| (0..4).map(move |j| (r * 10 + j) as f32))
@@ -358,7 +378,7 @@ mod tests {
 
         let mut t = t;
         let delta = floats(vec![1.0; 12], [3, 4], &device);
-        t.scatter_add(&[2, 3, 9], delta).unwrap();
+        t.scatter_add(ids(&[2, 3, 9]), delta).unwrap();
         let all = t.to_vec().unwrap();
         assert_eq!(all[2 * 4], 21.0);
         assert_eq!(all[3 * 4 + 3], 34.0);
@@ -377,18 +397,63 @@ mod tests {
         let mut host = ShardedTable::placed(10, 4, 48, &device, BandPlacement::Host, init);
         let mut dev = ShardedTable::placed(10, 4, 48, &device, BandPlacement::Device, init);
         assert_eq!(host.n_shards(), dev.n_shards());
-        let ids = [0u32, 2, 3, 7, 9];
-        assert_eq!(host.segments(&ids), dev.segments(&ids));
+        let rows = ids(&[0, 2, 3, 7, 9]);
+        assert_eq!(host.segments(rows), dev.segments(rows));
         assert_eq!(
-            to_vec(host.gather(&ids)).unwrap(),
-            to_vec(dev.gather(&ids)).unwrap()
+            to_vec(host.gather(rows).unwrap()).unwrap(),
+            to_vec(dev.gather(rows).unwrap()).unwrap()
         );
         assert_eq!(host.traffic(), (5 * 4 * 4, 0));
         let delta = || floats((0..12).map(|x| x as f32 * 0.5).collect(), [3, 4], &device);
-        host.scatter_add(&[2, 3, 9], delta()).unwrap();
-        dev.scatter_add(&[2, 3, 9], delta()).unwrap();
+        host.scatter_add(ids(&[2, 3, 9]), delta()).unwrap();
+        dev.scatter_add(ids(&[2, 3, 9]), delta()).unwrap();
         assert_eq!(host.to_vec().unwrap(), dev.to_vec().unwrap());
         assert_eq!(host.traffic(), (5 * 4 * 4, 3 * 4 * 4));
         assert_eq!(dev.traffic(), (0, 0));
+    }
+
+    #[test]
+    fn unsorted_or_out_of_range_ids_are_refused_not_a_panic() {
+        // Unsorted ids once underflowed the host update's offset arithmetic.
+        let device = Device::flex();
+        for placement in [BandPlacement::Host, BandPlacement::Device] {
+            let mut t = ShardedTable::placed(10, 4, 48, &device, placement, |_, o| o.fill(1.0));
+            assert!(SortedIds::new(&[9, 2]).is_err());
+            assert!(SortedIds::new(&[2, 2]).is_err());
+            let delta = || floats(vec![1.0; 8], [2, 4], &device);
+            let err = t.scatter_add(ids(&[2, 10]), delta()).unwrap_err();
+            assert!(matches!(err, ModelError::Ids(_)), "{err}");
+            assert!(t.gather(ids(&[10])).is_err());
+            assert_eq!(t.to_vec().unwrap(), vec![1.0; 40], "nothing written");
+        }
+    }
+
+    /// Whether `T` implements `Clone`, by method resolution (autoref specialisation).
+    struct Probe<T>(std::marker::PhantomData<T>);
+    trait IsClone {
+        fn is_clone(&self) -> bool {
+            true
+        }
+    }
+    impl<T: Clone> IsClone for Probe<T> {}
+    trait NotClone {
+        fn is_clone(&self) -> bool {
+            false
+        }
+    }
+    impl<T> NotClone for &Probe<T> {}
+
+    #[test]
+    #[allow(clippy::needless_borrow)] // the borrow selects which `is_clone` answers
+    fn tables_and_their_optimizer_state_cannot_be_cloned() {
+        // A clone would keep a second handle to the shards and silently turn every in-place
+        // update into a whole-table copy.
+        use crate::table_optim::TableState;
+        assert!(!(&Probe::<ShardedTable>(std::marker::PhantomData)).is_clone());
+        assert!(!(&Probe::<TableState>(std::marker::PhantomData)).is_clone());
+        assert!(
+            (&Probe::<Segment>(std::marker::PhantomData)).is_clone(),
+            "the probe works"
+        );
     }
 }

@@ -1,20 +1,21 @@
 //! The training loop: batches (synthetic or from a data file) assembled on a background thread,
-//! one [`WideModel::train_step`] per batch, and a summary with throughput and measured memory.
+//! one training step of the configured layout ([`TrainLayout`]) per batch, and a summary with
+//! throughput and measured memory.
 
 use std::collections::BTreeMap;
 use std::sync::mpsc;
 use std::time::Instant;
 
 use serde::Serialize;
-use widebag_config::{DataSummary, Prepared};
 use widebag_csr::CsrBatch;
 use widebag_data::{BatchSource, DataError};
+use widebag_prepare::{DataSummary, Prepared};
 
-use widebag_config::{Config, Layout};
+use widebag_config::Layout;
 
-use crate::dense::DenseModel;
+use crate::layout::{self, TrainLayout};
 use crate::memory::{MemoryMeter, MeterMode, Phase, Point};
-use crate::model::{StepStats, WideModel};
+use crate::model::StepStats;
 use crate::{BackendKind, Compute, ModelError};
 
 /// What a run measured.
@@ -68,7 +69,7 @@ pub struct RunSummary {
     pub host_to_device_bytes_per_step: f64,
     pub device_to_host_bytes_per_step: f64,
     /// The head/tail bands of each split side.
-    pub bands: Vec<widebag_config::BandReport>,
+    pub bands: Vec<widebag_prepare::BandReport>,
     /// The process's peak resident memory (Linux `VmHWM`, data included): the measured peak on
     /// backends without allocator counters (flex).
     pub peak_rss_bytes: Option<u64>,
@@ -103,54 +104,6 @@ fn prefetch(
         }
     });
     rx
-}
-
-/// The model of either layout.
-pub enum Model {
-    Sparse(Box<WideModel>),
-    Dense(Box<DenseModel>),
-}
-
-impl Model {
-    pub fn new(config: &Config, compute: &Compute) -> Result<Self, ModelError> {
-        Ok(match config.model.layout {
-            Layout::Sparse => Model::Sparse(Box::new(WideModel::new(config, compute))),
-            Layout::Dense => Model::Dense(Box::new(DenseModel::new(config, compute)?)),
-        })
-    }
-
-    pub fn train_step(
-        &mut self,
-        batch: &CsrBatch,
-        meter: &mut MemoryMeter,
-    ) -> Result<StepStats, ModelError> {
-        match self {
-            Model::Sparse(m) => m.train_step(batch, meter),
-            Model::Dense(m) => m.train_step(batch, meter),
-        }
-    }
-
-    pub fn parameter_bytes(&self) -> u64 {
-        match self {
-            Model::Sparse(m) => m.parameter_bytes(),
-            Model::Dense(m) => m.parameter_bytes(),
-        }
-    }
-
-    /// Mean loss over held-out batches (weighted by rows); `None` without any.
-    pub fn eval_loss(&self, batches: &[CsrBatch]) -> Result<Option<f64>, ModelError> {
-        match self {
-            Model::Sparse(m) => m.eval_loss(batches),
-            Model::Dense(m) => {
-                let (mut sum, mut rows) = (0.0f64, 0usize);
-                for b in batches {
-                    sum += m.gradients(b)?.loss as f64 * b.n_rows() as f64;
-                    rows += b.n_rows();
-                }
-                Ok((rows > 0).then(|| sum / rows as f64))
-            }
-        }
-    }
 }
 
 /// How a run is watched.
@@ -188,6 +141,7 @@ pub fn run_training_with(
         data,
         eval,
         bands,
+        model_bands,
         ..
     } = prepared;
     let config = &config;
@@ -204,7 +158,7 @@ pub fn run_training_with(
     } else {
         0
     };
-    let mut model = Model::new(config, compute)?;
+    let mut model: Box<dyn TrainLayout> = layout::build(config, &model_bands, compute)?;
     meter.sample(Point::Setup);
     let setup_s = setup_start.elapsed().as_secs_f64();
 
@@ -250,34 +204,11 @@ pub fn run_training_with(
     };
     let tail = &losses[losses.len().saturating_sub(10)..];
     let has_counters = meter.available();
-    let (table_bytes, table_shards, class_chunks, max_buffer_bytes) = match &model {
-        Model::Sparse(m) => (
-            m.bands.iter().map(|b| b.table.bytes()).sum(),
-            m.bands.iter().map(|b| b.table.n_shards()).sum(),
-            m.chunks.len(),
-            m.spec.max_buffer_bytes,
-        ),
-        Model::Dense(m) => (0, 0, 1, m.spec.max_buffer_bytes),
-    };
+    // The training steps' sizes and traffic; then the updates still deferred land before the
+    // weights are read.
+    let facts = model.facts();
+    model.flush_deferred()?;
     let steps = config.train.steps.max(1) as f64;
-    let (table_parameters, output_parameters, host_bytes, (up, down)) = match &model {
-        Model::Sparse(m) => (
-            m.table_parameters(),
-            m.output_parameters(),
-            m.host_bytes(),
-            m.host_traffic(),
-        ),
-        Model::Dense(m) => {
-            let s = &m.spec;
-            let last = s.hidden.last().copied().unwrap_or(s.dim);
-            (
-                (s.width * s.dim) as u64,
-                ((last + 1) * s.n_classes) as u64,
-                0,
-                (0, 0),
-            )
-        }
-    };
     let eval_loss = model.eval_loss(&eval)?;
     Ok(RunSummary {
         backend: compute.backend,
@@ -295,11 +226,11 @@ pub fn run_training_with(
         first_loss: losses[0],
         final_loss: *losses.last().expect("steps >= 1"),
         final_loss_mean10: tail.iter().sum::<f32>() / tail.len() as f32,
-        table_bytes,
-        parameter_bytes: model.parameter_bytes(),
-        table_shards,
-        class_chunks,
-        max_buffer_bytes,
+        table_bytes: facts.table_bytes,
+        parameter_bytes: facts.parameter_bytes,
+        table_shards: facts.table_shards,
+        class_chunks: facts.class_chunks,
+        max_buffer_bytes: facts.max_buffer_bytes,
         peak_in_use_bytes: has_counters.then_some(meter.peak_in_use_bytes),
         peak_reserved_bytes: has_counters.then_some(meter.peak_reserved_bytes),
         pool_high_water_bytes: meter.pool_high_water_bytes(),
@@ -310,11 +241,11 @@ pub fn run_training_with(
         output: config.model.output,
         eval_loss,
         eval_rows: eval.iter().map(|b| b.n_rows()).sum(),
-        table_parameters,
-        output_parameters,
-        host_bytes,
-        host_to_device_bytes_per_step: up as f64 / steps,
-        device_to_host_bytes_per_step: down as f64 / steps,
+        table_parameters: facts.table_parameters,
+        output_parameters: facts.output_parameters,
+        host_bytes: facts.host_bytes,
+        host_to_device_bytes_per_step: facts.to_device_bytes as f64 / steps,
+        device_to_host_bytes_per_step: facts.to_host_bytes as f64 / steps,
         bands,
         peak_rss_bytes: peak_rss_bytes(),
         // Batches never straddle epochs, so the epochs started follow from the rows seen.

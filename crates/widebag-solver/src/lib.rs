@@ -7,14 +7,25 @@
 //! read from the data itself ([`RowSample`]). A candidate fits when no tensor exceeds the
 //! device's largest buffer and `peak + slack ≤ budget` ([`slack_bytes`]: the ledger's measured
 //! error plus the allocator's few unmodelled KiB). No burn.
+//!
+//! One file per role, as TorchRec's planner: `problem` (what is asked), `enumerate` (the
+//! optimizer pairs), `estimate` (the only caller of the ledger), `search` (bisecting the batch,
+//! choosing per objective), `suggest` (changes when nothing fits), `report` (the output types),
+//! and `solve`, which runs them in order.
 
+mod enumerate;
+mod estimate;
+mod problem;
+mod report;
 pub mod sample;
+mod search;
 mod solve;
+mod suggest;
 pub mod throughput;
 
+pub use enumerate::capability;
+pub use problem::{Pins, Problem, SolverError, default_budget_bytes, reserve_bytes, slack_bytes};
+pub use report::{Candidate, Plan, Suggestion};
 pub use sample::RowSample;
-pub use solve::{
-    Candidate, Pins, Plan, Problem, SolverError, Suggestion, capability, default_budget_bytes,
-    reserve_bytes, slack_bytes, solve,
-};
+pub use solve::solve;
 pub use throughput::{Calibration, StepWork};

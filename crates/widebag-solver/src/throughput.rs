@@ -8,6 +8,7 @@
 
 use serde::{Deserialize, Serialize};
 use widebag_config::{DenseOptim, Layout, TableOptim};
+use widebag_ledger::shapes::F32_BYTES;
 use widebag_ledger::step::StepSpec;
 
 /// Fitted coefficients, and where they were measured.
@@ -127,7 +128,7 @@ pub struct StepWork {
 impl StepWork {
     pub fn of(spec: &StepSpec) -> Self {
         let b = spec.batch.n_rows as f64;
-        let f32b = 4.0;
+        let f32b = F32_BYTES as f64;
         let mut sizes = vec![spec.dim as f64];
         sizes.extend(spec.hidden.iter().map(|&h| h as f64));
         let classes = spec.n_classes as f64;

@@ -1,0 +1,475 @@
+//! The configuration schema: the `[data]`, `[model]`, `[train]`, `[optim]` and `[plan]` sections
+//! with their serde defaults (`Config::default()` is the schema's defaults; the quickstart layers
+//! over them).
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use crate::{
+    DenseOptim, DeviceChoice, Format, Layout, TableOptim, TargetKind, TextMode, TokenFormat,
+};
+
+/// `[data]`: where batches come from.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DataConfig {
+    /// Input width (number of distinct ids).
+    pub width: usize,
+    /// Output classes; defaults to the width (next-id targets).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub n_classes: Option<usize>,
+    /// Mean ids drawn per row.
+    pub nnz: f64,
+    /// Half-width of the uniform spread of ids per row.
+    pub nnz_spread: f64,
+    pub zipf_exponent: f64,
+    /// Share of a row's ids that carry signal about its target.
+    pub signal_share: f64,
+    pub target: TargetKind,
+    /// A data file (or directory, for `text`) to train on instead of synthetic data. The file
+    /// then decides the width and the classes; the synthetic keys above are not used.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path: Option<PathBuf>,
+    /// Format of `path`: `libsvm`, `npz`, `lightgcn`, `text` or `dictd`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub format: Option<Format>,
+    /// `lightgcn`: the held-out interactions file.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub test_path: Option<PathBuf>,
+    /// `text`/`dictd`: `bow` (one row per document) or `cbow` (one row per word).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mode: Option<TextMode>,
+    /// `cbow`: context words on each side.
+    pub window: usize,
+    /// `text`/`dictd`: words seen fewer times are left out of the vocabulary.
+    pub min_count: u64,
+    /// `text`/`dictd`: the most words kept; 0 keeps all.
+    pub max_vocab: usize,
+    /// `text`/`dictd`: `plain`, or `tagged` for `word/TAG` tokens (Brown corpus).
+    pub tokens: TokenFormat,
+    /// `libsvm`: ids are 0-based (true) or 1-based (false); detected when unset.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub zero_based: Option<bool>,
+    /// Skip malformed lines (counted and reported) instead of refusing the file.
+    pub skip_bad_lines: bool,
+}
+
+impl Default for DataConfig {
+    fn default() -> Self {
+        Self {
+            width: 240_000,
+            n_classes: None,
+            nnz: 20.0,
+            nnz_spread: 10.0,
+            zipf_exponent: 1.05,
+            signal_share: 0.5,
+            target: TargetKind::NextId,
+            path: None,
+            format: None,
+            test_path: None,
+            mode: None,
+            window: 2,
+            min_count: 1,
+            max_vocab: 0,
+            tokens: TokenFormat::Plain,
+            zero_based: None,
+            skip_bad_lines: false,
+        }
+    }
+}
+
+impl DataConfig {
+    pub fn n_classes(&self) -> usize {
+        self.n_classes.unwrap_or(self.width)
+    }
+
+    /// The data file to read, when the run trains on one (validated: `format` is set).
+    pub fn source(&self) -> Option<widebag_data::Source> {
+        let (path, format) = (self.path.as_ref()?, self.format?);
+        let mut s = widebag_data::Source::new(path, format);
+        s.test_path = self.test_path.clone();
+        s.read.zero_based = self.zero_based;
+        s.read.skip_bad_lines = self.skip_bad_lines;
+        s.text = widebag_data::TextOptions {
+            mode: self.mode.unwrap_or_default(),
+            window: self.window,
+            min_count: self.min_count,
+            max_vocab: self.max_vocab,
+            tokens: self.tokens,
+        };
+        Some(s)
+    }
+}
+
+/// `[model]`: embedding bag → ReLU MLP → softmax over the classes.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ModelConfig {
+    /// `sparse` (embedding bag, row-sparse updates) or `dense` (the naive baseline).
+    pub layout: Layout,
+    /// Embedding-bag output size (the first layer, width → dim).
+    pub dim: usize,
+    /// Hidden layer sizes after the bag, each followed by ReLU.
+    pub hidden: Vec<usize>,
+    /// Classes per output chunk; 0 picks the largest chunk the device's buffer limit allows.
+    pub class_chunk: usize,
+    /// Caps any single device buffer (MiB) below the adapter's own limit; 0 keeps the adapter's.
+    pub max_buffer_mib: u64,
+    /// The output objective: `full` softmax, `adaptive` softmax (`output_bands`), or
+    /// `multinomial` (a target bag's counts, full or, with `output_bands`, adaptive).
+    pub output: OutputKind,
+    /// Head/tail bands of the input ids (adaptive input).
+    pub input_bands: InputBands,
+    /// Head shortlist and tail clusters of the output classes (adaptive softmax).
+    pub output_bands: OutputBands,
+}
+
+impl ModelConfig {
+    /// Size of the last hidden representation (the output layer's input).
+    pub fn last_hidden(&self) -> usize {
+        self.hidden.last().copied().unwrap_or(self.dim)
+    }
+}
+
+/// The output objective.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OutputKind {
+    /// Softmax cross-entropy against each row's target distribution (a bag's weights are
+    /// normalised to sum to 1; a next-id target is one class of weight 1).
+    #[default]
+    Full,
+    /// Adaptive softmax (Grave et al. 2017): a head shortlist plus one token per tail cluster,
+    /// tail clusters with reduced dims; only clusters that hold a target are evaluated in training.
+    Adaptive,
+    /// Multinomial likelihood of a target bag (Mult-DAE/Mult-VAE): `-sum_j x_j log p_j` with the
+    /// bag's raw counts; adaptive when `model.output_bands.cutoffs` is set.
+    Multinomial,
+}
+
+impl OutputKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            OutputKind::Full => "full",
+            OutputKind::Adaptive => "adaptive",
+            OutputKind::Multinomial => "multinomial",
+        }
+    }
+}
+
+/// Where a band's table and its optimizer state live.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BandPlacement {
+    #[default]
+    Device,
+    /// Host memory: the device gets only a batch's unique rows (and their state) each step and
+    /// sends back only the updates.
+    Host,
+}
+
+/// How ids are numbered before they are cut into bands.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum IdOrder {
+    /// Renumbered by their frequency in the data (most frequent first), so the head band holds
+    /// the most frequent ids whatever the data's own numbering (hashed ids, item ids).
+    #[default]
+    Frequency,
+    /// The data's own numbering (already frequency-sorted, e.g. a text reader's vocabulary).
+    Data,
+}
+
+impl BandPlacement {
+    pub fn name(self) -> &'static str {
+        match self {
+            BandPlacement::Device => "device",
+            BandPlacement::Host => "host",
+        }
+    }
+}
+
+/// Band boundaries over frequency-sorted ids: `"auto"` (chosen from the data's frequencies and
+/// a byte budget) or explicit ascending cutoffs (`[20000, 80000]`: ids below 20,000 are the
+/// head, 20,000–79,999 the first tail band, the rest the second). Empty: one band.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum Cutoffs {
+    Auto,
+    #[default]
+    None,
+    Ids(Vec<usize>),
+}
+
+impl Cutoffs {
+    /// The explicit cutoffs (empty for `None`; `Auto` is resolved by `open_data`).
+    pub fn ids(&self) -> &[usize] {
+        match self {
+            Cutoffs::Ids(v) => v,
+            _ => &[],
+        }
+    }
+    pub fn is_split(&self) -> bool {
+        !matches!(self, Cutoffs::None)
+    }
+}
+
+impl Serialize for Cutoffs {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Cutoffs::Auto => s.serialize_str("auto"),
+            Cutoffs::None => Vec::<usize>::new().serialize(s),
+            Cutoffs::Ids(v) => v.serialize(s),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Cutoffs {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = Cutoffs;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                write!(f, "\"auto\" or a list of ascending ids")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Cutoffs, E> {
+                if v == "auto" {
+                    Ok(Cutoffs::Auto)
+                } else {
+                    Err(E::custom(format!(
+                        "expected \"auto\" or a list of ascending ids, found \"{v}\""
+                    )))
+                }
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut a: A,
+            ) -> Result<Cutoffs, A::Error> {
+                let mut out = Vec::new();
+                while let Some(x) = a.next_element::<usize>()? {
+                    out.push(x);
+                }
+                Ok(if out.is_empty() {
+                    Cutoffs::None
+                } else {
+                    Cutoffs::Ids(out)
+                })
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// `[model.input_bands]`: adaptive input. Band 0 (the head) has `model.dim`-wide rows; tail band
+/// `k` has `dim / factor^k`-wide rows (at least 1) and a learned `[dim_k, dim]` projection.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct InputBands {
+    pub cutoffs: Cutoffs,
+    pub factor: usize,
+    /// Placement of band k: `placement[min(k, len - 1)]`, so `["device", "host"]` keeps the
+    /// head on the device and every tail band in host memory.
+    pub placement: Vec<BandPlacement>,
+    /// `"frequency"` renumbers the ids by their frequency in the data before the cut.
+    pub order: IdOrder,
+    /// `cutoffs = "auto"`: bytes the bands' tables, projections and table-optimizer state may
+    /// take (units as `plan.budget`); unset: a fifth of the unsplit table's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub budget: Option<String>,
+}
+
+impl Default for InputBands {
+    fn default() -> Self {
+        Self {
+            cutoffs: Cutoffs::None,
+            factor: 4,
+            placement: vec![BandPlacement::Device],
+            order: IdOrder::Frequency,
+            budget: None,
+        }
+    }
+}
+
+impl InputBands {
+    pub fn placement_of(&self, band: usize) -> BandPlacement {
+        self.placement
+            .get(band.min(self.placement.len().saturating_sub(1)))
+            .copied()
+            .unwrap_or_default()
+    }
+}
+
+/// `[model.output_bands]`: adaptive softmax. The head holds classes below the first cutoff plus
+/// one token per tail cluster, on the last hidden size `h`; tail cluster `k` projects `h` to
+/// `h / factor^k` (at least 1) and has its own softmax over its classes.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct OutputBands {
+    pub cutoffs: Cutoffs,
+    pub factor: usize,
+    /// `"frequency"` renumbers the classes by their frequency in the data before the cut.
+    pub order: IdOrder,
+    /// `cutoffs = "auto"`: bytes the output layer's parameters and dense-optimizer state may take;
+    /// unset: a fifth of the full output layer's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub budget: Option<String>,
+}
+
+impl Default for OutputBands {
+    fn default() -> Self {
+        Self {
+            cutoffs: Cutoffs::None,
+            factor: 4,
+            order: IdOrder::Frequency,
+            budget: None,
+        }
+    }
+}
+
+impl Default for ModelConfig {
+    fn default() -> Self {
+        Self {
+            layout: Layout::Sparse,
+            dim: 32,
+            hidden: vec![64],
+            class_chunk: 0,
+            max_buffer_mib: 0,
+            output: OutputKind::Full,
+            input_bands: InputBands::default(),
+            output_bands: OutputBands::default(),
+        }
+    }
+}
+
+/// `[train]`: the loop.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TrainConfig {
+    pub batch_size: usize,
+    pub steps: usize,
+    pub seed: u64,
+    pub device: DeviceChoice,
+    /// Held-out rows for the validation loss reported at the end of a run (0: none). Synthetic
+    /// data draws them from a row range training never reaches; a data file sets aside that many
+    /// rows, chosen by a seeded hash, and trains on the rest.
+    pub eval_rows: usize,
+}
+
+impl Default for TrainConfig {
+    fn default() -> Self {
+        Self {
+            batch_size: 64,
+            steps: 100,
+            seed: 0,
+            device: DeviceChoice::Auto,
+            eval_rows: 0,
+        }
+    }
+}
+
+/// `[optim]`: optimizers and their hyper-parameters. Defaults follow PyTorch: Adam betas
+/// (0.9, 0.999), eps 1e-8, no weight decay; SGD without momentum or dampening.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct OptimConfig {
+    pub dense: DenseOptim,
+    pub table: TableOptim,
+    /// Learning rate of the dense layers.
+    pub lr: f64,
+    /// Learning rate of the table; defaults to `lr`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub table_lr: Option<f64>,
+    pub beta1: f64,
+    pub beta2: f64,
+    pub eps: f64,
+    /// `momentum`: the momentum factor (PyTorch's SGD, no dampening, no Nesterov).
+    pub momentum: f64,
+    /// `adamw`: decoupled weight decay (PyTorch's AdamW default, 0.01). Other optimizers ignore it.
+    pub weight_decay: f64,
+}
+
+impl Default for OptimConfig {
+    fn default() -> Self {
+        Self {
+            dense: DenseOptim::Adam,
+            table: TableOptim::Adam,
+            lr: 1e-3,
+            table_lr: None,
+            beta1: 0.9,
+            beta2: 0.999,
+            eps: 1e-8,
+            momentum: 0.9,
+            weight_decay: 0.01,
+        }
+    }
+}
+
+impl OptimConfig {
+    pub fn table_lr(&self) -> f64 {
+        self.table_lr.unwrap_or(self.lr)
+    }
+}
+
+/// What the budget solver maximises.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Objective {
+    /// The largest batch (up to `plan.max_batch`), then the most capable optimizers that fit at it.
+    #[default]
+    Batch,
+    /// The largest predicted examples/s (the solver's documented throughput model).
+    Throughput,
+}
+
+impl Objective {
+    pub fn name(self) -> &'static str {
+        match self {
+            Objective::Batch => "batch",
+            Objective::Throughput => "throughput",
+        }
+    }
+}
+
+/// The choices the budget solver may make (and a config may pin with `plan.pin`).
+pub const PLAN_KNOBS: [&str; 3] = ["train.batch_size", "optim.table", "optim.dense"];
+
+/// `[plan]`: the budget solver (`widebag plan`, `widebag train --budget`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PlanConfig {
+    /// Memory budget with units (`6GiB`, `512MiB`, `8GB`, bytes); unset: the device's memory
+    /// minus the reserve, when the device reports it. `--budget` overrides.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub budget: Option<String>,
+    pub objective: Objective,
+    /// The smallest batch the solver may choose.
+    pub min_batch: usize,
+    /// The largest batch the solver considers.
+    pub max_batch: usize,
+    /// Knobs the solver keeps at the config's value: any of `train.batch_size`, `optim.table`,
+    /// `optim.dense` (keys given with `--set` on the command line are pinned too).
+    pub pin: Vec<String>,
+}
+
+impl Default for PlanConfig {
+    fn default() -> Self {
+        Self {
+            budget: None,
+            objective: Objective::Batch,
+            min_batch: 1,
+            max_batch: 4096,
+            pin: Vec::new(),
+        }
+    }
+}
+
+/// A whole run configuration. `Config::default()` is the built-in quickstart.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    pub data: DataConfig,
+    pub model: ModelConfig,
+    pub train: TrainConfig,
+    pub optim: OptimConfig,
+    pub plan: PlanConfig,
+}

@@ -1,0 +1,228 @@
+//! Range checks of a built configuration; each failure names the key and why.
+
+use crate::{BandPlacement, Config, Format, Layout, ModelConfig, OutputKind, PLAN_KNOBS, units};
+
+/// The head/tail keys of `[model]`.
+fn check_bands(m: &ModelConfig) -> Result<(), (&'static str, String)> {
+    let err = |key: &'static str, msg: String| Err((key, msg));
+    for (key, cutoffs) in [
+        ("model.input_bands.cutoffs", &m.input_bands.cutoffs),
+        ("model.output_bands.cutoffs", &m.output_bands.cutoffs),
+    ] {
+        let ids = cutoffs.ids();
+        if ids.first() == Some(&0) {
+            return err(
+                key,
+                "cutoffs must be > 0 (the head holds the ids below the first)".into(),
+            );
+        }
+        if ids.windows(2).any(|w| w[0] >= w[1]) {
+            return err(key, format!("cutoffs must ascend strictly, got {ids:?}"));
+        }
+    }
+    for (key, factor) in [
+        ("model.input_bands.factor", m.input_bands.factor),
+        ("model.output_bands.factor", m.output_bands.factor),
+    ] {
+        if !(1..=1024).contains(&factor) {
+            return err(key, "must be between 1 and 1024".into());
+        }
+    }
+    if m.input_bands.placement.is_empty() {
+        return err(
+            "model.input_bands.placement",
+            "needs at least one placement (\"device\" or \"host\")".into(),
+        );
+    }
+    for (key, b) in [
+        ("model.input_bands.budget", &m.input_bands.budget),
+        ("model.output_bands.budget", &m.output_bands.budget),
+    ] {
+        if let Some(b) = b {
+            units::parse_bytes(b).map_err(|e| (key, e))?;
+        }
+    }
+    let split_out = m.output_bands.cutoffs.is_split();
+    match m.output {
+        OutputKind::Adaptive if !split_out => {
+            return err(
+                "model.output_bands.cutoffs",
+                "output = \"adaptive\" needs output_bands.cutoffs (a list or \"auto\")".into(),
+            );
+        }
+        OutputKind::Full if split_out => {
+            return err(
+                "model.output_bands.cutoffs",
+                "applies to output = \"adaptive\" or \"multinomial\"; output is \"full\"".into(),
+            );
+        }
+        _ => {}
+    }
+    if m.layout == Layout::Dense {
+        if m.input_bands.cutoffs.is_split() {
+            return err(
+                "model.input_bands.cutoffs",
+                "bands need layout = \"sparse\" (the dense layout is the unsplit baseline)".into(),
+            );
+        }
+        if m.output != OutputKind::Full {
+            return err(
+                "model.output",
+                "the dense layout has the full softmax only; use layout = \"sparse\"".into(),
+            );
+        }
+        if m.input_bands.placement.contains(&BandPlacement::Host) {
+            return err(
+                "model.input_bands.placement",
+                "host placement needs layout = \"sparse\"".into(),
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Range checks; returns the first failing key and why.
+pub fn validate(c: &Config) -> Result<(), (&'static str, String)> {
+    fn check(ok: bool, key: &'static str, msg: &str) -> Result<(), (&'static str, String)> {
+        if ok {
+            Ok(())
+        } else {
+            Err((key, msg.to_string()))
+        }
+    }
+    let d = &c.data;
+    check(
+        (1..=u32::MAX as usize).contains(&d.width),
+        "data.width",
+        "must be between 1 and 4294967295",
+    )?;
+    if let Some(n) = d.n_classes {
+        check(
+            (2..=u32::MAX as usize).contains(&n),
+            "data.n_classes",
+            "must be between 2 and 4294967295",
+        )?;
+    } else {
+        check(
+            d.width >= 2,
+            "data.n_classes",
+            "defaults to data.width, which must then be at least 2",
+        )?;
+    }
+    check(
+        d.nnz.is_finite() && d.nnz >= 1.0 && d.nnz <= d.width as f64,
+        "data.nnz",
+        "must be a number between 1 and data.width",
+    )?;
+    check(
+        d.nnz_spread.is_finite() && d.nnz_spread >= 0.0,
+        "data.nnz_spread",
+        "must be a finite number >= 0",
+    )?;
+    check(
+        d.zipf_exponent.is_finite() && d.zipf_exponent >= 0.0,
+        "data.zipf_exponent",
+        "must be a finite number >= 0",
+    )?;
+    check(
+        (0.0..=1.0).contains(&d.signal_share),
+        "data.signal_share",
+        "must be within [0, 1]",
+    )?;
+    match (&d.path, d.format) {
+        (Some(_), None) => check(
+            false,
+            "data.format",
+            "must be set with data.path: libsvm, npz, lightgcn, text or dictd",
+        )?,
+        (None, Some(_)) => check(false, "data.path", "must be set with data.format")?,
+        _ => {}
+    }
+    if let Some(f) = d.format {
+        check(
+            d.mode.is_none() || f.is_text(),
+            "data.mode",
+            "applies to the text and dictd formats only",
+        )?;
+        check(
+            d.test_path.is_none() || f == Format::Lightgcn,
+            "data.test_path",
+            "applies to the lightgcn format only",
+        )?;
+        check(
+            d.zero_based.is_none() || f == Format::Libsvm,
+            "data.zero_based",
+            "applies to the libsvm format only",
+        )?;
+    }
+    check(d.window >= 1, "data.window", "must be at least 1")?;
+    check(d.min_count >= 1, "data.min_count", "must be at least 1")?;
+    let m = &c.model;
+    check(m.dim >= 1, "model.dim", "must be at least 1")?;
+    check(
+        m.hidden.iter().all(|&h| h >= 1),
+        "model.hidden",
+        "every hidden size must be at least 1",
+    )?;
+    check_bands(m)?;
+    let t = &c.train;
+    check(t.batch_size >= 1, "train.batch_size", "must be at least 1")?;
+    check(t.steps >= 1, "train.steps", "must be at least 1")?;
+    let o = &c.optim;
+    check(
+        o.lr.is_finite() && o.lr > 0.0,
+        "optim.lr",
+        "must be a finite number > 0",
+    )?;
+    if let Some(lr) = o.table_lr {
+        check(
+            lr.is_finite() && lr > 0.0,
+            "optim.table_lr",
+            "must be a finite number > 0",
+        )?;
+    }
+    check(
+        (0.0..1.0).contains(&o.beta1),
+        "optim.beta1",
+        "must be within [0, 1)",
+    )?;
+    check(
+        (0.0..1.0).contains(&o.beta2),
+        "optim.beta2",
+        "must be within [0, 1)",
+    )?;
+    check(
+        o.eps.is_finite() && o.eps > 0.0,
+        "optim.eps",
+        "must be a finite number > 0",
+    )?;
+    check(
+        (0.0..1.0).contains(&o.momentum),
+        "optim.momentum",
+        "must be within [0, 1)",
+    )?;
+    check(
+        o.weight_decay.is_finite() && o.weight_decay >= 0.0,
+        "optim.weight_decay",
+        "must be a finite number >= 0",
+    )?;
+    let p = &c.plan;
+    if let Some(b) = &p.budget {
+        units::parse_bytes(b).map_err(|e| ("plan.budget", e))?;
+    }
+    check(p.min_batch >= 1, "plan.min_batch", "must be at least 1")?;
+    check(
+        p.max_batch >= p.min_batch,
+        "plan.max_batch",
+        "must be at least plan.min_batch",
+    )?;
+    for key in &p.pin {
+        if !PLAN_KNOBS.contains(&key.as_str()) {
+            return Err((
+                "plan.pin",
+                format!("`{key}` is not a knob (use {})", PLAN_KNOBS.join(", ")),
+            ));
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,494 @@
+//! The sparse layout's ledger, one function per numbered stage of the trainer's step
+//! (`train_step` in widebag-model): setup, 1. data, 2. unique rows, 3. forward, 4. backward,
+//! 5. row updates (6. dense updates and 7. measure allocate nothing of their own).
+
+use std::collections::BTreeMap;
+
+use widebag_config::bands::Band;
+use widebag_config::{BandPlacement, TableOptim};
+
+use super::adaptive;
+use super::builder::Builder;
+use super::spec::StepSpec;
+use crate::shapes::{self, ClassChunk, F32_BYTES, I32_BYTES};
+use crate::{Category, Entry, Ledger, Lifetime, Placement, Point, Pool};
+
+/// The ledger of one training step of `spec` in the sparse layout (without the step count that
+/// [`super::ledger`] adds for both layouts).
+pub(super) fn ledger(spec: &StepSpec) -> Ledger {
+    let cuts = Cuts::of(spec);
+    let points = Point::ALL
+        .into_iter()
+        .filter(|&p| p != Point::BackwardInput)
+        .collect();
+    let mut b = Builder::new(spec, points, Vec::new());
+    setup_tables(&mut b, spec, &cuts);
+    setup_dense(&mut b, spec, &cuts);
+    data(&mut b, spec, &cuts);
+    unique_rows(&mut b, &cuts);
+    forward(&mut b, spec, &cuts);
+    backward(&mut b, spec, &cuts);
+    row_updates(&mut b, spec, &cuts);
+    // 6. dense updates and 7. measure add no tensor: the dense optimizers update each parameter
+    // in place and free the gradients `setup_dense` lists with their parameters (their lifetimes
+    // end at `Point::DenseUpdate`); at `Point::StepEnd` only what lives across steps is alive.
+    b.ledger
+}
+
+/// How the step's tensors are cut to the device's largest buffer, computed once for every
+/// stage: each band's shards, the batch's gathered segments and the output's class chunks.
+struct Cuts {
+    /// Input bands and where each lives.
+    bands: Vec<(Band, BandPlacement)>,
+    /// Per band, the rows of each shard of its table.
+    shard_rows: Vec<Vec<usize>>,
+    /// Per band, how its unique ids are gathered: one run per shard touched.
+    segments: Vec<Segments>,
+    /// The output layer's class chunks (empty for the adaptive softmax) and their size.
+    chunks: Vec<ClassChunk>,
+    chunk_classes: usize,
+}
+
+/// One band's gathered rows: `n` segments of at most `rows_each` rows, `dim` wide.
+#[derive(Clone, Copy)]
+struct Segments {
+    n: u64,
+    rows_each: u64,
+    dim: u64,
+}
+
+impl Cuts {
+    fn of(spec: &StepSpec) -> Self {
+        let max_buf = spec.device.max_buffer_bytes;
+        let bands = spec.bands();
+        let shard_rows: Vec<Vec<usize>> = bands
+            .iter()
+            .map(|(band, _)| shapes::shard_rows(band.n_rows(), band.dim, max_buf))
+            .collect();
+        // Each band's unique ids are gathered per shard they touch.
+        let segments = bands
+            .iter()
+            .zip(&shard_rows)
+            .zip(spec.unique_per_band())
+            .map(|(((band, _), shards), u)| {
+                let n = (shards.len() as u64).min(u);
+                Segments {
+                    n,
+                    rows_each: if n == 0 { 0 } else { u.div_ceil(n) },
+                    dim: band.dim as u64,
+                }
+            })
+            .collect();
+        let (chunks, chunk_classes) = if spec.adaptive() {
+            (Vec::new(), 0)
+        } else {
+            let chunk = shapes::class_chunk(
+                spec.class_chunk as usize,
+                spec.n_classes as usize,
+                spec.last_hidden() as usize,
+                spec.batch.n_rows as usize,
+                max_buf,
+            );
+            (shapes::class_chunks(spec.n_classes as usize, chunk), chunk)
+        };
+        Self {
+            bands,
+            shard_rows,
+            segments,
+            chunks,
+            chunk_classes,
+        }
+    }
+
+    /// The ledger layer of band `k`'s table and its per-step rows.
+    fn band_layer(&self, k: usize) -> String {
+        if self.bands.len() == 1 {
+            "table".to_string()
+        } else {
+            format!("table.band{k}")
+        }
+    }
+}
+
+/// The batch's buffers and gathered rows: alive from the forward pass to the end of backward.
+fn batch_life() -> Lifetime {
+    Lifetime::span(Point::ForwardLogits, Point::BackwardEnd)
+}
+
+/// Setup (`Point::Setup`), tables: each band's shards and their optimizer state in the
+/// persistent pool (exact sizes), on the device or in host memory.
+fn setup_tables(b: &mut Builder, spec: &StepSpec, cuts: &Cuts) {
+    let table_states: &[&str] = match spec.table_optim {
+        TableOptim::Sgd | TableOptim::RowwiseAdagrad => &[],
+        TableOptim::Momentum => &["momentum"],
+        TableOptim::Adam => &["lazy_adam.m", "lazy_adam.v"],
+        TableOptim::AdamW => &["lazy_adamw.m", "lazy_adamw.v"],
+    };
+    for (k, ((band, placement), shards)) in cuts.bands.iter().zip(&cuts.shard_rows).enumerate() {
+        let layer = cuts.band_layer(k);
+        let placement = match placement {
+            BandPlacement::Device => Placement::Device,
+            BandPlacement::Host => Placement::Host,
+        };
+        let mut table = |name: String, shape: [u64; 2], count: u64, category: Category| {
+            b.ledger.push(Entry {
+                name,
+                layer: layer.clone(),
+                shape: shape.to_vec(),
+                element_bytes: F32_BYTES,
+                count,
+                category,
+                placement,
+                pool: Pool::Persistent,
+                lifetime: Lifetime::Persistent,
+            });
+        };
+        for (&r, &count) in &count_by_rows(shards) {
+            let shape = [r as u64, band.dim as u64];
+            table("table shard".into(), shape, count, Category::Parameters);
+            for s in table_states {
+                table(
+                    format!("table shard {s}"),
+                    shape,
+                    count,
+                    Category::OptimizerState,
+                );
+            }
+        }
+        if spec.table_optim == TableOptim::RowwiseAdagrad {
+            // One accumulator per row, an `[n_rows, 1]` table sharded by the same buffer limit.
+            let acc_shards = shapes::shard_rows(band.n_rows(), 1, spec.device.max_buffer_bytes);
+            for (&r, &count) in &count_by_rows(&acc_shards) {
+                table(
+                    "row-wise Adagrad accumulator shard".into(),
+                    [r as u64, 1],
+                    count,
+                    Category::OptimizerState,
+                );
+            }
+        }
+        if spec.table_optim == TableOptim::AdamW {
+            // The step each row was last updated at, on the host (catch-up of untouched rows).
+            b.ledger.push(Entry {
+                name: "lazy AdamW last step per row".into(),
+                layer: layer.clone(),
+                shape: vec![band.n_rows() as u64],
+                element_bytes: 8,
+                count: 1,
+                category: Category::OptimizerState,
+                placement: Placement::Host,
+                pool: Pool::Persistent,
+                lifetime: Lifetime::Persistent,
+            });
+        }
+    }
+}
+
+/// Shards grouped by their rows: rows → how many shards have them.
+fn count_by_rows(shards: &[usize]) -> BTreeMap<usize, u64> {
+    let mut by_rows = BTreeMap::new();
+    for &r in shards {
+        *by_rows.entry(r).or_default() += 1;
+    }
+    by_rows
+}
+
+/// Setup (`Point::Setup`), dense parameters with their state and gradient slots: gradients of
+/// the bag bias, the band projections and the hidden layers come out of autodiff (stage 4);
+/// the output layer's are built chunk by chunk inside the output backward. All are applied and
+/// freed by stage 6.
+fn setup_dense(b: &mut Builder, spec: &StepSpec, cuts: &Cuts) {
+    use Point::*;
+    let dim = spec.dim;
+    let dense_grad = Lifetime::span(BackwardEnd, DenseUpdate);
+    b.dense_param("bag.bias", "input", &[1, dim], spec.dense_optim, dense_grad);
+    for (k, (band, _)) in cuts.bands.iter().enumerate().skip(1) {
+        b.dense_param(
+            &format!("input_band.{k}.projection"),
+            "input",
+            &[band.dim as u64, dim],
+            spec.dense_optim,
+            dense_grad,
+        );
+    }
+    b.hidden_params(spec, dense_grad);
+    let output_grad = Lifetime::span(BackwardLogits, DenseUpdate);
+    if spec.adaptive() {
+        adaptive::params(b, spec, output_grad);
+        return;
+    }
+    let last = spec.last_hidden();
+    for c in &cuts.chunks {
+        let n = c.n as u64;
+        let layer = format!("output.{}", c.offset / cuts.chunk_classes);
+        b.dense_param(
+            &format!("{layer}.weight"),
+            &layer,
+            &[last, n],
+            spec.dense_optim,
+            output_grad,
+        );
+        b.dense_param(
+            &format!("{layer}.bias"),
+            &layer,
+            &[1, n],
+            spec.dense_optim,
+            output_grad,
+        );
+    }
+}
+
+/// Stage 1, data: the batch's index and value buffers, in bag pieces within the buffer limit and
+/// at least one per table segment, and the targets.
+fn data(b: &mut Builder, spec: &StepSpec, cuts: &Cuts) {
+    let n_segments = cuts.segments.iter().map(|s| s.n).sum::<u64>().max(1);
+    let pieces = spec
+        .batch
+        .nnz
+        .div_ceil(shapes::max_bag_entries(spec.dim as usize, spec.device.max_buffer_bytes) as u64)
+        .max(n_segments);
+    let per_piece = spec.batch.nnz.div_ceil(pieces);
+    for what in [
+        "bag entry positions (i32)",
+        "bag entry rows (i32)",
+        "bag entry values",
+    ] {
+        b.add(
+            what,
+            "batch",
+            &[per_piece],
+            I32_BYTES,
+            pieces,
+            Category::BatchBuffers,
+            Pool::Dynamic,
+            batch_life(),
+        );
+    }
+    let t = spec.batch.n_targets;
+    b.add(
+        "target (row, class) pairs (i32)",
+        "batch",
+        &[t, 2],
+        I32_BYTES,
+        1,
+        Category::BatchBuffers,
+        Pool::Dynamic,
+        batch_life(),
+    );
+    b.add(
+        "target weights",
+        "batch",
+        &[t],
+        F32_BYTES,
+        1,
+        Category::BatchBuffers,
+        Pool::Dynamic,
+        batch_life(),
+    );
+    b.f32(
+        "target weight per row",
+        "batch",
+        &[spec.batch.n_rows, 1],
+        Category::BatchBuffers,
+        batch_life(),
+    );
+}
+
+/// Stage 2, unique rows: each band's unique rows gathered per segment, each a gradient leaf.
+fn unique_rows(b: &mut Builder, cuts: &Cuts) {
+    for (k, s) in cuts.segments.iter().enumerate() {
+        if s.n > 0 {
+            b.add(
+                "gathered unique rows (gradient leaves)",
+                &cuts.band_layer(k),
+                &[s.rows_each, s.dim],
+                F32_BYTES,
+                s.n,
+                Category::Activations,
+                Pool::Dynamic,
+                batch_life(),
+            );
+        }
+    }
+}
+
+/// Stage 3, forward: what autodiff saves of the bag and each layer, each tail band's bag, then
+/// the output layer: the adaptive softmax, or the full softmax one class chunk at a time.
+fn forward(b: &mut Builder, spec: &StepSpec, cuts: &Cuts) {
+    use Point::*;
+    let rows = spec.batch.n_rows;
+    b.saved_layers(spec, ForwardLogits, BackwardLogits, BackwardEnd);
+    for (k, (band, _)) in cuts.bands.iter().enumerate().skip(1) {
+        b.f32(
+            &format!("band {k} bag (saved by its projection matmul)"),
+            "input",
+            &[rows, band.dim as u64],
+            Category::Activations,
+            Lifetime::span(ForwardLogits, BackwardEnd),
+        );
+    }
+    if spec.adaptive() {
+        adaptive::activations(b, spec);
+        return;
+    }
+    let first = cuts.chunks[0].n as u64;
+    b.f32(
+        "logits of one class chunk",
+        "output",
+        &[rows, first],
+        Category::Logits,
+        Lifetime::at(ForwardLogits),
+    );
+    b.f32(
+        "dense targets of one class chunk",
+        "output",
+        &[rows, first],
+        Category::Logits,
+        Lifetime::at(ForwardLogits),
+    );
+    b.f32(
+        "running target logit",
+        "output",
+        &[rows, 1],
+        Category::Temporaries,
+        Lifetime::at(ForwardLogits),
+    );
+    b.f32(
+        "log-sum-exp per row",
+        "output",
+        &[rows, 1],
+        Category::Activations,
+        Lifetime::span(ForwardEnd, BackwardEnd),
+    );
+}
+
+/// Stage 4, backward: the full softmax's output layer by chunk (its weight gradients are
+/// listed with the parameters), then autodiff's row gradients per segment.
+fn backward(b: &mut Builder, spec: &StepSpec, cuts: &Cuts) {
+    use Point::*;
+    let rows = spec.batch.n_rows;
+    if !spec.adaptive() {
+        let last_chunk = cuts.chunks[cuts.chunks.len() - 1].n as u64;
+        b.f32(
+            "logit gradient of the last chunk",
+            "output",
+            &[rows, last_chunk],
+            Category::Logits,
+            Lifetime::at(BackwardLogits),
+        );
+        b.f32(
+            "dL/dh (accumulated over chunks)",
+            "output",
+            &[rows, spec.last_hidden()],
+            Category::Temporaries,
+            Lifetime::at(BackwardLogits),
+        );
+    }
+    for (k, s) in cuts.segments.iter().enumerate() {
+        if s.n > 0 {
+            b.add(
+                "row gradients",
+                &cuts.band_layer(k),
+                &[s.rows_each, s.dim],
+                F32_BYTES,
+                s.n,
+                Category::RowGradients,
+                Pool::Dynamic,
+                Lifetime::span(BackwardEnd, TableUpdate),
+            );
+        }
+    }
+}
+
+/// Stage 5, row updates: the table optimizer's temporaries for one segment at a time, the
+/// largest segment's (`[rows, dim]` for moments, `[rows, 1]` for row-wise Adagrad).
+fn row_updates(b: &mut Builder, spec: &StepSpec, cuts: &Cuts) {
+    let (per_segment, seg_dim) = cuts
+        .segments
+        .iter()
+        .map(|s| (s.rows_each, s.dim))
+        .max_by_key(|&(r, d)| match spec.table_optim {
+            TableOptim::RowwiseAdagrad => r,
+            _ => r * d,
+        })
+        .unwrap_or((0, spec.dim));
+    let (what, cols, n) = match spec.table_optim {
+        TableOptim::Sgd => ("", 0, 0),
+        TableOptim::Adam => ("lazy Adam moment deltas (dm, dv)", seg_dim, 2),
+        TableOptim::AdamW => (
+            "lazy AdamW moment deltas (dm, dv; the rows' decay fuses into the update)",
+            seg_dim,
+            2,
+        ),
+        TableOptim::Momentum => (
+            "momentum buffer delta (the gradient's buffer is reused)",
+            seg_dim,
+            1,
+        ),
+        TableOptim::RowwiseAdagrad => ("mean squared gradient per row", 1, 1),
+    };
+    b.add(
+        what,
+        "table",
+        &[per_segment, cols],
+        F32_BYTES,
+        n,
+        Category::Temporaries,
+        Pool::Dynamic,
+        Lifetime::at(Point::TableUpdate),
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use widebag_config::{DenseOptim, Layout};
+
+    use super::super::ledger;
+    use super::super::spec::{BatchFacts, seed_spec};
+    use crate::{Category, Entry, Placement};
+
+    #[test]
+    fn sparse_layout_has_no_width_sized_gradient_or_buffer_over_the_limit() {
+        let spec = seed_spec(Layout::Sparse, DenseOptim::Adam);
+        let l = ledger(&spec);
+        let row_bytes = spec.dim * 4;
+        for e in &l.entries {
+            assert!(e.bytes_each() <= spec.device.max_buffer_bytes, "{}", e.name);
+            if matches!(
+                e.category,
+                Category::RowGradients | Category::DenseGradients
+            ) && e.layer == "table"
+            {
+                assert!(e.bytes() <= spec.batch.n_unique.div_ceil(1) * row_bytes + row_bytes * 8);
+            }
+        }
+        let rows: u64 = l
+            .entries
+            .iter()
+            .filter(|e| e.category == Category::RowGradients)
+            .map(Entry::bytes)
+            .sum();
+        assert!(rows < 2 * spec.batch.n_unique * row_bytes);
+        // The dense layout of the same model does not fit a 128 MiB buffer.
+        let dense = ledger(&seed_spec(Layout::Dense, DenseOptim::Adam));
+        assert!(dense.largest_allocation().unwrap().1 > 128 << 20);
+        assert_eq!(dense.peak(Placement::Host).bytes, 8, "Adam's step count");
+    }
+
+    #[test]
+    fn peak_grows_with_the_batch() {
+        let mut last = 0;
+        for rows in [32u64, 128, 512, 2048] {
+            let mut spec = seed_spec(Layout::Sparse, DenseOptim::Adam);
+            spec.batch = BatchFacts {
+                n_rows: rows,
+                nnz: 20 * rows,
+                n_unique: 10 * rows,
+                n_targets: rows,
+            };
+            let peak = ledger(&spec).peak(Placement::Device).bytes;
+            assert!(peak > last);
+            last = peak;
+        }
+    }
+}

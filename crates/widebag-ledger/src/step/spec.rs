@@ -1,0 +1,268 @@
+//! What the ledger is told about a step: the device ([`DeviceFacts`]), the batch
+//! ([`BatchFacts`], sampled from the batch source) and the model ([`StepSpec`]), with the
+//! per-band statistics sampled from the same batches.
+
+use serde::{Deserialize, Serialize};
+use widebag_config::bands::{Band, ModelBands};
+use widebag_config::{BandPlacement, Config, DenseOptim, Layout, TableOptim};
+
+use crate::shapes;
+
+/// What the ledger needs to know about the device.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeviceFacts {
+    /// The largest single buffer.
+    pub max_buffer_bytes: u64,
+    /// Every allocation is rounded up to a multiple of this.
+    pub alignment_bytes: u64,
+}
+
+/// What the ledger needs to know about a batch (from data statistics at the batch size).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BatchFacts {
+    pub n_rows: u64,
+    /// Stored `(id, value)` entries.
+    pub nnz: u64,
+    /// Distinct ids (table rows touched).
+    pub n_unique: u64,
+    /// Target entries (one per row for next-id targets).
+    pub n_targets: u64,
+}
+
+impl BatchFacts {
+    /// The largest nnz, unique ids and targets among the first `n_batches` batches of `source`
+    /// at `batch_size` (the source is cloned, so the run still sees those batches).
+    pub fn sample(
+        source: &widebag_data::BatchSource,
+        batch_size: usize,
+        n_batches: usize,
+    ) -> Result<Self, widebag_data::DataError> {
+        let mut source = source.clone();
+        let mut out = Self::default();
+        for _ in 0..n_batches.max(1) {
+            let b = source.next_batch(batch_size)?;
+            out.n_rows = out.n_rows.max(b.n_rows() as u64);
+            out.nnz = out.nnz.max(b.nnz() as u64);
+            out.n_unique = out.n_unique.max(b.unique_ids().len() as u64);
+            out.n_targets = out.n_targets.max(b.targets().classes.len() as u64);
+        }
+        Ok(out)
+    }
+}
+
+/// The step the ledger describes.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StepSpec {
+    pub layout: Layout,
+    pub width: u64,
+    pub n_classes: u64,
+    pub dim: u64,
+    pub hidden: Vec<u64>,
+    pub batch: BatchFacts,
+    pub table_optim: TableOptim,
+    pub dense_optim: DenseOptim,
+    /// `model.class_chunk` (0: as large as the buffer limit allows).
+    pub class_chunk: u64,
+    pub device: DeviceFacts,
+    /// Input bands and where each lives (one device band: the unsplit table).
+    #[serde(default)]
+    pub input_bands: Vec<(Band, BandPlacement)>,
+    /// Output clusters (one or none: the full softmax; more: the adaptive softmax).
+    #[serde(default)]
+    pub output_bands: Vec<Band>,
+    /// Per tail cluster, the most batch rows with a target in it among sampled batches
+    /// ([`StepSpec::sample_bands`]); empty: bounded by the batch's rows and targets.
+    #[serde(default)]
+    pub cluster_rows: Vec<u64>,
+    /// Per input band, the most distinct ids of the band among sampled batches
+    /// ([`StepSpec::sample_bands`]); empty: each band may hold all of the batch's unique ids.
+    #[serde(default)]
+    pub band_unique: Vec<u64>,
+}
+
+impl StepSpec {
+    /// The step of `config` with its `bands` (resolved once by run preparation,
+    /// `Prepared::model_bands`) on a device with `device` facts and batches like `batch`.
+    /// `model.max_buffer_mib` caps the device's buffer limit, as in the trainer.
+    pub fn from_config(
+        config: &Config,
+        bands: &ModelBands,
+        device: DeviceFacts,
+        batch: BatchFacts,
+    ) -> Self {
+        let cap_bytes = config.model.max_buffer_mib << 20;
+        let max_buffer_bytes = if cap_bytes > 0 {
+            device.max_buffer_bytes.min(cap_bytes)
+        } else {
+            device.max_buffer_bytes
+        };
+        Self {
+            layout: config.model.layout,
+            width: config.data.width as u64,
+            n_classes: config.data.n_classes() as u64,
+            dim: config.model.dim as u64,
+            hidden: config.model.hidden.iter().map(|&h| h as u64).collect(),
+            batch,
+            table_optim: config.optim.table,
+            dense_optim: config.optim.dense,
+            class_chunk: config.model.class_chunk as u64,
+            device: DeviceFacts {
+                max_buffer_bytes,
+                alignment_bytes: device.alignment_bytes,
+            },
+            input_bands: bands
+                .input
+                .iter()
+                .enumerate()
+                .map(|(k, &b)| (b, config.model.input_bands.placement_of(k)))
+                .collect(),
+            output_bands: bands.output.clone(),
+            cluster_rows: Vec::new(),
+            band_unique: Vec::new(),
+        }
+    }
+
+    /// The input bands (one device band of the whole width when none are set).
+    pub fn bands(&self) -> Vec<(Band, BandPlacement)> {
+        if self.input_bands.is_empty() {
+            let whole = Band {
+                start: 0,
+                end: self.width as usize,
+                dim: self.dim as usize,
+            };
+            vec![(whole, BandPlacement::Device)]
+        } else {
+            self.input_bands.clone()
+        }
+    }
+
+    /// Samples [`Self::cluster_rows`] and [`Self::band_unique`] from the first `n_batches`
+    /// batches of `source` (cloned, so the run still sees those batches).
+    pub fn sample_bands(
+        &mut self,
+        source: &widebag_data::BatchSource,
+        batch_size: usize,
+        n_batches: usize,
+    ) -> Result<(), widebag_data::DataError> {
+        let split_input = self.input_bands.len() > 1;
+        if !self.adaptive() && !split_input {
+            return Ok(());
+        }
+        let clusters = self.output_bands.clone();
+        let bands = self.bands();
+        let mut most = vec![0u64; clusters.len().saturating_sub(1)];
+        let mut most_unique = vec![0u64; bands.len()];
+        let mut source = source.clone();
+        for _ in 0..n_batches.max(1) {
+            let b = source.next_batch(batch_size)?;
+            let mut unique = vec![0u64; bands.len()];
+            for &id in b.unique_ids() {
+                let k = bands.partition_point(|(x, _)| x.end <= id as usize);
+                unique[k.min(bands.len() - 1)] += 1;
+            }
+            for (m, u) in most_unique.iter_mut().zip(unique) {
+                *m = (*m).max(u);
+            }
+            let t = b.targets();
+            let mut count = vec![0u64; most.len()];
+            for r in 0..b.n_rows() {
+                let mut seen = vec![false; most.len()];
+                for &class in &t.classes[t.row_ptr[r]..t.row_ptr[r + 1]] {
+                    let c = clusters.partition_point(|x| x.end <= class as usize);
+                    if c > 0 && !seen[c - 1] {
+                        seen[c - 1] = true;
+                        count[c - 1] += 1;
+                    }
+                }
+            }
+            for (m, c) in most.iter_mut().zip(count) {
+                *m = (*m).max(c);
+            }
+        }
+        if self.adaptive() {
+            self.cluster_rows = most;
+        }
+        if split_input {
+            self.band_unique = most_unique;
+        }
+        Ok(())
+    }
+
+    /// Per input band, the batch's distinct ids in it: sampled, or bounded by the batch's
+    /// unique ids and the band's rows.
+    pub fn unique_per_band(&self) -> Vec<u64> {
+        self.bands()
+            .iter()
+            .enumerate()
+            .map(|(k, (band, _))| match self.band_unique.get(k) {
+                Some(&u) => u,
+                None => self.batch.n_unique.min(band.n_rows() as u64),
+            })
+            .collect()
+    }
+
+    /// Whether the output is the adaptive softmax.
+    pub fn adaptive(&self) -> bool {
+        self.output_bands.len() > 1
+    }
+
+    /// Upper bounds of the bytes host bands move per step, `(to the device, back)`: each host
+    /// band's distinct ids of the batch ([`Self::unique_per_band`]) at its width, with the table
+    /// optimizer's state rows.
+    pub fn host_traffic_bytes(&self) -> (u64, u64) {
+        // AdamW gathers its rows twice (catch-up and update).
+        let extra = u64::from(self.table_optim == TableOptim::AdamW);
+        let moved_bytes: u64 = self
+            .bands()
+            .iter()
+            .zip(self.unique_per_band())
+            .filter(|((_, p), _)| *p == BandPlacement::Host)
+            .map(|((b, _), rows)| {
+                let d = b.dim as u64;
+                shapes::f32_bytes(rows * ((1 + extra) * d + self.table_optim.state_per_row(d)))
+            })
+            .sum();
+        (moved_bytes, moved_bytes)
+    }
+
+    /// Input size of every layer after the first: `dim`, then each hidden size.
+    pub(super) fn layer_sizes(&self) -> Vec<u64> {
+        std::iter::once(self.dim)
+            .chain(self.hidden.iter().copied())
+            .collect()
+    }
+
+    pub(super) fn last_hidden(&self) -> u64 {
+        self.hidden.last().copied().unwrap_or(self.dim)
+    }
+}
+
+/// The seed model (240,000 ids and classes, dim 1,024, one hidden layer of 512) at batch 128 on
+/// a lavapipe-like device: the step the tests take apart.
+#[cfg(test)]
+pub(super) fn seed_spec(layout: Layout, dense_optim: DenseOptim) -> StepSpec {
+    StepSpec {
+        layout,
+        width: 240_000,
+        n_classes: 240_000,
+        dim: 1024,
+        hidden: vec![512],
+        batch: BatchFacts {
+            n_rows: 128,
+            nnz: 2_560,
+            n_unique: 1_400,
+            n_targets: 128,
+        },
+        table_optim: TableOptim::Adam,
+        dense_optim,
+        class_chunk: 0,
+        device: DeviceFacts {
+            max_buffer_bytes: 128 << 20,
+            alignment_bytes: 32,
+        },
+        input_bands: Vec::new(),
+        output_bands: Vec::new(),
+        cluster_rows: Vec::new(),
+        band_unique: Vec::new(),
+    }
+}

@@ -1,0 +1,19 @@
+//! The model crate's error type.
+
+/// Errors from the model crate.
+#[derive(Debug, thiserror::Error)]
+pub enum ModelError {
+    #[error("no wgpu adapter could be opened: {0}")]
+    NoAdapter(String),
+    #[error("device execution failed: {0}")]
+    Execution(String),
+    #[error("reading tensor data back from the device: {0}")]
+    Read(String),
+    #[error("batch does not fit the model: {0}")]
+    Shape(String),
+    /// Row ids handed to a table that are not sorted and distinct, or out of its range.
+    #[error("row ids must be sorted, distinct and within the table: {0}")]
+    Ids(String),
+    #[error(transparent)]
+    Data(#[from] widebag_data::DataError),
+}

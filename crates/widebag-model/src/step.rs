@@ -1,0 +1,279 @@
+//! The sparse layout's training step, top to bottom: data → unique rows → forward → backward →
+//! row updates → dense updates → measure; and the same forward and backward without an update
+//! (`gradients`, `loss`, `eval_loss`).
+
+use burn::tensor::activation::relu;
+use burn::tensor::{Gradients, Tensor};
+use widebag_csr::CsrBatch;
+
+use crate::ModelError;
+use crate::bag::{BagInputs, BandIds, BandSegment};
+use crate::memory::{MemoryMeter, Point};
+use crate::model::{StepStats, WideModel};
+use crate::params::{DenseParams, Linear, OutputParams};
+use crate::softmax::{self, ChunkTargets};
+use crate::tensors::{scalar, to_vec};
+
+/// Gradients of one batch, off autodiff: the touched rows and every dense parameter.
+pub struct Grads {
+    pub loss: f32,
+    /// The batch's unique ids by band and segment: the rows the gradients belong to, and the
+    /// rows the update writes.
+    pub ids: BandIds,
+    /// Gradient of the batch's unique rows, one `[end - start, band dim]` tensor per band
+    /// segment (runs of `unique_ids` within one shard of one band), in `ids.segments` order.
+    pub rows: Vec<(BandSegment, Tensor<2>)>,
+    /// One per dense parameter.
+    pub dense: DenseParams<Tensor<2>>,
+}
+
+impl Grads {
+    /// The unique rows' gradient as one host vector, `[U, dim]` row-major.
+    pub fn rows_to_vec(&self) -> Result<Vec<f32>, ModelError> {
+        let mut out = Vec::new();
+        for (_, g) in &self.rows {
+            out.extend(to_vec(g.clone())?);
+        }
+        Ok(out)
+    }
+}
+
+/// What the forward pass hands to the backward pass. It holds the batch's buffers and the
+/// gathered rows until the backward pass is measured, as the ledger counts them.
+struct Forward {
+    loss: f32,
+    inputs: BagInputs,
+    /// Each segment's unique rows, gradient leaves.
+    rows: Vec<Tensor<2>>,
+    /// The dense parameters: gradient leaves, but the full softmax's output layer, which stays
+    /// off autodiff.
+    params: DenseParams<Tensor<2>>,
+    /// The last hidden representation, on autodiff.
+    h: Tensor<2>,
+    output: ForwardOutput,
+}
+
+enum ForwardOutput {
+    /// The adaptive softmax's loss, on autodiff.
+    Adaptive(Tensor<1>),
+    /// The chunked full softmax's targets and log-sum-exp, off autodiff.
+    Full {
+        targets: Box<ChunkTargets>,
+        lse: Tensor<2>,
+    },
+}
+
+impl WideModel {
+    /// One training step: data → unique rows → forward → backward → row updates → dense updates
+    /// → measure.
+    pub fn train_step(
+        &mut self,
+        batch: &CsrBatch,
+        meter: &mut MemoryMeter,
+    ) -> Result<StepStats, ModelError> {
+        meter.probe(Point::Setup);
+        self.check_batch(batch)?;
+        self.step += 1;
+        // 1. data: the batch's sorted unique ids, split by band and shard once for the step.
+        let ids = self.band_ids(batch)?;
+        // 2. unique rows: rows lazy AdamW left behind are brought up to the previous step (so
+        //    the gradient is taken at dense AdamW's weights); then the batch's index and value
+        //    buffers go up grouped by segment, with each segment's rows (host bands upload just
+        //    these).
+        for (k, band) in self.bands.iter_mut().enumerate() {
+            let local = ids.local[k].ids();
+            band.state
+                .catch_up(&mut band.table, local, &self.optim, self.step)?;
+        }
+        let (inputs, rows) = self.upload_and_gather(batch, &ids)?;
+        // 3. forward: bag → projections → MLP on autodiff; the full softmax's output layer in
+        //    class chunks off autodiff, or the adaptive softmax on autodiff.
+        let forward = self.forward(batch, inputs, rows, meter)?;
+        // 4. backward: the output layer's gradients, then autodiff through the MLP and the bag.
+        let Grads {
+            loss,
+            ids,
+            rows,
+            dense,
+        } = self.backward(forward, ids, meter)?;
+        // 5. row updates: only the batch's unique rows of each band, in place, with
+        //    deduplicated ids (a host band takes back only these rows' updates).
+        for (s, rows_grad) in rows {
+            let band = &mut self.bands[s.band];
+            let (table, step) = (&mut band.table, self.step);
+            band.state
+                .step(table, ids.of(&s), rows_grad, &self.optim, step, meter)?;
+        }
+        meter.probe(Point::DenseUpdate);
+        // 6. dense updates, in place.
+        self.dense.update(dense, &self.optim, self.step);
+        // 7. measure.
+        meter.sample(Point::StepEnd);
+        Ok(StepStats::new(self.step, loss, batch))
+    }
+
+    /// Loss and gradients of one batch without changing the model (steps 1–4 of the training
+    /// step, at the weights as stored: rows lazy AdamW still owes a catch-up are read as they
+    /// are; [`Self::flush_deferred`] first where that matters).
+    pub fn gradients(&self, batch: &CsrBatch) -> Result<Grads, ModelError> {
+        let mut unused = MemoryMeter::new(self.device());
+        self.check_batch(batch)?;
+        let ids = self.band_ids(batch)?;
+        let (inputs, rows) = self.upload_and_gather(batch, &ids)?;
+        let forward = self.forward(batch, inputs, rows, &mut unused)?;
+        self.backward(forward, ids, &mut unused)
+    }
+
+    /// Mean loss of a batch (at the weights as stored, as [`Self::gradients`]).
+    pub fn loss(&self, batch: &CsrBatch) -> Result<f32, ModelError> {
+        Ok(self.gradients(batch)?.loss)
+    }
+
+    /// Mean loss over held-out batches, weighted by their rows, after the deferred row updates
+    /// are applied.
+    pub fn eval_loss(&mut self, batches: &[CsrBatch]) -> Result<Option<f64>, ModelError> {
+        self.flush_deferred()?;
+        let (mut sum, mut rows) = (0.0f64, 0usize);
+        for b in batches {
+            sum += self.loss(b)? as f64 * b.n_rows() as f64;
+            rows += b.n_rows();
+        }
+        Ok((rows > 0).then(|| sum / rows as f64))
+    }
+
+    /// Forward through the bag and the hidden layers, on the autodiff device, with `params`'
+    /// bag bias, projections and hidden layers.
+    pub(crate) fn forward_hidden(
+        &self,
+        rows: &[Tensor<2>],
+        params: &DenseParams<Tensor<2>>,
+        inputs: &BagInputs,
+    ) -> Tensor<2> {
+        let x = self.bag_sum(rows, &params.projections, inputs);
+        let mut h = relu(x + params.bag_bias.clone());
+        for Linear { weight, bias } in &params.hidden {
+            h = relu(h.matmul(weight.clone()) + bias.clone());
+        }
+        h
+    }
+
+    /// Step 3: the forward pass and the loss, from the gathered `rows` (made gradient leaves).
+    fn forward(
+        &self,
+        batch: &CsrBatch,
+        inputs: BagInputs,
+        rows: Vec<Tensor<2>>,
+        meter: &mut MemoryMeter,
+    ) -> Result<Forward, ModelError> {
+        let rows: Vec<Tensor<2>> = rows.into_iter().map(|r| r.require_grad()).collect();
+        let targets = self.objective_targets(batch);
+        let leaf = |p: &crate::dense_optim::DenseParam| p.value.clone().autodiff().require_grad();
+        let params = if self.adaptive() {
+            self.dense.map(leaf)
+        } else {
+            self.dense.map_split(leaf, |p| p.value.clone())
+        };
+        let h = self.forward_hidden(&rows, &params, &inputs);
+        let (loss, output) = match &params.output {
+            OutputParams::Adaptive { head, clusters } => {
+                let loss = self.adaptive_loss(&h, head, clusters, &targets, meter);
+                (scalar(loss.clone().inner())?, ForwardOutput::Adaptive(loss))
+            }
+            OutputParams::Full { .. } => {
+                let targets = ChunkTargets::new(&targets, &self.chunks, self.device());
+                let layer = params.full_chunks();
+                let h = h.clone().inner();
+                let fwd = softmax::forward(&h, &layer, &self.chunks, &targets, meter);
+                let lse = fwd.lse;
+                let targets = Box::new(targets);
+                (scalar(fwd.loss)?, ForwardOutput::Full { targets, lse })
+            }
+        };
+        meter.sample(Point::ForwardEnd);
+        Ok(Forward {
+            loss,
+            inputs,
+            rows,
+            params,
+            h,
+            output,
+        })
+    }
+
+    /// Step 4: the backward pass, to the gradients of the rows `ids` and of every dense
+    /// parameter.
+    fn backward(
+        &self,
+        forward: Forward,
+        ids: BandIds,
+        meter: &mut MemoryMeter,
+    ) -> Result<Grads, ModelError> {
+        let Forward {
+            loss,
+            inputs,
+            rows,
+            params,
+            h,
+            output,
+        } = forward;
+        let (ad_grads, output_grads, h) = match output {
+            ForwardOutput::Adaptive(loss) => {
+                // Autodiff through the adaptive softmax, the MLP and the bag.
+                let grads = loss.backward();
+                meter.probe(Point::BackwardLogits);
+                (grads, None, Some(h))
+            }
+            ForwardOutput::Full { targets, lse } => {
+                // The output gradients by chunk, then autodiff from dL/dh through the MLP and
+                // the bag.
+                let layer = params.full_chunks();
+                let h_plain = h.clone().inner();
+                let out = softmax::backward(&h_plain, &layer, &self.chunks, &targets, &lse, meter);
+                let surrogate = (h * Tensor::from_inner(out.dh)).sum();
+                let chunks = out
+                    .chunks
+                    .into_iter()
+                    .map(|(weight, bias)| Linear { weight, bias })
+                    .collect();
+                (
+                    surrogate.backward(),
+                    Some(OutputParams::Full { chunks }),
+                    None,
+                )
+            }
+        };
+        let rows_grad = ids
+            .segments
+            .iter()
+            .zip(&rows)
+            .map(|(s, leaf)| (*s, self.row_grad(s, leaf, &ad_grads)))
+            .collect();
+        let grad = |leaf: &Tensor<2>| leaf_grad(leaf, &ad_grads);
+        let dense = DenseParams {
+            bag_bias: grad(&params.bag_bias),
+            projections: params.projections.iter().map(grad).collect(),
+            hidden: params.hidden.iter().map(|l| l.map(grad)).collect(),
+            output: match output_grads {
+                Some(full) => full,
+                None => params.output.map(grad),
+            },
+        };
+        drop(ad_grads);
+        meter.sample(Point::BackwardEnd);
+        // The batch's buffers, the gathered rows and the leaves go only now, as the ledger
+        // counts them at the end of backward.
+        drop((inputs, rows, params, h));
+        Ok(Grads {
+            loss,
+            ids,
+            rows: rows_grad,
+            dense,
+        })
+    }
+}
+
+/// A leaf's gradient, zeros when the loss did not reach it.
+fn leaf_grad(leaf: &Tensor<2>, grads: &Gradients) -> Tensor<2> {
+    leaf.grad(grads)
+        .unwrap_or_else(|| leaf.clone().inner().zeros_like())
+}

@@ -1,0 +1,14 @@
+//! Run preparation (no burn): from a validated `Config` to a `Prepared` run — data loaded (or
+//! the synthetic stream), ids renumbered by frequency, `"auto"` band cutoffs chosen against byte
+//! budgets, bands resolved once, held-out rows split off.
+
+pub mod bands;
+mod error;
+mod prepared;
+mod split;
+
+pub use bands::{AUTO_BANDS, BandReport};
+pub use error::PrepareError;
+pub use prepared::{
+    DataSummary, PrepareOptions, Prepared, SYNTHETIC_EVAL_FIRST_ROW, Sidecars, open_data, stats_for,
+};

@@ -1,0 +1,131 @@
+//! What the solver is asked: the configured run with its bands, the device, the budget, the
+//! pinned knobs and the batch sample ([`Problem`]), and the documented margins it keeps
+//! ([`slack_bytes`], [`reserve_bytes`]).
+
+use serde::Serialize;
+use widebag_config::Config;
+use widebag_config::bands::ModelBands;
+use widebag_ledger::step::DeviceFacts;
+
+use crate::{Calibration, RowSample};
+
+/// Why planning could not start.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum SolverError {
+    #[error("plan.min_batch {min_batch} is above plan.max_batch {max_batch}")]
+    BatchRange { min_batch: usize, max_batch: usize },
+    #[error(
+        "the batch sample holds {sampled} rows per batch, fewer than the largest batch planned ({wanted})"
+    )]
+    SampleTooSmall { sampled: usize, wanted: usize },
+}
+
+/// The part of the budget the solver keeps free: 0.25 % of the budget plus 16 KiB. The ledger
+/// under-predicts by a few KiB of kernel metadata and scalars it does not model (at most 3.4 KiB,
+/// 0.12 %, on the solver's grid; its own accuracy grid's worst error is 0.13 % above 1 MiB).
+pub fn slack_bytes(budget_bytes: u64) -> u64 {
+    budget_bytes / 400 + (16 << 10)
+}
+
+/// What the default budget leaves to the driver, other processes and the allocator's page
+/// rounding: 10 % of the device's memory, at least 512 MiB.
+pub fn reserve_bytes(device_memory_bytes: u64) -> u64 {
+    (device_memory_bytes / 10).max(512 << 20)
+}
+
+/// The budget when none is given: the device's memory minus [`reserve_bytes`], when the device
+/// reports its memory.
+pub fn default_budget_bytes(device_memory_bytes: Option<u64>) -> Option<u64> {
+    device_memory_bytes.map(|m| m.saturating_sub(reserve_bytes(m)))
+}
+
+/// Knobs the solver must keep at the config's value.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Pins {
+    pub batch_size: bool,
+    pub table: bool,
+    pub dense: bool,
+}
+
+impl Pins {
+    /// Pins from knob keys (`train.batch_size`, `optim.table`, `optim.dense`); others are ignored.
+    pub fn from_keys<'a>(keys: impl IntoIterator<Item = &'a str>) -> Self {
+        let mut pins = Self::default();
+        for k in keys {
+            match k {
+                "train.batch_size" => pins.batch_size = true,
+                "optim.table" => pins.table = true,
+                "optim.dense" => pins.dense = true,
+                _ => {}
+            }
+        }
+        pins
+    }
+
+    pub fn keys(&self) -> Vec<&'static str> {
+        let mut out = Vec::new();
+        if self.batch_size {
+            out.push("train.batch_size");
+        }
+        if self.table {
+            out.push("optim.table");
+        }
+        if self.dense {
+            out.push("optim.dense");
+        }
+        out
+    }
+}
+
+/// Everything the solver reads.
+pub struct Problem<'a> {
+    /// The configured run: model, layout, the optimizers' and batch size's pinned values, and
+    /// `[plan]` (objective, min and max batch).
+    pub config: &'a Config,
+    /// The run's bands, resolved once by run preparation (`Prepared::model_bands`). The batch
+    /// size and the optimizers the solver varies do not change them.
+    pub bands: &'a ModelBands,
+    pub device: DeviceFacts,
+    pub budget_bytes: u64,
+    pub sample: &'a RowSample,
+    pub pins: Pins,
+    pub calibration: &'a Calibration,
+}
+
+impl Problem<'_> {
+    /// The batch range searched, `(min, max)`: the pinned batch, or `[plan]`'s range; an error
+    /// when the range is empty or the sample cannot answer for its largest batch.
+    pub(crate) fn batch_range(&self) -> Result<(usize, usize), SolverError> {
+        let config = self.config;
+        let (min_batch, max_batch) = if self.pins.batch_size {
+            (config.train.batch_size, config.train.batch_size)
+        } else {
+            (config.plan.min_batch, config.plan.max_batch)
+        };
+        if min_batch > max_batch {
+            return Err(SolverError::BatchRange {
+                min_batch,
+                max_batch,
+            });
+        }
+        if self.sample.max_batch() < max_batch {
+            return Err(SolverError::SampleTooSmall {
+                sampled: self.sample.max_batch(),
+                wanted: max_batch,
+            });
+        }
+        Ok((min_batch, max_batch))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_budget_keeps_the_reserve() {
+        assert_eq!(default_budget_bytes(None), None);
+        assert_eq!(default_budget_bytes(Some(80 << 30)), Some(72 << 30));
+        assert_eq!(default_budget_bytes(Some(2 << 30)), Some(1536 << 20));
+    }
+}

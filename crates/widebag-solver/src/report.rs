@@ -1,0 +1,89 @@
+//! What the solver answers: the [`Plan`] with its chosen [`Candidate`], the runner-ups and the
+//! [`Suggestion`]s, and the verdicts that explain a candidate.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+use widebag_config::units::format_bytes;
+use widebag_config::{DenseOptim, Layout, Objective, TableOptim};
+use widebag_ledger::Point;
+
+use crate::{Problem, slack_bytes};
+
+/// One batch size and optimizer pair, costed by the ledger.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Candidate {
+    pub batch_size: usize,
+    pub table: TableOptim,
+    pub dense: DenseOptim,
+    pub predicted_peak_bytes: u64,
+    pub peak_point: Point,
+    /// Category → bytes alive at the peak.
+    pub categories: BTreeMap<String, u64>,
+    pub largest_allocation_bytes: u64,
+    pub fits: bool,
+    /// The largest batch this optimizer pair fits at (within the batch range), if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_batch_size: Option<usize>,
+    pub predicted_examples_per_s: f64,
+    /// Why this candidate was chosen or rejected.
+    pub verdict: String,
+}
+
+/// A single change that would make the run fit.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Suggestion {
+    /// The key to change (`optim.table`, `train.batch_size`, `model.layout`, `model.dim`,
+    /// `budget`).
+    pub key: String,
+    pub from: String,
+    pub to: String,
+    /// Predicted bytes the change frees (for `budget`: the bytes it adds).
+    pub frees_bytes: u64,
+    /// The change in words, e.g. "optim.table adam → rowwise_adagrad frees 1.84 GiB".
+    pub text: String,
+}
+
+/// The solver's answer. Deterministic: the same problem gives the same plan, byte for byte.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Plan {
+    pub fits: bool,
+    pub objective: Objective,
+    pub layout: Layout,
+    pub budget_bytes: u64,
+    pub slack_bytes: u64,
+    pub max_buffer_bytes: u64,
+    pub pinned: Vec<&'static str>,
+    pub min_batch: usize,
+    pub max_batch: usize,
+    /// The chosen plan, or, when nothing fits, the cheapest candidate (`fits: false`).
+    pub chosen: Candidate,
+    /// Every other optimizer pair at the chosen batch, and the chosen pair one batch larger.
+    pub runner_ups: Vec<Candidate>,
+    /// When nothing fits: single changes that would, smallest first.
+    pub suggestions: Vec<Suggestion>,
+    /// Ledger evaluations the search made.
+    pub evaluations: usize,
+}
+
+/// Why a candidate does not fit (or `fits`): a tensor over the largest buffer, or the bytes it
+/// is over the budget by.
+pub(crate) fn over_budget(c: &Candidate, p: &Problem) -> String {
+    if c.largest_allocation_bytes > p.device.max_buffer_bytes {
+        return format!(
+            "a {} tensor is over the device's largest buffer ({})",
+            format_bytes(c.largest_allocation_bytes),
+            format_bytes(p.device.max_buffer_bytes)
+        );
+    }
+    if c.fits {
+        return "fits".to_string();
+    }
+    let need = c.predicted_peak_bytes + slack_bytes(p.budget_bytes);
+    format!(
+        "over budget by {} ({} peak at {})",
+        format_bytes(need.saturating_sub(p.budget_bytes)),
+        format_bytes(c.predicted_peak_bytes),
+        c.peak_point.name()
+    )
+}

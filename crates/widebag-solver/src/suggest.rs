@@ -1,0 +1,224 @@
+//! The suggestions when nothing fits: single changes (a weaker optimizer, a smaller batch, the
+//! sparse layout, a narrower embedding, a larger budget), each checked against the ledger and
+//! ranked.
+
+use widebag_config::bands::{Band, ModelBands, band_dim};
+use widebag_config::units::format_bytes;
+use widebag_config::{Config, DenseOptim, Layout, TableOptim};
+
+use crate::Candidate;
+use crate::Suggestion;
+use crate::enumerate::capability;
+use crate::estimate::{Estimator, Variant};
+use crate::search::largest_batch;
+
+/// Single changes that would make the run fit, ranked: the optimizer or batch changes first (the
+/// model stays), then the sparse layout, then both optimizers at once, then a narrower embedding,
+/// each group by the bytes it frees (the smallest sufficient change first); a larger budget last.
+/// Per optimizer knob only the most capable alternative that fits is listed.
+pub(crate) fn suggestions(
+    est: &Estimator,
+    min_batch: usize,
+    (ct, cd): (TableOptim, DenseOptim),
+    base: &Candidate,
+) -> Vec<Suggestion> {
+    let p = est.p;
+    let config = p.config;
+    let layout = config.model.layout;
+    let mut out: Vec<(u8, Suggestion)> = Vec::new();
+    let mut push = |tier: u8, key: &str, from: String, to: String, c: &Candidate| -> bool {
+        if !c.fits {
+            return false;
+        }
+        let frees = base
+            .predicted_peak_bytes
+            .saturating_sub(c.predicted_peak_bytes);
+        let effect = if c.predicted_peak_bytes <= base.predicted_peak_bytes {
+            format!("frees {}", format_bytes(frees))
+        } else {
+            format!(
+                "fits ({} peak, no tensor over the largest buffer)",
+                format_bytes(c.predicted_peak_bytes)
+            )
+        };
+        out.push((
+            tier,
+            Suggestion {
+                key: key.to_string(),
+                text: format!("{key} {from} → {to} {effect}"),
+                from,
+                to,
+                frees_bytes: frees,
+            },
+        ));
+        true
+    };
+    let mut single_optimizer = false;
+    // A weaker table optimizer (when pinned): the most capable one that fits.
+    if p.pins.table && layout == Layout::Sparse {
+        for t in [
+            TableOptim::RowwiseAdagrad,
+            TableOptim::Momentum,
+            TableOptim::Sgd,
+        ] {
+            if capability(layout, t, cd) < capability(layout, ct, cd) {
+                let c = est.candidate(min_batch, t, cd);
+                if push(0, "optim.table", ct.name().into(), t.name().into(), &c) {
+                    single_optimizer = true;
+                    break;
+                }
+            }
+        }
+    }
+    // A weaker dense optimizer (when pinned).
+    if p.pins.dense {
+        for d in [DenseOptim::Momentum, DenseOptim::Sgd] {
+            if d.state_per_weight() < cd.state_per_weight() {
+                let c = est.candidate(min_batch, ct, d);
+                if push(0, "optim.dense", cd.name().into(), d.name().into(), &c) {
+                    single_optimizer = true;
+                    break;
+                }
+            }
+        }
+    }
+    // A smaller batch.
+    if min_batch > 1
+        && let Some(b) = largest_batch(1, min_batch - 1, |b| est.fits(b, ct, cd))
+    {
+        let c = est.candidate(b, ct, cd);
+        let key = if p.pins.batch_size {
+            "train.batch_size"
+        } else {
+            "plan.min_batch"
+        };
+        push(0, key, min_batch.to_string(), b.to_string(), &c);
+    }
+    // The sparse layout, with the most capable table optimizer that fits (same bands).
+    if layout == Layout::Dense {
+        let mut sparse = config.clone();
+        sparse.model.layout = Layout::Sparse;
+        let variant = Variant {
+            config: &sparse,
+            bands: p.bands,
+        };
+        let tables: &[TableOptim] = if p.pins.table {
+            &[ct]
+        } else {
+            &[
+                TableOptim::Adam,
+                TableOptim::RowwiseAdagrad,
+                TableOptim::Momentum,
+                TableOptim::Sgd,
+            ]
+        };
+        for &t in tables {
+            let c = est.candidate_with(variant, min_batch, t, cd);
+            let to = format!("sparse (table {})", t.name());
+            if push(1, "model.layout", "dense".into(), to, &c) {
+                break;
+            }
+        }
+    }
+    // Both optimizers to SGD, when both are pinned and neither alone is enough.
+    if p.pins.table
+        && p.pins.dense
+        && !single_optimizer
+        && layout == Layout::Sparse
+        && (ct, cd) != (TableOptim::Sgd, DenseOptim::Sgd)
+    {
+        let c = est.candidate(min_batch, TableOptim::Sgd, DenseOptim::Sgd);
+        push(
+            2,
+            "optim",
+            format!("{}/{}", ct.name(), cd.name()),
+            "sgd/sgd".into(),
+            &c,
+        );
+    }
+    // A narrower embedding.
+    if config.model.dim > 1 {
+        let narrower = |dim: usize| {
+            let mut c = config.clone();
+            c.model.dim = dim;
+            let bands = at_dim(p.bands, &c);
+            (c, bands)
+        };
+        let fits_dim = |dim: usize| {
+            let (c, bands) = narrower(dim);
+            let variant = Variant {
+                config: &c,
+                bands: &bands,
+            };
+            est.fits_with(variant, min_batch, ct, cd)
+        };
+        if let Some(dim) = largest_batch(1, config.model.dim - 1, fits_dim) {
+            let (c, bands) = narrower(dim);
+            let variant = Variant {
+                config: &c,
+                bands: &bands,
+            };
+            let c = est.candidate_with(variant, min_batch, ct, cd);
+            push(
+                3,
+                "model.dim",
+                config.model.dim.to_string(),
+                dim.to_string(),
+                &c,
+            );
+        }
+    }
+    out.sort_by(|(ta, a), (tb, b)| {
+        ta.cmp(tb)
+            .then(a.frees_bytes.cmp(&b.frees_bytes))
+            .then(a.key.cmp(&b.key))
+    });
+    let mut out: Vec<Suggestion> = out.into_iter().map(|(_, s)| s).collect();
+    // A larger budget, when buffers allow.
+    if base.largest_allocation_bytes <= p.device.max_buffer_bytes {
+        let budget = round_up_mib(needed_budget(base.predicted_peak_bytes)).max(p.budget_bytes + 1);
+        out.push(Suggestion {
+            key: "budget".into(),
+            from: format_bytes(p.budget_bytes),
+            to: format_bytes(budget),
+            frees_bytes: budget - p.budget_bytes,
+            text: format!(
+                "budget {} → {} (adds {})",
+                format_bytes(p.budget_bytes),
+                format_bytes(budget),
+                format_bytes(budget - p.budget_bytes)
+            ),
+        });
+    }
+    out
+}
+
+/// The bands of `config` (a copy with a narrower `model.dim`) from the problem's `bands`: the
+/// same cutoffs, each band's width recomputed from the new dim (input) and last hidden size
+/// (output), as run preparation would resolve them.
+fn at_dim(bands: &ModelBands, config: &Config) -> ModelBands {
+    let m = &config.model;
+    let redim = |side: &[Band], dim: usize, factor: usize| -> Vec<Band> {
+        side.iter()
+            .enumerate()
+            .map(|(k, b)| Band {
+                dim: band_dim(dim, factor, k),
+                ..*b
+            })
+            .collect()
+    };
+    ModelBands {
+        input: redim(&bands.input, m.dim, m.input_bands.factor),
+        output: redim(&bands.output, m.last_hidden(), m.output_bands.factor),
+    }
+}
+
+/// The smallest budget `b` with `peak + slack_bytes(b) ≤ b`.
+fn needed_budget(peak: u64) -> u64 {
+    // b − b/400 ≥ peak + 16 KiB  ⇐  b ≥ (peak + 16 KiB) · 400/399, plus one for rounding.
+    ((peak + (16 << 10)) as u128 * 400 / 399 + 1) as u64
+}
+
+fn round_up_mib(bytes: u64) -> u64 {
+    bytes.div_ceil(1 << 20) << 20
+}

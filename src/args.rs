@@ -1,0 +1,431 @@
+//! The command line as clap parses it: every command's flags, with the device flag defined once
+//! (`DeviceArgs`) and flattened where it applies. Nothing here is checked beyond what clap does;
+//! `request` turns these into a validated request.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+#[derive(Parser)]
+#[command(
+    name = "widebag",
+    version,
+    about = "Memory-exact training for very wide sparse models"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand)]
+pub enum Command {
+    /// Train a model (with no options: the built-in quickstart on synthetic 240k-wide data).
+    Train(TrainArgs),
+    /// The memory ledger of a training step: every tensor by category, layer and phase, the
+    /// predicted peak, and with --measure the allocator's readings beside it.
+    Explain(ExplainArgs),
+    /// The batch size and optimizers that fit a memory budget, from the ledger alone (no trial
+    /// runs); exit 3 with the smallest changes that would fit when nothing does.
+    Plan(PlanArgs),
+    /// Run a sweep file's grid of configs, each into its own directory (resumable), and write
+    /// results.csv, results.md and SVG plots.
+    Sweep(SweepArgs),
+    /// Benchmarks.
+    Bench {
+        #[command(subcommand)]
+        command: BenchCommand,
+    },
+    /// Inspect data files.
+    Data {
+        #[command(subcommand)]
+        command: DataCommand,
+    },
+}
+
+#[derive(Subcommand)]
+pub enum DataCommand {
+    /// Rows, width, nnz per row, head coverage and unique ids per batch of a data file.
+    Stats(StatsArgs),
+    /// Convert a data file to libsvm or scipy npz.
+    Convert(ConvertArgs),
+    /// Write synthetic rows (the `[data]` settings of the config) to a libsvm or npz file.
+    Synth(SynthArgs),
+}
+
+#[derive(Subcommand)]
+pub enum BenchCommand {
+    /// The same model in the dense and the sparse layout at a ladder of widths: predicted and
+    /// measured peak memory and examples/s side by side, with a plot.
+    SparseVsDense(BenchArgs),
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+pub enum DeviceArg {
+    Auto,
+    Wgpu,
+    Cpu,
+}
+
+/// The device flag, shared by every command that opens a device.
+#[derive(Args, Clone, Copy)]
+pub struct DeviceArgs {
+    /// Device: wgpu (default when an adapter exists), cpu (burn's flex backend), or auto.
+    #[arg(long, value_enum)]
+    pub device: Option<DeviceArg>,
+}
+
+/// Options shared by every command that reads a configuration.
+#[derive(Args)]
+pub struct ConfigArgs {
+    /// TOML configuration file layered over the built-in defaults.
+    #[arg(long, value_name = "FILE.toml")]
+    pub config: Option<PathBuf>,
+    /// Override one key, e.g. `--set model.hidden=[1024,512]` (value parsed as TOML, else a string).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub overrides: Vec<String>,
+}
+
+/// The throughput model a plan uses (`--objective throughput`).
+#[derive(Args)]
+pub struct CalibrationArgs {
+    /// The throughput model's coefficients (JSON written by `plan --calibrate --out FILE`);
+    /// default: the built-in lavapipe calibration.
+    #[arg(long, value_name = "FILE.json")]
+    pub calibration: Option<PathBuf>,
+}
+
+#[derive(Args)]
+pub struct TrainArgs {
+    #[command(flatten)]
+    pub config: ConfigArgs,
+    #[command(flatten)]
+    pub device: DeviceArgs,
+    /// Print one JSON object with the run's summary on stdout.
+    #[arg(long)]
+    pub json: bool,
+    /// Plan first for this budget (`6GiB`, …) and train with the plan's batch size and
+    /// optimizers; exit 3 with the plan's report when nothing fits.
+    #[arg(long, value_name = "BYTES")]
+    pub budget: Option<String>,
+    #[command(flatten)]
+    pub calibration: CalibrationArgs,
+}
+
+/// How the solver's flags reach the plan.
+#[derive(Args)]
+pub struct BudgetArgs {
+    /// Memory budget: `6GiB`, `512MiB`, `8GB` or bytes (default: plan.budget, else the device's
+    /// memory minus the reserve when the device reports it).
+    #[arg(long, value_name = "BYTES")]
+    pub budget: Option<String>,
+    /// What to maximise: `batch` (the largest batch, then the most capable optimizers) or
+    /// `throughput` (predicted examples/s).
+    #[arg(long, value_enum)]
+    pub objective: Option<ObjectiveArg>,
+    /// The smallest batch the solver may choose (plan.min_batch).
+    #[arg(long)]
+    pub min_batch: Option<usize>,
+    /// The largest batch the solver considers (plan.max_batch).
+    #[arg(long)]
+    pub max_batch: Option<usize>,
+    /// Keep a knob at the config's value: train.batch_size, optim.table or optim.dense
+    /// (repeatable; knob keys given with --set are pinned too).
+    #[arg(long, value_name = "KEY")]
+    pub pin: Vec<String>,
+    /// Plan for a device with this largest buffer instead of the opened one (with --alignment).
+    #[arg(long, value_name = "BYTES")]
+    pub max_buffer: Option<String>,
+    /// Plan for a device with this allocation alignment in bytes.
+    #[arg(long, value_name = "BYTES")]
+    pub alignment: Option<u64>,
+    #[command(flatten)]
+    pub calibration: CalibrationArgs,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+pub enum ObjectiveArg {
+    Batch,
+    Throughput,
+}
+
+/// The flags that shape one plan, which `--grid` and `--calibrate` do not use.
+const ONE_PLAN_FLAGS: [&str; 12] = [
+    "config",
+    "overrides",
+    "budget",
+    "objective",
+    "min_batch",
+    "max_batch",
+    "pin",
+    "max_buffer",
+    "alignment",
+    "calibration",
+    "verify",
+    "search",
+];
+
+#[derive(Args)]
+pub struct PlanArgs {
+    #[command(flatten)]
+    pub config: ConfigArgs,
+    #[command(flatten)]
+    pub budget: BudgetArgs,
+    #[command(flatten)]
+    pub device: DeviceArgs,
+    /// Print one JSON object (batch_size, optimizer, predicted_peak_bytes, budget_bytes, fits, …).
+    #[arg(long)]
+    pub json: bool,
+    /// Run the plan for --steps steps on the device and check the measured peak is under the budget.
+    #[arg(long)]
+    pub verify: bool,
+    /// The ground truth: find the largest batch that runs under the budget by bisecting on real
+    /// runs' measured peaks (with the plan's optimizers).
+    #[arg(long)]
+    pub search: bool,
+    /// With --search: stop bisecting when the bracket is within this % of the batch (0: one row).
+    #[arg(long, default_value_t = 1.0)]
+    pub tolerance: f64,
+    /// Steps per run of --verify and --search (the first is a warm-up).
+    #[arg(long, default_value_t = 2)]
+    pub steps: usize,
+    /// Run the solver's grid (`small`): plan, --verify and --search at five budgets for two
+    /// models; fails when a point misses a bar.
+    #[arg(long, value_name = "NAME", conflicts_with_all = ONE_PLAN_FLAGS)]
+    pub grid: Option<String>,
+    /// With --grid: directory for plan-grid.md and plan-grid.json; with --calibrate: the JSON
+    /// file the fitted coefficients are written to.
+    #[arg(long, value_name = "PATH")]
+    pub out: Option<PathBuf>,
+    /// Measure the calibration runs on the device and fit the throughput model
+    /// (`--objective throughput`) to them.
+    #[arg(
+        long,
+        conflicts_with_all = ONE_PLAN_FLAGS,
+        conflicts_with_all = ["grid", "json", "tolerance"]
+    )]
+    pub calibrate: bool,
+}
+
+#[derive(Args)]
+pub struct ExplainArgs {
+    #[command(flatten)]
+    pub config: ConfigArgs,
+    #[command(flatten)]
+    pub device: DeviceArgs,
+    /// Run real steps and read the allocator at every point of the step beside the prediction.
+    #[arg(long)]
+    pub measure: bool,
+    /// Steps run by --measure (the first is a warm-up whose readings are discarded); the compared
+    /// prediction takes its batch sizes from the steps read.
+    #[arg(long, default_value_t = 3)]
+    pub steps: usize,
+    /// Print one JSON object (predicted_peak_bytes, measured_peak_bytes, categories, points, …).
+    #[arg(long)]
+    pub json: bool,
+    /// Where --measure writes its SVG chart.
+    #[arg(long, default_value = "widebag-explain.svg")]
+    pub svg: PathBuf,
+    /// Run the accuracy grid (`small`: the CI grid; `full`: the README grid) instead of one config;
+    /// fails when any measured point misses the 3% bar.
+    #[arg(long, value_name = "NAME")]
+    pub grid: Option<String>,
+    /// With --grid: directory for grid.md and grid.json.
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+}
+
+#[derive(Args)]
+pub struct SweepArgs {
+    /// The sweep file (`configs/sweeps/NAME.toml`): base, set, [grid], [[exclude]].
+    #[arg(long, value_name = "FILE.toml")]
+    pub config: PathBuf,
+    /// The sweep's directory: one directory per run, results.csv, results.md, *.svg.
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
+    /// Override one key of every run, e.g. `--set train.steps=5`.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub overrides: Vec<String>,
+    #[command(flatten)]
+    pub device: DeviceArgs,
+    #[command(flatten)]
+    pub calibration: CalibrationArgs,
+}
+
+#[derive(Args)]
+pub struct BenchArgs {
+    #[command(flatten)]
+    pub config: ConfigArgs,
+    /// Widths to compare (classes = width), e.g. `8000,24000,80000,240000` (the default).
+    #[arg(long, value_name = "LIST")]
+    pub widths: Option<String>,
+    /// Steps per run (at least 5: one warm-up, two read at every point, the rest timed).
+    #[arg(long, default_value_t = 8)]
+    pub steps: usize,
+    /// Directory for bench.md, bench.json and bench.svg.
+    #[arg(long, value_name = "DIR", default_value = "widebag-bench")]
+    pub out: PathBuf,
+    #[command(flatten)]
+    pub device: DeviceArgs,
+    /// Print the rows as JSON instead of the table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+pub enum FormatArg {
+    /// `label[,label…] [qid:n] idx:val … [# comment]` (svmlight).
+    Libsvm,
+    /// scipy.sparse CSR `.npz` (as written by `save_npz`).
+    Npz,
+    /// LightGCN interaction lists: `user item item …`.
+    Lightgcn,
+    /// Text: one document per line of a file, or one per file under a directory.
+    Text,
+    /// dictd database: NAME.index + NAME.dict(.dz); one document per entry.
+    Dictd,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+pub enum ModeArg {
+    /// One row per document, its bag of words (target: the same bag).
+    Bow,
+    /// One row per word: the bag of context words, the word as target.
+    Cbow,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+pub enum TokensArg {
+    Plain,
+    /// `word/TAG` tokens (Brown corpus): tags are dropped.
+    Tagged,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+pub enum OutFormat {
+    Libsvm,
+    Npz,
+}
+
+/// Which file and how to read it (shared by `data stats` and `data convert`).
+#[derive(Args)]
+pub struct SourceArgs {
+    /// The data file (lightgcn: the training file; text: a file or a directory; dictd: the
+    /// .index, the .dict(.dz), or their common stem).
+    pub file: PathBuf,
+    #[arg(long, value_enum)]
+    pub format: FormatArg,
+    /// text/dictd: bag-of-words documents or CBOW windows.
+    #[arg(long, value_enum)]
+    pub mode: Option<ModeArg>,
+    /// cbow: context words on each side.
+    #[arg(long, default_value_t = 2)]
+    pub window: usize,
+    /// text/dictd: least count of a vocabulary word.
+    #[arg(long, default_value_t = 1)]
+    pub min_count: u64,
+    /// text/dictd: most vocabulary words kept (most frequent first); 0 keeps all.
+    #[arg(long, default_value_t = 0)]
+    pub max_vocab: usize,
+    /// text/dictd: token format.
+    #[arg(long, value_enum, default_value = "plain")]
+    pub tokens: TokensArg,
+    /// lightgcn: the held-out file loaded alongside.
+    #[arg(long)]
+    pub test: Option<PathBuf>,
+    /// libsvm: ids are 0-based (true) or 1-based (false); detected when unset.
+    #[arg(long)]
+    pub zero_based: Option<bool>,
+    /// libsvm/npz/lightgcn: the input width; taken from the data when unset (an id at or beyond
+    /// it is an error).
+    #[arg(long)]
+    pub width: Option<usize>,
+    /// Skip malformed lines and report how many, instead of failing.
+    #[arg(long)]
+    pub skip_bad_lines: bool,
+}
+
+#[derive(Args)]
+pub struct StatsArgs {
+    #[command(flatten)]
+    pub source: SourceArgs,
+    /// Batches sampled per batch size for unique ids.
+    #[arg(long, default_value_t = 20)]
+    pub samples: usize,
+    /// Print one JSON object on stdout.
+    #[arg(long)]
+    pub json: bool,
+    /// Do not save the statistics (`FILE.stats.json` beside the data, or the cache directory
+    /// when that is read-only).
+    #[arg(long)]
+    pub no_save: bool,
+}
+
+#[derive(Args)]
+pub struct ConvertArgs {
+    #[command(flatten)]
+    pub source: SourceArgs,
+    /// Output format.
+    #[arg(long, value_enum)]
+    pub to: OutFormat,
+    /// Output file.
+    pub out: PathBuf,
+}
+
+#[derive(Args)]
+pub struct SynthArgs {
+    #[command(flatten)]
+    pub config: ConfigArgs,
+    /// Number of rows to write.
+    #[arg(long, default_value_t = 10_000)]
+    pub rows: usize,
+    /// Output format.
+    #[arg(long, value_enum)]
+    pub to: OutFormat,
+    /// Output file.
+    pub out: PathBuf,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn grid_and_calibrate_refuse_the_one_plan_flags() {
+        for args in [
+            &["widebag", "plan", "--grid", "small", "--budget", "8GiB"][..],
+            &["widebag", "plan", "--grid", "small", "--verify"],
+            &["widebag", "plan", "--calibrate", "--json"],
+            &["widebag", "plan", "--calibrate", "--grid", "small"],
+            &["widebag", "plan", "--calibrate", "--set", "x=1"],
+        ] {
+            let err = Cli::try_parse_from(args).err().expect("refused");
+            assert_eq!(
+                err.kind(),
+                clap::error::ErrorKind::ArgumentConflict,
+                "{args:?}"
+            );
+        }
+        for args in [
+            &[
+                "widebag", "plan", "--grid", "small", "--json", "--steps", "3",
+            ][..],
+            &[
+                "widebag",
+                "plan",
+                "--calibrate",
+                "--steps",
+                "6",
+                "--out",
+                "c.json",
+            ],
+        ] {
+            assert!(Cli::try_parse_from(args).is_ok(), "{args:?}");
+        }
+    }
+}

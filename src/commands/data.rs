@@ -1,0 +1,137 @@
+//! `widebag data`: `stats` describes a data file in the terms that decide memory, `convert`
+//! rewrites it as libsvm or npz, `synth` writes the configured synthetic rows to a file.
+
+use std::fmt::Write;
+use std::path::Path;
+
+use widebag_data::Source;
+use widebag_data::stats::DataStats;
+
+use crate::args::{ConvertArgs, DataCommand, OutFormat, StatsArgs, SynthArgs};
+use crate::failure::{Failure, Outcome};
+use crate::request;
+
+pub fn run(command: &DataCommand) -> Outcome {
+    match command {
+        DataCommand::Stats(args) => stats(args),
+        DataCommand::Convert(args) => convert(args),
+        DataCommand::Synth(args) => synth(args),
+    }
+}
+
+/// Loads a source and saves a text vocabulary beside `vocab_beside` (when given); data errors are
+/// usage errors (exit 2).
+fn load_source(
+    source: &Source,
+    vocab_beside: Option<&Path>,
+) -> Result<widebag_data::Loaded, Failure> {
+    let loaded = widebag_data::load(source).map_err(Failure::usage)?;
+    if let (Some(v), Some(beside)) = (&loaded.vocabulary, vocab_beside) {
+        match widebag_data::source::save_sidecar(beside, "vocab.tsv", &v.to_tsv()) {
+            Ok(p) => eprintln!(
+                "widebag: vocabulary of {} words saved to {}",
+                v.len(),
+                p.display()
+            ),
+            Err(e) => eprintln!("widebag: vocabulary not saved: {e}"),
+        }
+    }
+    if loaded.dataset.skipped_lines > 0 {
+        eprintln!(
+            "widebag: skipped {} bad lines",
+            loaded.dataset.skipped_lines
+        );
+    }
+    Ok(loaded)
+}
+
+fn stats(args: &StatsArgs) -> Outcome {
+    let source = request::source(&args.source)?;
+    let beside = (!args.no_save).then_some(source.path.as_path());
+    let dataset = load_source(&source, beside)?.dataset;
+    let mut stats = widebag_data::stats::compute(&dataset, args.samples, 0);
+    if !args.no_save {
+        match widebag_data::stats::save(&source, &mut stats) {
+            Ok(p) => eprintln!("widebag: statistics saved to {}", p.display()),
+            Err(e) => eprintln!("widebag: statistics not saved: {e}"),
+        }
+    }
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string(&stats).expect("stats serialise")
+        );
+    } else {
+        print!("{}", render_stats(&source.path, &stats));
+    }
+    Ok(())
+}
+
+/// A file's statistics for a terminal.
+fn render_stats(path: &Path, stats: &DataStats) -> String {
+    let mut out = String::new();
+    let mut write = || -> std::fmt::Result {
+        writeln!(out, "{}", path.display())?;
+        writeln!(
+            out,
+            "  rows {}  width {}  classes {}  empty rows {}",
+            stats.rows, stats.width, stats.n_classes, stats.empty_rows
+        )?;
+        let n = &stats.nnz_per_row;
+        writeln!(
+            out,
+            "  nnz {} (per row: min {}, mean {:.2}, p50 {}, p99 {}, max {})",
+            stats.nnz_total, n.min, n.mean, n.p50, n.p99, n.max
+        )?;
+        writeln!(out, "  ids used {}", stats.ids_used)?;
+        for (k, share) in &stats.top_coverage {
+            writeln!(out, "  top {k:>8} ids cover {:6.2}% of nnz", 100.0 * share)?;
+        }
+        for (b, u) in &stats.unique_ids_per_batch {
+            writeln!(out, "  batch {b:>5}: {u:10.1} unique ids")?;
+        }
+        Ok(())
+    };
+    write().expect("writing to a String");
+    out
+}
+
+fn convert(args: &ConvertArgs) -> Outcome {
+    let source = request::source(&args.source)?;
+    // The ids of a converted text corpus mean nothing without its vocabulary: keep it beside
+    // the output.
+    let dataset = load_source(&source, Some(&args.out))?.dataset;
+    write_dataset(&dataset, args.to, &args.out)?;
+    let shape = dataset.shape();
+    eprintln!(
+        "widebag: wrote {} rows, width {}, {} nnz to {}",
+        shape.rows,
+        shape.width,
+        shape.nnz_total,
+        args.out.display()
+    );
+    Ok(())
+}
+
+fn write_dataset(dataset: &widebag_data::Dataset, to: OutFormat, out: &Path) -> Outcome {
+    match to {
+        OutFormat::Libsvm => widebag_data::libsvm::write_libsvm(dataset, out, true),
+        OutFormat::Npz => widebag_data::npz::write_npz(dataset, out),
+    }
+    .map_err(Failure::run)
+}
+
+fn synth(args: &SynthArgs) -> Outcome {
+    let config = request::config(&args.config)?;
+    let stream = widebag_data::SyntheticStream::new(widebag_config::synthetic_spec(&config))
+        .map_err(Failure::usage)?;
+    let dataset = widebag_data::synthetic::to_dataset(&stream, args.rows);
+    write_dataset(&dataset, args.to, &args.out)?;
+    eprintln!(
+        "widebag: wrote {} synthetic rows ({} nnz) to {}",
+        args.rows,
+        dataset.rows.nnz(),
+        args.out.display()
+    );
+    Ok(())
+}

@@ -1,0 +1,58 @@
+//! `widebag explain`: the memory ledger of the configured step as a table or JSON, with
+//! `--measure` the allocator's readings beside it and an SVG chart; `--grid` runs the accuracy
+//! grid.
+
+pub mod grid;
+mod render;
+mod report;
+
+pub use report::report;
+
+use anyhow::Context;
+
+use crate::failure::{Failure, Outcome};
+use crate::measure::measure;
+use crate::prerun::{check_fits, device_facts, open_compute, predict, predict_batches};
+use crate::request::{ExplainRequest, OneExplain};
+
+pub fn run(req: &ExplainRequest) -> Outcome {
+    match req {
+        ExplainRequest::One(one) => explain_one(one),
+        ExplainRequest::Grid(g) => grid::run_grid(g),
+    }
+}
+
+fn explain_one(req: &OneExplain) -> Outcome {
+    let prepared =
+        widebag_prepare::open_data(&req.config, &widebag_prepare::PrepareOptions::READ_ONLY)
+            .map_err(Failure::usage)?;
+    let compute = open_compute(req.config.train.device)?;
+    let device = device_facts(&compute);
+    let (mut spec, mut ledger) = predict(&prepared, device).map_err(Failure::usage)?;
+    let measured = if req.measure {
+        check_fits(&ledger, &spec).map_err(Failure::does_not_fit)?;
+        // Compared with the steps it reads: predicted from those steps' batches.
+        let steps = req.steps.max(2);
+        (spec, ledger) =
+            predict_batches(&prepared, device, 1, steps - 1).map_err(Failure::usage)?;
+        Some(measure(prepared, &compute, req.steps).map_err(Failure::run)?)
+    } else {
+        None
+    };
+    let report = report(spec, ledger, &compute.adapter, measured.as_ref());
+    if req.json {
+        println!(
+            "{}",
+            serde_json::to_string(&report).expect("report serialises")
+        );
+    } else {
+        print!("{}", render::render(&report));
+    }
+    if measured.is_some() {
+        render::write_svg(&req.svg, &report)
+            .with_context(|| format!("writing {}", req.svg.display()))
+            .map_err(Failure::run)?;
+        eprintln!("widebag: chart written to {}", req.svg.display());
+    }
+    Ok(())
+}

@@ -1,0 +1,141 @@
+//! What `explain` reports: the ledger's prediction point by point and per phase, and, when a run
+//! was measured, the allocator's readings beside it (the `--json` object).
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+use widebag_ledger::step::StepSpec;
+use widebag_ledger::{Ledger, Phase, Placement, Point};
+use widebag_model::RunSummary;
+
+/// The accuracy bar: |predicted − measured| ≤ 3 % of measured, at the peak.
+pub const BAR_PCT: f64 = 3.0;
+
+/// One point of the step, predicted and (when measured) read.
+#[derive(Clone, Debug, Serialize)]
+pub struct PointRow {
+    pub point: Point,
+    pub phase: Phase,
+    pub predicted_bytes: u64,
+    pub measured_bytes: Option<u64>,
+    pub error_pct: Option<f64>,
+}
+
+/// What `explain` reports (`--json`).
+#[derive(Clone, Debug, Serialize)]
+pub struct Report {
+    pub layout: widebag_config::Layout,
+    pub adapter: String,
+    pub spec: StepSpec,
+    pub predicted_peak_bytes: u64,
+    pub predicted_peak_point: Point,
+    pub predicted_peak_phase: Phase,
+    /// The predicted peak among the points the trainer can read (what a measurement is compared
+    /// with; equal to `predicted_peak_bytes` unless the peak falls inside autodiff's backward).
+    pub predicted_sampled_peak_bytes: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub measured_peak_bytes: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub measured_peak_point: Option<Point>,
+    /// |predicted − measured| / measured of the peaks at the readable points, in %.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error_pct: Option<f64>,
+    /// Category → bytes alive at the predicted peak.
+    pub categories: BTreeMap<String, u64>,
+    pub points: Vec<PointRow>,
+    /// Phase → (predicted, measured) peak bytes.
+    pub phases: BTreeMap<String, (u64, Option<u64>)>,
+    /// The allocator's reservation: estimated from the ledger, and read (pages at their peak).
+    pub reserved_estimate_bytes: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub measured_reserved_peak_bytes: Option<u64>,
+    /// The largest single allocation and the device's limit.
+    pub largest_allocation_bytes: u64,
+    pub max_buffer_bytes: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub measured_steps: Option<usize>,
+    pub ledger: Ledger,
+}
+
+impl Report {
+    /// Bytes the ledger places in host memory at its host peak.
+    pub fn ledger_host_bytes(&self) -> u64 {
+        self.ledger.peak(Placement::Host).bytes
+    }
+}
+
+/// |predicted − measured| as a % of measured.
+pub fn pct(predicted: u64, measured: u64) -> f64 {
+    (predicted as f64 - measured as f64).abs() / (measured.max(1) as f64) * 100.0
+}
+
+/// Builds the report from the ledger and, when given, a measured run on `adapter`.
+pub fn report(
+    spec: StepSpec,
+    ledger: Ledger,
+    adapter: &str,
+    measured: Option<&RunSummary>,
+) -> Report {
+    let peak = ledger.peak(Placement::Device);
+    let sampled = ledger.sampled_peak(Placement::Device);
+    let reading = |p: Point| measured.and_then(|m| m.point_peak_in_use_bytes.get(&p).copied());
+    let points: Vec<PointRow> = ledger
+        .points
+        .iter()
+        .map(|&point| {
+            let predicted_bytes = ledger.live_bytes(Placement::Device, point);
+            let measured_bytes = reading(point);
+            PointRow {
+                point,
+                phase: point.phase(),
+                predicted_bytes,
+                measured_bytes,
+                error_pct: measured_bytes.map(|m| pct(predicted_bytes, m)),
+            }
+        })
+        .collect();
+    let mut phases: BTreeMap<String, (u64, Option<u64>)> = BTreeMap::new();
+    for row in &points {
+        let e = phases
+            .entry(row.phase.name().to_string())
+            .or_insert((0, None));
+        e.0 = e.0.max(row.predicted_bytes);
+        if let Some(m) = row.measured_bytes {
+            e.1 = Some(e.1.unwrap_or(0).max(m));
+        }
+    }
+    let measured_peak = points
+        .iter()
+        .filter_map(|r| r.measured_bytes.map(|m| (m, r.point)))
+        .max_by_key(|&(m, _)| m);
+    let categories = ledger
+        .categories_at(Placement::Device, peak.point)
+        .into_iter()
+        .map(|(c, b)| (c.name().to_string(), b))
+        .collect();
+    let (_, largest) = ledger.largest_allocation().unwrap_or(("", 0));
+    Report {
+        layout: spec.layout,
+        adapter: adapter.to_string(),
+        predicted_peak_bytes: peak.bytes,
+        predicted_peak_point: peak.point,
+        predicted_peak_phase: peak.phase,
+        predicted_sampled_peak_bytes: sampled.bytes,
+        measured_peak_bytes: measured_peak.map(|(m, _)| m),
+        measured_peak_point: measured_peak.map(|(_, p)| p),
+        error_pct: measured_peak.map(|(m, _)| pct(sampled.bytes, m)),
+        categories,
+        points,
+        phases,
+        reserved_estimate_bytes: widebag_ledger::alloc::reserved_estimate_bytes(
+            &ledger,
+            spec.device.max_buffer_bytes,
+        ),
+        measured_reserved_peak_bytes: measured.and_then(|m| m.peak_reserved_bytes),
+        largest_allocation_bytes: largest,
+        max_buffer_bytes: spec.device.max_buffer_bytes,
+        measured_steps: measured.map(|m| m.steps),
+        spec,
+        ledger,
+    }
+}

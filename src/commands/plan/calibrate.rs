@@ -1,0 +1,126 @@
+//! `plan --calibrate`: measures a fixed set of runs on the device and fits the throughput model
+//! (`--objective throughput`) to their step times.
+
+use anyhow::Context;
+use serde::Serialize;
+use widebag_model::Compute;
+use widebag_solver::Calibration;
+
+use crate::args::DeviceArgs;
+use crate::commands::explain::grid::grid_base;
+use crate::failure::{Failure, Outcome};
+use crate::prerun::{check_fits, device_facts, open_compute, predict};
+use crate::request::{Calibrate, grid_point};
+
+/// The runs `--calibrate` measures (over [`grid_base`]): both layouts, three batch sizes, two
+/// widths and three optimizer pairs, so overhead, matmul work and optimizer traffic vary
+/// independently.
+pub fn calibration_points() -> Vec<Vec<String>> {
+    let mut out = Vec::new();
+    let pairs = [
+        ("sgd", "sgd"),
+        ("adam", "adam"),
+        ("rowwise_adagrad", "momentum"),
+    ];
+    let mut i = 0;
+    for layout in ["sparse", "dense"] {
+        for width in [2000, 8000] {
+            for batch in [64, 256, 1024] {
+                if layout == "dense" && width == 8000 && batch == 1024 {
+                    continue;
+                }
+                let (t, d) = pairs[i % pairs.len()];
+                i += 1;
+                out.push(vec![
+                    format!("model.layout=\"{layout}\""),
+                    format!("data.width={width}"),
+                    format!("data.n_classes={width}"),
+                    format!("train.batch_size={batch}"),
+                    format!("optim.table=\"{t}\""),
+                    format!("optim.dense=\"{d}\""),
+                ]);
+            }
+        }
+    }
+    out
+}
+
+/// One calibration run: its work, and its measured and fitted seconds per step.
+#[derive(Clone, Debug, Serialize)]
+pub struct CalibrationRow {
+    pub overrides: Vec<String>,
+    pub work: widebag_solver::StepWork,
+    pub measured_step_s: f64,
+    pub fitted_step_s: f64,
+}
+
+/// Measures the calibration runs (`steps` steps each; the first, which compiles kernels, is not
+/// timed) and fits the throughput model to them.
+fn calibrate(
+    compute: &Compute,
+    steps: usize,
+    device: &DeviceArgs,
+    mut progress: impl FnMut(&CalibrationRow),
+) -> Result<(Calibration, Vec<CalibrationRow>), Failure> {
+    let mut rows = Vec::new();
+    for overrides in calibration_points() {
+        let mut all = grid_base();
+        all.extend(overrides.iter().cloned());
+        all.push(format!("train.steps={}", steps.max(3)));
+        let config = grid_point(&all, device)?;
+        let measured = || -> anyhow::Result<CalibrationRow> {
+            let prepared =
+                widebag_prepare::open_data(&config, &widebag_prepare::PrepareOptions::READ_ONLY)?;
+            let (spec, ledger) = predict(&prepared, device_facts(compute))?;
+            check_fits(&ledger, &spec)?;
+            let summary = widebag_model::run_training(prepared, compute, |_| {})?;
+            Ok(CalibrationRow {
+                overrides: overrides.clone(),
+                work: widebag_solver::StepWork::of(&spec),
+                measured_step_s: summary.batch_size as f64 / summary.examples_per_s.max(1e-12),
+                fitted_step_s: 0.0,
+            })
+        };
+        let row = measured().map_err(Failure::run)?;
+        progress(&row);
+        rows.push(row);
+    }
+    let samples: Vec<_> = rows.iter().map(|r| (r.work, r.measured_step_s)).collect();
+    let calibration = Calibration::fit(&samples, compute.adapter.clone())
+        .context("the calibration runs do not determine the model")
+        .map_err(Failure::run)?;
+    for r in &mut rows {
+        r.fitted_step_s = calibration.step_s(&r.work);
+    }
+    Ok((calibration, rows))
+}
+
+/// Runs the calibration, prints each run and the fitted coefficients (JSON), and writes them to
+/// `--out` when given.
+pub fn run_calibrate(req: &Calibrate) -> Outcome {
+    let config = grid_point(&[], &req.device)?;
+    let compute = open_compute(config.train.device)?;
+    let (calibration, rows) = calibrate(&compute, req.steps.max(6), &req.device, |r| {
+        eprintln!(
+            "widebag: calibrate {}: {:.4} s/step",
+            r.overrides.join(" "),
+            r.measured_step_s
+        )
+    })?;
+    for r in &rows {
+        println!(
+            "{:<110} measured {:>8.4} s/step  fitted {:>8.4}",
+            r.overrides.join(" "),
+            r.measured_step_s,
+            r.fitted_step_s
+        );
+    }
+    let text = serde_json::to_string_pretty(&calibration).expect("calibration serialises");
+    println!("{text}");
+    if let Some(path) = &req.out {
+        std::fs::write(path, &text)
+            .with_context(|| format!("writing {}", path.display()))
+            .map_err(Failure::run)?;
+    }
+    Ok(())
+}

@@ -1,0 +1,115 @@
+//! `widebag plan`: the batch size and optimizers that fit a memory budget, from the ledger alone;
+//! its report or JSON, `--verify` and `--search` on the device, the solver's `--grid`, and
+//! `--calibrate` for the throughput model. Exit 3 when nothing fits.
+
+mod calibrate;
+mod grid;
+pub mod planner;
+mod report;
+pub mod search;
+
+pub use planner::{Planned, make_plan};
+pub use report::render;
+
+use widebag_config::units::format_bytes;
+
+use crate::failure::{Failure, Outcome};
+use crate::prerun::open_compute;
+use crate::request::{OnePlan, PlanRequest};
+
+pub fn run(req: &PlanRequest) -> Outcome {
+    match req {
+        PlanRequest::One(one) => plan_one(one),
+        PlanRequest::Grid(g) => grid::run_grid(g),
+        PlanRequest::Calibrate(c) => calibrate::run_calibrate(c),
+    }
+}
+
+fn plan_one(req: &OnePlan) -> Outcome {
+    let mut prepared =
+        widebag_prepare::open_data(&req.config, &widebag_prepare::PrepareOptions::READ_ONLY)
+            .map_err(Failure::usage)?;
+    for w in &prepared.warnings {
+        eprintln!("widebag: {w}");
+    }
+    // Given device facts plan for another device; otherwise the device is opened and read.
+    let needs_device = req.verify || req.search || req.solver.max_buffer_bytes.is_none();
+    let compute = if needs_device {
+        Some(open_compute(req.config.train.device)?)
+    } else {
+        None
+    };
+    let Planned {
+        mut report,
+        planned_ms,
+    } = make_plan(&mut prepared, &req.solver, &req.overrides, compute.as_ref())
+        .map_err(Failure::usage)?;
+    let compute_for_runs = || {
+        compute
+            .as_ref()
+            .ok_or_else(|| Failure::usage(anyhow::anyhow!("--verify and --search need a device")))
+    };
+    if req.verify && report.fits {
+        let c = compute_for_runs()?;
+        let v = search::verify(&prepared, &report.plan, c, req.steps).map_err(Failure::run)?;
+        report.verify = Some(v);
+    }
+    if req.search {
+        let c = compute_for_runs()?;
+        let s = search::search(
+            &prepared,
+            &report.plan,
+            c,
+            req.steps,
+            req.tolerance_pct,
+            |p| {
+                eprintln!(
+                    "widebag: search: batch {} → {}",
+                    p.batch_size,
+                    match p.measured_peak_bytes {
+                        Some(m) => format!(
+                            "{} ({})",
+                            format_bytes(m),
+                            if p.runs_under_budget { "under" } else { "over" }
+                        ),
+                        None => "refused (buffer limit)".into(),
+                    }
+                )
+            },
+        )
+        .map_err(Failure::run)?;
+        report.search = Some(s);
+    }
+    if req.json {
+        println!(
+            "{}",
+            serde_json::to_string(&report).expect("plan serialises")
+        );
+        eprintln!(
+            "widebag: planned in {planned_ms:.1} ms ({} ledger evaluations)",
+            report.plan.evaluations
+        );
+    } else {
+        print!("{}", render(&report, planned_ms));
+    }
+    if !report.fits {
+        return Err(Failure::does_not_fit(anyhow::anyhow!(
+            "nothing fits the {} budget: {}",
+            format_bytes(report.budget_bytes),
+            report.plan.suggestions.first().map_or(
+                "no single change fits".to_string(),
+                |s| format!("smallest change: {}", s.text)
+            )
+        )));
+    }
+    if let Some(v) = &report.verify
+        && !v.under_budget
+    {
+        return Err(Failure::run(anyhow::anyhow!(
+            "--verify: measured peak {} is over the {} budget",
+            format_bytes(v.measured_peak_bytes),
+            format_bytes(report.budget_bytes)
+        )));
+    }
+    Ok(())
+}

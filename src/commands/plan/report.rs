@@ -1,0 +1,317 @@
+//! What `plan` reports: the `--json` object (the plan's headline, the solver's plan, and the
+//! `--verify`/`--search` results) and its rendering for a terminal.
+
+use std::fmt::Write;
+
+use serde::Serialize;
+use widebag_config::units::format_bytes;
+use widebag_config::{DenseOptim, Layout, TableOptim};
+use widebag_ledger::step::DeviceFacts;
+use widebag_solver::Plan;
+
+use super::search::{Search, Verify};
+
+/// Where the budget came from.
+#[derive(Clone, Debug, Serialize)]
+pub struct Budget {
+    pub bytes: u64,
+    /// `--budget`, `plan.budget`, or the device's memory minus the reserve.
+    pub source: String,
+}
+
+/// The optimizers as JSON reports them.
+#[derive(Clone, Debug, Serialize)]
+pub struct Optimizers {
+    /// `null` in the dense layout (no table).
+    pub table: Option<TableOptim>,
+    pub dense: DenseOptim,
+}
+
+/// What `plan --json` prints. The top-level keys are the plan's headline; `plan` holds the
+/// runner-ups and suggestions. Without `--verify`/`--search` it is deterministic.
+#[derive(Clone, Debug, Serialize)]
+pub struct Report {
+    pub fits: bool,
+    pub batch_size: usize,
+    pub optimizer: Optimizers,
+    pub predicted_peak_bytes: u64,
+    pub budget_bytes: u64,
+    pub budget_source: String,
+    pub slack_bytes: u64,
+    pub layout: Layout,
+    pub device: DeviceFacts,
+    pub plan: Plan,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub verify: Option<Verify>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub search: Option<Search>,
+}
+
+impl Report {
+    pub fn new(plan: Plan, budget: &Budget, device: DeviceFacts) -> Self {
+        Self {
+            fits: plan.fits,
+            batch_size: plan.chosen.batch_size,
+            optimizer: Optimizers {
+                table: (plan.layout == Layout::Sparse).then_some(plan.chosen.table),
+                dense: plan.chosen.dense,
+            },
+            predicted_peak_bytes: plan.chosen.predicted_peak_bytes,
+            budget_bytes: plan.budget_bytes,
+            budget_source: budget.source.clone(),
+            slack_bytes: plan.slack_bytes,
+            layout: plan.layout,
+            device,
+            plan,
+            verify: None,
+            search: None,
+        }
+    }
+}
+
+/// An optimizer pair in words (`table adam + dense sgd`; the dense layout has no table).
+pub fn optimizers(layout: Layout, t: TableOptim, d: DenseOptim) -> String {
+    match layout {
+        Layout::Sparse => format!("table {} + dense {}", t.name(), d.name()),
+        Layout::Dense => format!("dense {}", d.name()),
+    }
+}
+
+/// The plan for a terminal; `planned_ms` is the solver's time.
+pub fn render(r: &Report, planned_ms: f64) -> String {
+    let mut s = String::new();
+    write_plan(&mut s, r).expect("writing to a String");
+    write_checks(&mut s, r).expect("writing to a String");
+    writeln!(
+        s,
+        "  planned in {planned_ms:.1} ms ({} ledger evaluations)",
+        r.plan.evaluations
+    )
+    .expect("writing to a String");
+    s
+}
+
+/// The headline, the search range, the chosen peak, the runner-ups and the suggestions.
+fn write_plan(out: &mut String, r: &Report) -> std::fmt::Result {
+    let p = &r.plan;
+    let c = &p.chosen;
+    if p.fits {
+        writeln!(
+            out,
+            "widebag plan: batch {}, {} — predicted peak {} of a {} budget",
+            c.batch_size,
+            optimizers(p.layout, c.table, c.dense),
+            format_bytes(c.predicted_peak_bytes),
+            format_bytes(p.budget_bytes)
+        )?;
+    } else {
+        writeln!(
+            out,
+            "widebag plan: does not fit — the cheapest run ({}, batch {}) needs {} of a {} budget",
+            optimizers(p.layout, c.table, c.dense),
+            c.batch_size,
+            format_bytes(c.predicted_peak_bytes),
+            format_bytes(p.budget_bytes)
+        )?;
+    }
+    writeln!(
+        out,
+        "  budget      {} ({}); {} kept free as slack",
+        format_bytes(p.budget_bytes),
+        r.budget_source,
+        format_bytes(p.slack_bytes)
+    )?;
+    writeln!(
+        out,
+        "  device      largest buffer {}, alignment {} B",
+        if r.device.max_buffer_bytes == u64::MAX {
+            "unlimited".to_string()
+        } else {
+            format_bytes(r.device.max_buffer_bytes)
+        },
+        r.device.alignment_bytes
+    )?;
+    writeln!(
+        out,
+        "  search      objective {}, batch {}..={}, pinned: {}",
+        p.objective.name(),
+        p.min_batch,
+        p.max_batch,
+        if p.pinned.is_empty() {
+            "nothing".to_string()
+        } else {
+            p.pinned.join(", ")
+        }
+    )?;
+    writeln!(out, "  why         {}", c.verdict)?;
+    writeln!(
+        out,
+        "  peak        {} at {} (largest tensor {})",
+        format_bytes(c.predicted_peak_bytes),
+        c.peak_point.name(),
+        format_bytes(c.largest_allocation_bytes)
+    )?;
+    for (cat, bytes) in &c.categories {
+        if *bytes > 0 {
+            writeln!(out, "    {cat:<22} {:>12}", format_bytes(*bytes))?;
+        }
+    }
+    if !p.runner_ups.is_empty() {
+        writeln!(out, "  runner-ups")?;
+        writeln!(
+            out,
+            "    {:>6}  {:<38} {:>11} {:>11} {:>11} {:>11}  verdict",
+            "batch", "optimizers", "peak", "parameters", "opt. state", "activations"
+        )?;
+        for u in &p.runner_ups {
+            let cat = |k: &str| format_bytes(u.categories.get(k).copied().unwrap_or(0));
+            writeln!(
+                out,
+                "    {:>6}  {:<38} {:>11} {:>11} {:>11} {:>11}  {}",
+                u.batch_size,
+                optimizers(p.layout, u.table, u.dense),
+                format_bytes(u.predicted_peak_bytes),
+                cat("parameters"),
+                cat("optimizer_state"),
+                cat("activations"),
+                u.verdict
+            )?;
+        }
+    }
+    if !p.suggestions.is_empty() {
+        writeln!(out, "  smallest changes that fit")?;
+        for (i, s) in p.suggestions.iter().enumerate() {
+            writeln!(out, "    {}. {}", i + 1, s.text)?;
+        }
+    }
+    Ok(())
+}
+
+/// `--verify` and `--search`, when they ran.
+fn write_checks(out: &mut String, r: &Report) -> std::fmt::Result {
+    if let Some(v) = &r.verify {
+        writeln!(
+            out,
+            "  verify      {} steps: measured peak {} (predicted {}) — {}",
+            v.steps,
+            format_bytes(v.measured_peak_bytes),
+            format_bytes(v.predicted_peak_bytes),
+            if v.under_budget {
+                "under the budget"
+            } else {
+                "OVER the budget"
+            }
+        )?;
+    }
+    if let Some(s) = &r.search {
+        let probes: Vec<String> = s
+            .probes
+            .iter()
+            .map(|p| {
+                format!(
+                    "{}{}",
+                    p.batch_size,
+                    if p.runs_under_budget { "✓" } else { "✗" }
+                )
+            })
+            .collect();
+        writeln!(
+            out,
+            "  search      largest batch measured under the budget: {} (first over: {}); \
+             plan/search {}; probes {}",
+            s.batch_size.map_or("none".into(), |b| b.to_string()),
+            s.first_over.map_or("none".into(), |b| b.to_string()),
+            s.plan_vs_search_pct
+                .map_or("-".into(), |x| format!("{x:.1}%")),
+            probes.join(" ")
+        )?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use expect_test::expect;
+    use widebag_config::Config;
+    use widebag_prepare::{PrepareOptions, open_data};
+    use widebag_solver::Calibration;
+
+    use super::*;
+    use crate::commands::plan::planner::make_plan;
+    use crate::request::SolverFlags;
+
+    /// The schema's default run (240,000 ids and classes, Adam on both parts) planned for a
+    /// device with lavapipe's limits, `pins` kept at the config's values: no device opened,
+    /// deterministic.
+    fn default_plan(budget: &str, pins: &[&str]) -> Report {
+        let mut prepared = open_data(&Config::default(), &PrepareOptions::READ_ONLY).unwrap();
+        let bytes = widebag_config::units::parse_bytes(budget).unwrap();
+        let flags = SolverFlags {
+            budget: Some((budget.to_string(), bytes)),
+            pins: pins.iter().map(|p| p.to_string()).collect(),
+            max_buffer_bytes: Some(128 << 20),
+            alignment_bytes: Some(32),
+            ..SolverFlags::with_calibration(Calibration::lavapipe_2core())
+        };
+        make_plan(&mut prepared, &flags, &[], None).unwrap().report
+    }
+
+    #[test]
+    fn a_plan_that_fits_renders_as_before() {
+        expect![[r#"
+            widebag plan: batch 4096, table adam + dense momentum — predicted peak 469.58 MiB of a 512.00 MiB budget
+              budget      512.00 MiB (--budget 512MiB); 1.30 MiB kept free as slack
+              device      largest buffer 128.00 MiB, alignment 32 B
+              search      objective batch, batch 1..=4096, pinned: nothing
+              why         the largest batch allowed (plan.max_batch = 4096); the most capable optimizers that fit at it
+              peak        469.58 MiB at forward.logits (largest tensor 128.00 MiB)
+                activations                5.87 MiB
+                allocator_padding              12 B
+                batch_buffers            785.30 KiB
+                logits                   256.00 MiB
+                optimizer_state          118.11 MiB
+                parameters                88.81 MiB
+                temporaries               16.00 KiB
+              runner-ups
+                 batch  optimizers                                    peak  parameters  opt. state activations  verdict
+                  4096  table adam + dense adam                 529.10 MiB   88.81 MiB  177.63 MiB    5.87 MiB  over budget by 18.39 MiB (529.10 MiB peak at forward.logits); fits up to batch 133
+                  4096  table rowwise_adagrad + dense adam      471.42 MiB   88.81 MiB  119.95 MiB    5.87 MiB  fits, less capable than the chosen optimizers
+                  4096  table adam + dense sgd                  410.06 MiB   88.81 MiB   58.59 MiB    5.87 MiB  fits, less capable than the chosen optimizers
+                  4096  table rowwise_adagrad + dense momentum  411.90 MiB   88.81 MiB   60.43 MiB    5.87 MiB  fits, less capable than the chosen optimizers
+                  4096  table momentum + dense adam             499.80 MiB   88.81 MiB  148.33 MiB    5.87 MiB  fits, less capable than the chosen optimizers
+                  4096  table rowwise_adagrad + dense sgd       352.38 MiB   88.81 MiB  937.50 KiB    5.87 MiB  fits, less capable than the chosen optimizers
+                  4096  table momentum + dense momentum         440.28 MiB   88.81 MiB   88.81 MiB    5.87 MiB  fits, less capable than the chosen optimizers
+                  4096  table sgd + dense adam                  470.50 MiB   88.81 MiB  119.03 MiB    5.87 MiB  fits, less capable than the chosen optimizers
+                  4096  table momentum + dense sgd              380.77 MiB   88.81 MiB   29.30 MiB    5.87 MiB  fits, less capable than the chosen optimizers
+                  4096  table sgd + dense momentum              410.99 MiB   88.81 MiB   59.52 MiB    5.87 MiB  fits, less capable than the chosen optimizers
+                  4096  table sgd + dense sgd                   351.47 MiB   88.81 MiB         0 B    5.87 MiB  fits, less capable than the chosen optimizers
+              planned in 1.5 ms (28 ledger evaluations)
+        "#]].assert_eq(&render(&default_plan("512MiB", &[]), 1.5));
+    }
+
+    #[test]
+    fn a_plan_that_does_not_fit_lists_the_smallest_changes() {
+        let pinned = default_plan("256MiB", &["optim.table", "optim.dense"]);
+        expect![[r#"
+            widebag plan: does not fit — the cheapest run (table adam + dense adam, batch 1) needs 326.87 MiB of a 256.00 MiB budget
+              budget      256.00 MiB (--budget 256MiB); 671.36 KiB kept free as slack
+              device      largest buffer 128.00 MiB, alignment 32 B
+              search      objective batch, batch 1..=4096, pinned: optim.table, optim.dense
+              why         nothing fits: even table adam + dense adam at batch 1 needs 326.87 MiB (+ 671.36 KiB slack) of 256.00 MiB
+              peak        326.87 MiB at backward.logits (largest tensor 58.59 MiB)
+                activations                3.25 KiB
+                allocator_padding             156 B
+                batch_buffers                 256 B
+                dense_gradients           59.51 MiB
+                logits                   937.50 KiB
+                optimizer_state          177.63 MiB
+                parameters                88.81 MiB
+                temporaries                   256 B
+              smallest changes that fit
+                1. optim.dense adam → sgd frees 119.03 MiB
+                2. model.dim 32 → 5 frees 74.18 MiB
+                3. budget 256.00 MiB → 328.00 MiB (adds 72.00 MiB)
+              planned in 1.5 ms (15 ledger evaluations)
+        "#]].assert_eq(&render(&pinned, 1.5));
+    }
+}

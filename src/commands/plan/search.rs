@@ -1,0 +1,162 @@
+//! The plan checked on the device: `--verify` runs it and compares the measured peak with the
+//! budget; `--search` finds the true largest batch by bisecting on measured peaks.
+
+use anyhow::Context;
+use serde::Serialize;
+use widebag_config::{Config, DenseOptim, TableOptim};
+use widebag_model::Compute;
+use widebag_prepare::Prepared;
+use widebag_solver::Plan;
+
+use super::planner::apply;
+use crate::measure::measure;
+use crate::prerun::{check_fits, device_facts, predict};
+
+/// `--verify`: the plan run on the device.
+#[derive(Clone, Debug, Serialize)]
+pub struct Verify {
+    pub steps: usize,
+    pub predicted_peak_bytes: u64,
+    pub measured_peak_bytes: u64,
+    pub measured_reserved_peak_bytes: Option<u64>,
+    pub under_budget: bool,
+}
+
+/// One real run of `--search`.
+#[derive(Clone, Debug, Serialize)]
+pub struct Probe {
+    pub batch_size: usize,
+    /// `None`: refused before running (a tensor over the device's largest buffer).
+    pub measured_peak_bytes: Option<u64>,
+    pub runs_under_budget: bool,
+}
+
+/// `--search`: the largest batch that ran under the budget, by bisection on measured peaks.
+#[derive(Clone, Debug, Serialize)]
+pub struct Search {
+    /// The largest batch measured under the budget (`None`: not even the smallest).
+    pub batch_size: Option<usize>,
+    /// The smallest batch measured over it (`None`: the largest allowed ran under it).
+    pub first_over: Option<usize>,
+    pub table: TableOptim,
+    pub dense: DenseOptim,
+    pub probes: Vec<Probe>,
+    /// The analytic plan's batch over the search's, in %.
+    pub plan_vs_search_pct: Option<f64>,
+}
+
+/// The measured peak (bytes in use at the step's readable points, after a warm-up step, and the
+/// reservation) of `config`, or `None` when the step is refused for the buffer limit.
+fn measured_peak(
+    prepared: &Prepared,
+    config: &Config,
+    compute: &Compute,
+    steps: usize,
+) -> anyhow::Result<Option<(u64, Option<u64>)>> {
+    let probe = Prepared {
+        config: config.clone(),
+        batches: prepared.batches.clone(),
+        data: prepared.data.clone(),
+        warnings: Vec::new(),
+        eval: Vec::new(),
+        bands: prepared.bands.clone(),
+        model_bands: prepared.model_bands.clone(),
+    };
+    let (spec, ledger) = predict(&probe, device_facts(compute))?;
+    if check_fits(&ledger, &spec).is_err() {
+        return Ok(None);
+    }
+    let summary = measure(probe, compute, steps)?;
+    let in_use = summary
+        .peak_in_use_bytes
+        .context("the backend reports no allocator counters: --verify and --search need wgpu")?;
+    Ok(Some((in_use, summary.peak_reserved_bytes)))
+}
+
+/// Runs the plan for `steps` steps and checks the measured peak against the budget.
+pub fn verify(
+    prepared: &Prepared,
+    plan: &Plan,
+    compute: &Compute,
+    steps: usize,
+) -> anyhow::Result<Verify> {
+    let config = apply(&prepared.config, plan);
+    let (measured, reserved) = measured_peak(prepared, &config, compute, steps)?
+        .context("the plan's step has a tensor over the device's largest buffer")?;
+    Ok(Verify {
+        steps: steps.max(2),
+        predicted_peak_bytes: plan.chosen.predicted_peak_bytes,
+        measured_peak_bytes: measured,
+        measured_reserved_peak_bytes: reserved,
+        under_budget: measured <= plan.budget_bytes,
+    })
+}
+
+/// The ground truth: doubles the batch from `plan.min_batch` until a run's measured peak exceeds
+/// the budget (or `plan.max_batch` runs under it), then bisects until the bracket is within
+/// `tolerance_pct` of the batch (one row at most when 0). Uses the plan's optimizers.
+pub fn search(
+    prepared: &Prepared,
+    plan: &Plan,
+    compute: &Compute,
+    steps: usize,
+    tolerance_pct: f64,
+    mut progress: impl FnMut(&Probe),
+) -> anyhow::Result<Search> {
+    let (table, dense) = (plan.chosen.table, plan.chosen.dense);
+    let mut probes = Vec::new();
+    let mut run = |batch: usize| -> anyhow::Result<bool> {
+        let mut config = prepared.config.clone();
+        config.train.batch_size = batch;
+        config.optim.table = table;
+        config.optim.dense = dense;
+        let measured = measured_peak(prepared, &config, compute, steps)?;
+        let probe = Probe {
+            batch_size: batch,
+            measured_peak_bytes: measured.map(|m| m.0),
+            runs_under_budget: measured.is_some_and(|m| m.0 <= plan.budget_bytes),
+        };
+        progress(&probe);
+        let ok = probe.runs_under_budget;
+        probes.push(probe);
+        Ok(ok)
+    };
+    let (lo, hi) = (plan.min_batch, plan.max_batch);
+    let mut good: Option<usize> = None;
+    let mut bad: Option<usize> = None;
+    let mut b = lo;
+    loop {
+        if run(b)? {
+            good = Some(b);
+            if b == hi {
+                break;
+            }
+            b = (b * 2).min(hi);
+        } else {
+            bad = Some(b);
+            break;
+        }
+    }
+    if let (Some(mut g), Some(mut x)) = (good, bad) {
+        while x - g > 1 && (x - g) as f64 > g as f64 * tolerance_pct / 100.0 {
+            let mid = g + (x - g) / 2;
+            if run(mid)? {
+                g = mid;
+            } else {
+                x = mid;
+            }
+        }
+        good = Some(g);
+        bad = Some(x);
+    }
+    Ok(Search {
+        batch_size: good,
+        first_over: bad,
+        table,
+        dense,
+        plan_vs_search_pct: good
+            .filter(|_| plan.fits)
+            .map(|g| plan.chosen.batch_size as f64 / g as f64 * 100.0),
+        probes,
+    })
+}

@@ -1,0 +1,238 @@
+//! `widebag sweep`: runs every point of a sweep file in turn, each into its own directory (the
+//! resolved config, the ledger, the plan, per-step metrics, a summary), resumably, and writes the
+//! results as CSV, Markdown and SVG plots.
+
+mod plots;
+mod results;
+
+use std::io::Write;
+use std::path::Path;
+
+use anyhow::Context;
+use serde::Serialize;
+use widebag_config::sweep::{Sweep, SweepPoint};
+use widebag_config::units::format_bytes;
+use widebag_ledger::Placement;
+use widebag_model::{Compute, MeterMode, RunOptions, run_training_with};
+use widebag_solver::Calibration;
+
+use crate::commands::explain;
+use crate::commands::plan::planner::{budget, make_plan};
+use crate::failure::{Failure, Outcome};
+use crate::prerun::{check_fits, device_facts, open_compute, predict};
+use crate::request::{SolverFlags, SweepRequest};
+use results::{RunRow, Status};
+
+pub fn run(req: &SweepRequest) -> Outcome {
+    let sweep = &req.sweep;
+    eprintln!(
+        "widebag: {}: {} runs ({} excluded) into {}",
+        req.file.display(),
+        sweep.points.len(),
+        sweep.excluded,
+        req.out.display()
+    );
+    let compute = open_compute(req.device)?;
+    let rows = run_all(sweep, &req.out, &compute, &req.calibration).map_err(Failure::run)?;
+    let keys: Vec<String> = sweep.spec.grid.keys().cloned().collect();
+    print!("{}", results::markdown(&rows, &keys, &compute.adapter));
+    let failed = rows.iter().filter(|r| r.status == Status::Failed).count();
+    if failed > 0 {
+        return Err(Failure::run(anyhow::anyhow!(
+            "{failed} of {} runs failed (see their summary.json); run the sweep again to retry them",
+            rows.len()
+        )));
+    }
+    Ok(())
+}
+
+/// A finished run (ok or refused) is skipped on resume; a failed one is run again.
+fn finished(dir: &Path) -> Option<RunRow> {
+    let text = std::fs::read_to_string(dir.join("summary.json")).ok()?;
+    let row: RunRow = serde_json::from_str(&text).ok()?;
+    (row.status != Status::Failed).then_some(row)
+}
+
+fn write_json(path: &Path, value: &impl Serialize) -> anyhow::Result<()> {
+    std::fs::write(
+        path,
+        serde_json::to_string_pretty(value).expect("serialises"),
+    )
+    .with_context(|| format!("writing {}", path.display()))
+}
+
+/// Runs one point into `dir`: config, ledger and plan first (refused when it does not fit),
+/// then training with one metrics line per step.
+fn run_point(
+    point: &SweepPoint,
+    dir: &Path,
+    compute: &Compute,
+    calibration: &Calibration,
+) -> anyhow::Result<RunRow> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let config = &point.config;
+    std::fs::write(
+        dir.join("config.toml"),
+        toml::to_string(config).context("serialising the config")?,
+    )
+    .with_context(|| format!("writing {}", dir.join("config.toml").display()))?;
+    let mut row = RunRow::new(
+        &point.name,
+        Status::Refused,
+        &point.values,
+        config.train.batch_size,
+    );
+    let mut prepared =
+        widebag_prepare::open_data(config, &widebag_prepare::PrepareOptions::READ_ONLY)?;
+    let (spec, ledger) = predict(&prepared, device_facts(compute))?;
+    let peak = ledger.peak(Placement::Device);
+    row.predicted_peak_bytes = Some(peak.bytes);
+    row.categories = ledger
+        .categories_at(Placement::Device, peak.point)
+        .into_iter()
+        .map(|(c, b)| (c.name().to_string(), b))
+        .collect();
+    let fits = check_fits(&ledger, &spec);
+    write_json(
+        &dir.join("ledger.json"),
+        &explain::report(spec, ledger, &compute.adapter, None),
+    )?;
+    if let Err(e) = fits {
+        row.error = Some(format!("{e:#}"));
+        return Ok(row);
+    }
+    // The plan with every knob pinned: does this run fit the budget (plan.budget, else the
+    // device's memory minus the reserve)? Planned as `plan` would: the batch range capped at the
+    // data's rows, the calibration of `--calibration`.
+    prepared.config.plan.pin = widebag_config::PLAN_KNOBS
+        .iter()
+        .map(|k| k.to_string())
+        .collect();
+    match budget(None, &prepared.config, compute.memory_bytes) {
+        Ok(_) => {
+            let flags = SolverFlags::with_calibration(calibration.clone());
+            let report = make_plan(&mut prepared, &flags, &[], Some(compute))?.report;
+            write_json(&dir.join("plan.json"), &report)?;
+            if !report.fits {
+                row.error = Some(format!(
+                    "does not fit the {} budget: predicted peak {}",
+                    format_bytes(report.budget_bytes),
+                    format_bytes(report.predicted_peak_bytes)
+                ));
+                return Ok(row);
+            }
+        }
+        Err(e) => eprintln!("widebag: {}: no plan ({e:#})", point.name),
+    }
+    train_point(prepared, dir, compute, row)
+}
+
+/// Trains a point that fits, writing metrics.jsonl and run.json into `dir`.
+fn train_point(
+    prepared: widebag_prepare::Prepared,
+    dir: &Path,
+    compute: &Compute,
+    mut row: RunRow,
+) -> anyhow::Result<RunRow> {
+    let metrics_path = dir.join("metrics.jsonl");
+    let mut metrics = std::io::BufWriter::new(
+        std::fs::File::create(&metrics_path)
+            .with_context(|| format!("creating {}", metrics_path.display()))?,
+    );
+    let mut write_error = None;
+    // Every point of the step is read in the first three steps (after the first, discarded as
+    // warm-up), so the measured peak covers the peaks inside a step; the rest are timed.
+    let options = RunOptions {
+        meter: MeterMode::PhaseEnds,
+        warmup_steps: 1,
+        detailed_steps: 3,
+    };
+    let summary = run_training_with(prepared, compute, options, |s| {
+        let line = serde_json::json!({
+            "step": s.step,
+            "loss": s.loss,
+            "step_s": s.step_s,
+            "examples_per_s": s.n_rows as f64 / s.step_s.max(1e-12),
+            "peak_in_use_bytes": s.peak_in_use_bytes,
+        });
+        if let Err(e) = writeln!(metrics, "{line}") {
+            write_error.get_or_insert(e);
+        }
+        row.losses.push(s.loss);
+    })
+    .context("training")?;
+    metrics
+        .flush()
+        .and(write_error.map_or(Ok(()), Err))
+        .with_context(|| format!("writing {}", metrics_path.display()))?;
+    write_json(&dir.join("run.json"), &summary)?;
+    row.status = Status::Ok;
+    row.measured_peak_bytes = summary.peak_in_use_bytes;
+    row.examples_per_s = Some(summary.examples_per_s);
+    row.final_loss = Some(summary.final_loss_mean10);
+    Ok(row)
+}
+
+/// Runs the sweep into `out` (resuming what is there) and writes the results; returns the rows.
+fn run_all(
+    sweep: &Sweep,
+    out: &Path,
+    compute: &Compute,
+    calibration: &Calibration,
+) -> anyhow::Result<Vec<RunRow>> {
+    std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
+    let mut rows = Vec::new();
+    let n = sweep.points.len();
+    for (i, point) in sweep.points.iter().enumerate() {
+        let dir = out.join(&point.name);
+        if let Some(row) = finished(&dir) {
+            eprintln!(
+                "widebag: [{}/{n}] {}: {} (done before, skipped)",
+                i + 1,
+                point.name,
+                row.status.name()
+            );
+            rows.push(row);
+            continue;
+        }
+        let row = run_point(point, &dir, compute, calibration).unwrap_or_else(|e| RunRow {
+            error: Some(format!("{e:#}")),
+            ..RunRow::new(
+                &point.name,
+                Status::Failed,
+                &point.values,
+                point.config.train.batch_size,
+            )
+        });
+        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        write_json(&dir.join("summary.json"), &row)?;
+        eprintln!(
+            "widebag: [{}/{n}] {}: {}{}",
+            i + 1,
+            point.name,
+            row.status.name(),
+            match (&row.error, row.examples_per_s) {
+                (Some(e), _) => format!(" ({e})"),
+                (None, Some(x)) => format!(
+                    ", {x:.1} examples/s, loss {:.4}, peak {}",
+                    row.final_loss.unwrap_or(f32::NAN),
+                    row.measured_peak_bytes.map_or("-".into(), format_bytes)
+                ),
+                _ => String::new(),
+            }
+        );
+        rows.push(row);
+    }
+    let keys: Vec<String> = sweep.spec.grid.keys().cloned().collect();
+    std::fs::write(out.join("results.csv"), results::csv(&rows, &keys))
+        .with_context(|| format!("writing {}", out.join("results.csv").display()))?;
+    std::fs::write(
+        out.join("results.md"),
+        results::markdown(&rows, &keys, &compute.adapter),
+    )
+    .with_context(|| format!("writing {}", out.join("results.md").display()))?;
+    plots::plot_memory(&out.join("memory.svg"), &rows)?;
+    plots::plot_losses(&out.join("loss.svg"), &rows)?;
+    plots::plot_throughput(&out.join("throughput.svg"), &rows, &keys)?;
+    Ok(rows)
+}

@@ -1,0 +1,193 @@
+//! `widebag train`: prepares the configured run (planning it first for `--budget`), refuses a
+//! step over the device's buffer limit, trains with a progress bar and prints the summary.
+
+use std::fmt::Write;
+
+use anyhow::Context;
+use indicatif::{ProgressBar, ProgressStyle};
+use widebag_config::units::format_bytes;
+use widebag_model::{RunSummary, run_training};
+use widebag_prepare::Prepared;
+
+use crate::commands::plan::{self, Planned};
+use crate::failure::{Failure, Outcome};
+use crate::prerun::{check_fits, device_facts, open_compute, predict};
+use crate::request::TrainRequest;
+
+pub fn run(req: &TrainRequest) -> Outcome {
+    let mut prepared =
+        widebag_prepare::open_data(&req.config, &widebag_prepare::PrepareOptions::TRAIN)
+            .map_err(Failure::usage)?;
+    announce(&prepared);
+    let compute = open_compute(req.config.train.device)?;
+    if let Some(flags) = &req.plan {
+        let Planned { report, planned_ms } =
+            plan::make_plan(&mut prepared, flags, &req.overrides, Some(&compute))
+                .map_err(Failure::usage)?;
+        if !report.fits {
+            print!("{}", plan::render(&report, planned_ms));
+            return Err(Failure::does_not_fit(anyhow::anyhow!(
+                "does not fit the {} budget (see the plan above)",
+                format_bytes(report.budget_bytes)
+            )));
+        }
+        eprintln!(
+            "widebag: planned for {}: batch {}, table {}, dense {} (predicted peak {})",
+            format_bytes(report.budget_bytes),
+            report.batch_size,
+            report.plan.chosen.table.name(),
+            report.plan.chosen.dense.name(),
+            format_bytes(report.predicted_peak_bytes)
+        );
+        prepared.config = plan::planner::apply(&prepared.config, &report.plan);
+    }
+    // Refuse, before anything is allocated, a step with a tensor over the device's buffer limit.
+    let (spec, ledger) = predict(&prepared, device_facts(&compute)).map_err(Failure::usage)?;
+    check_fits(&ledger, &spec).map_err(Failure::does_not_fit)?;
+    let bar = ProgressBar::new(prepared.config.train.steps as u64);
+    bar.set_style(
+        ProgressStyle::with_template("{bar:30} {pos}/{len} steps  {msg}  [{elapsed}<{eta}]")
+            .expect("valid template"),
+    );
+    let started = std::time::Instant::now();
+    let mut examples = 0usize;
+    let summary = run_training(prepared, &compute, |s| {
+        examples += s.n_rows;
+        let rate = examples as f64 / started.elapsed().as_secs_f64().max(1e-9);
+        bar.set_message(format!("loss {:.4}  {:.0} ex/s", s.loss, rate));
+        bar.inc(1);
+    })
+    .context("training")
+    .map_err(Failure::run)?;
+    bar.finish_and_clear();
+    if req.json {
+        println!(
+            "{}",
+            serde_json::to_string(&summary).expect("summary serialises")
+        );
+    } else {
+        print!("{}", render_summary(&summary));
+    }
+    Ok(())
+}
+
+/// The prepared run's warnings, bands and data file, on stderr.
+fn announce(prepared: &Prepared) {
+    for w in &prepared.warnings {
+        eprintln!("widebag: {w}");
+    }
+    for b in &prepared.bands {
+        eprintln!("widebag: {}", b.line());
+    }
+    if let Some(d) = &prepared.data {
+        eprintln!(
+            "widebag: {} ({}): {} rows, width {}, {} classes, {} nnz{}",
+            d.path.display(),
+            d.format.name(),
+            d.rows,
+            d.width,
+            d.n_classes,
+            d.nnz_total,
+            if d.skipped_lines > 0 {
+                format!(", {} bad lines skipped", d.skipped_lines)
+            } else {
+                String::new()
+            }
+        );
+    }
+}
+
+/// The run's summary for a terminal.
+pub fn render_summary(s: &RunSummary) -> String {
+    let mut out = String::new();
+    write_summary(&mut out, s).expect("writing to a String");
+    out
+}
+
+fn write_summary(out: &mut String, s: &RunSummary) -> std::fmt::Result {
+    writeln!(out, "widebag train: done")?;
+    writeln!(out, "  adapter            {} [{:?}]", s.adapter, s.backend)?;
+    writeln!(
+        out,
+        "  model              {} → {} → {:?} → {} classes ({} table shards, {} class chunks)",
+        s.width, s.dim, s.hidden, s.n_classes, s.table_shards, s.class_chunks
+    )?;
+    writeln!(
+        out,
+        "  optimizers         table {:?}, dense {:?}",
+        s.table_optimizer, s.dense_optimizer
+    )?;
+    writeln!(
+        out,
+        "  steps × batch      {} × {}  ({:.1} examples/s after the first step)",
+        s.steps, s.batch_size, s.examples_per_s
+    )?;
+    writeln!(
+        out,
+        "  loss               {:.4} → {:.4} (mean of last 10: {:.4})",
+        s.first_loss, s.final_loss, s.final_loss_mean10
+    )?;
+    writeln!(
+        out,
+        "  table / parameters {} / {} ({} input-side and {} output values)",
+        format_bytes(s.table_bytes),
+        format_bytes(s.parameter_bytes),
+        s.table_parameters,
+        s.output_parameters
+    )?;
+    writeln!(out, "  output             {}", s.output.name())?;
+    for b in &s.bands {
+        writeln!(out, "  {}", b.line())?;
+    }
+    if s.host_bytes > 0 {
+        writeln!(
+            out,
+            "  host bands         {} in host memory; per step {} to the device, {} back",
+            format_bytes(s.host_bytes),
+            format_bytes(s.host_to_device_bytes_per_step.round() as u64),
+            format_bytes(s.device_to_host_bytes_per_step.round() as u64)
+        )?;
+    }
+    if let Some(l) = s.eval_loss {
+        writeln!(
+            out,
+            "  validation loss    {l:.4} over {} held-out rows",
+            s.eval_rows
+        )?;
+    }
+    if let Some(d) = &s.data {
+        writeln!(
+            out,
+            "  data               {} ({}, {} rows, {} epochs started, {:.1} unique ids per batch)",
+            d.path.display(),
+            d.format.name(),
+            d.rows,
+            s.epochs.unwrap_or(0),
+            d.unique_ids_per_batch
+        )?;
+        if let Some(v) = &d.vocabulary_file {
+            writeln!(out, "  vocabulary         {}", v.display())?;
+        }
+        if let Some(f) = &d.stats_file {
+            let how = if d.stats_reused { "reused" } else { "saved" };
+            writeln!(out, "  statistics         {} ({how})", f.display())?;
+        }
+    }
+    match (s.peak_in_use_bytes, s.peak_reserved_bytes) {
+        (Some(u), Some(r)) => writeln!(
+            out,
+            "  peak device memory {} in use, {} reserved (burn allocator)",
+            format_bytes(u),
+            format_bytes(r)
+        )?,
+        _ => writeln!(out, "  peak device memory not reported by this backend")?,
+    }
+    if let Some(rss) = s.peak_rss_bytes {
+        writeln!(
+            out,
+            "  peak process RSS   {} (host memory, data included)",
+            format_bytes(rss)
+        )?;
+    }
+    Ok(())
+}

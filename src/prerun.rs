@@ -1,0 +1,81 @@
+//! The checks before a run, shared by train, explain, plan, sweep and bench: open the device, read
+//! its facts, predict the step's ledger, and refuse a step with a tensor over the device's
+//! largest buffer.
+
+use anyhow::Context;
+use widebag_config::DeviceChoice;
+use widebag_config::units::format_bytes;
+use widebag_ledger::step::{BatchFacts, DeviceFacts, StepSpec};
+use widebag_ledger::{Ledger, Placement};
+use widebag_model::{Compute, open_device};
+use widebag_prepare::Prepared;
+
+use crate::failure::Failure;
+
+/// Batches sampled for the ledger's batch statistics.
+pub const SAMPLED_BATCHES: usize = 8;
+
+/// Opens the device, printing the fallback notice when `auto` fell back to the CPU.
+pub fn open_compute(device: DeviceChoice) -> Result<Compute, Failure> {
+    let compute = open_device(device)
+        .context("opening the device")
+        .map_err(Failure::run)?;
+    if let Some(notice) = &compute.fallback_notice {
+        eprintln!("widebag: {notice}");
+    }
+    Ok(compute)
+}
+
+/// What the device tells the ledger.
+pub fn device_facts(compute: &Compute) -> DeviceFacts {
+    DeviceFacts {
+        max_buffer_bytes: compute.max_buffer_bytes,
+        alignment_bytes: compute.alignment_bytes,
+    }
+}
+
+/// The step of `prepared`'s config on a device with these facts, and its ledger: batch facts
+/// are the largest among the first [`SAMPLED_BATCHES`] batches (the bound a plan keeps to).
+pub fn predict(prepared: &Prepared, device: DeviceFacts) -> anyhow::Result<(StepSpec, Ledger)> {
+    predict_batches(prepared, device, 0, SAMPLED_BATCHES)
+}
+
+/// [`predict`] from batches `skip .. skip + n` of the run: what `explain --measure` compares
+/// with the steps it reads (all but the warm-up).
+pub fn predict_batches(
+    prepared: &Prepared,
+    device: DeviceFacts,
+    skip: usize,
+    n: usize,
+) -> anyhow::Result<(StepSpec, Ledger)> {
+    let config = &prepared.config;
+    let bs = config.train.batch_size;
+    let mut source = prepared.batches.clone();
+    for _ in 0..skip {
+        source
+            .next_batch(bs)
+            .context("sampling batches for the ledger")?;
+    }
+    let batch = BatchFacts::sample(&source, bs, n).context("sampling batches for the ledger")?;
+    let mut spec = StepSpec::from_config(config, &prepared.model_bands, device, batch);
+    spec.sample_bands(&source, bs, n)
+        .context("sampling batches for the ledger")?;
+    let ledger = widebag_ledger::step::ledger(&spec);
+    Ok((spec, ledger))
+}
+
+/// Refuses a step whose largest allocation exceeds the device's buffer limit, with the numbers.
+pub fn check_fits(ledger: &Ledger, spec: &StepSpec) -> anyhow::Result<()> {
+    if let Some((name, bytes)) = ledger.largest_allocation()
+        && bytes > spec.device.max_buffer_bytes
+    {
+        anyhow::bail!(
+            "does not fit: `{name}` needs one {} buffer, over the device's largest buffer of {} \
+             (the step's predicted peak is {})",
+            format_bytes(bytes),
+            format_bytes(spec.device.max_buffer_bytes),
+            format_bytes(ledger.peak(Placement::Device).bytes)
+        );
+    }
+    Ok(())
+}

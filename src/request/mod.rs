@@ -1,0 +1,292 @@
+//! Arguments plus configuration → a validated request, in one step. Flags that set a config key
+//! (`--device`, `--objective`, `--min-batch`, `--max-batch`) become overrides layered after
+//! `--set`, so `widebag_config` validates the whole run once; the other flags are parsed here.
+//! Every error names the flag or the key (exit 2).
+
+use std::path::{Path, PathBuf};
+
+use widebag_config::sweep::Sweep;
+use widebag_config::{Config, ConfigError, DeviceChoice, Origin};
+use widebag_data::{Format, Source, TextMode, TextOptions, TokenFormat};
+use widebag_solver::Calibration;
+
+use crate::args::{
+    BenchArgs, ConfigArgs, DeviceArg, DeviceArgs, ExplainArgs, FormatArg, ModeArg, SourceArgs,
+    SweepArgs, TokensArg, TrainArgs,
+};
+use crate::commands::bench::DEFAULT_WIDTHS;
+use crate::failure::Failure;
+
+mod plan;
+
+use plan::budget_flag;
+pub use plan::{Calibrate, OnePlan, PlanGrid, PlanRequest, SolverFlags, calibration, plan};
+
+/// A flag that sets a config key: `--min-batch 8` is `plan.min_batch=8`.
+struct FlagOverride {
+    /// As the user typed it, for error messages.
+    flag: String,
+    key: &'static str,
+    /// The value as TOML.
+    value: String,
+}
+
+impl FlagOverride {
+    fn new(flag: &str, shown: impl std::fmt::Display, key: &'static str, value: String) -> Self {
+        Self {
+            flag: format!("{flag} {shown}"),
+            key,
+            value,
+        }
+    }
+
+    /// The `key=value` override it becomes.
+    fn arg(&self) -> String {
+        format!("{}={}", self.key, self.value)
+    }
+}
+
+fn device_name(d: DeviceArg) -> &'static str {
+    match d {
+        DeviceArg::Auto => "auto",
+        DeviceArg::Wgpu => "wgpu",
+        DeviceArg::Cpu => "cpu",
+    }
+}
+
+fn device_flag(d: &DeviceArgs) -> Option<FlagOverride> {
+    let name = device_name(d.device?);
+    Some(FlagOverride::new(
+        "--device",
+        name,
+        "train.device",
+        format!("\"{name}\""),
+    ))
+}
+
+/// Names the flag behind a configuration error: the flag that set the failing key, or the flags
+/// that set other keys of its section (`--min-batch 5000` fails as `plan.max_batch`).
+fn name_flags(e: ConfigError, flags: &[FlagOverride]) -> anyhow::Error {
+    if let ConfigError::Invalid {
+        key,
+        origin: Origin::Set { arg },
+        message,
+    } = &e
+        && let Some(f) = flags.iter().find(|f| f.arg() == *arg)
+    {
+        return anyhow::anyhow!("{}: key `{key}`: {message}", f.flag);
+    }
+    if let ConfigError::Invalid { key, .. } = &e {
+        let section = key.split('.').next().unwrap_or_default();
+        let related: Vec<&str> = flags
+            .iter()
+            .filter(|f| f.key.split('.').next() == Some(section))
+            .map(|f| f.flag.as_str())
+            .collect();
+        if !related.is_empty() {
+            return anyhow::anyhow!("{e} (given {})", related.join(", "));
+        }
+    }
+    e.into()
+}
+
+/// The built-in defaults, then `file` (else the quickstart), then `--set`, then the flags'
+/// overrides, validated once.
+fn load(
+    file: Option<&Path>,
+    overrides: &[String],
+    flags: &[FlagOverride],
+) -> Result<Config, Failure> {
+    let mut all = overrides.to_vec();
+    all.extend(flags.iter().map(FlagOverride::arg));
+    widebag_config::load(file, &all).map_err(|e| Failure::usage(name_flags(e, flags)))
+}
+
+/// The configuration of `--config`/`--set` and the given flags.
+fn load_args(args: &ConfigArgs, flags: &[FlagOverride]) -> Result<Config, Failure> {
+    load(args.config.as_deref(), &args.overrides, flags)
+}
+
+/// A plain configuration (`data synth`).
+pub fn config(args: &ConfigArgs) -> Result<Config, Failure> {
+    load_args(args, &[])
+}
+
+/// The configuration of one point of a built-in grid: the quickstart, `overrides`, the device.
+pub fn grid_point(overrides: &[String], device: &DeviceArgs) -> Result<Config, Failure> {
+    load(None, overrides, device_flag(device).as_slice())
+}
+
+/// `widebag train`.
+pub struct TrainRequest {
+    pub config: Config,
+    /// The `--set` arguments (knob keys among them are pinned when planning).
+    pub overrides: Vec<String>,
+    pub json: bool,
+    /// `--budget`: plan first with these flags.
+    pub plan: Option<SolverFlags>,
+}
+
+pub fn train(args: &TrainArgs) -> Result<TrainRequest, Failure> {
+    let config = load_args(&args.config, device_flag(&args.device).as_slice())?;
+    let plan = match budget_flag(args.budget.as_ref())? {
+        Some(budget) => Some(SolverFlags {
+            budget: Some(budget),
+            ..SolverFlags::with_calibration(calibration(&args.calibration)?)
+        }),
+        None => None,
+    };
+    Ok(TrainRequest {
+        config,
+        overrides: args.config.overrides.clone(),
+        json: args.json,
+        plan,
+    })
+}
+
+/// `widebag explain` for one configured run.
+pub struct OneExplain {
+    pub config: Config,
+    pub measure: bool,
+    pub steps: usize,
+    pub json: bool,
+    pub svg: PathBuf,
+}
+
+/// `widebag explain --grid NAME`.
+pub struct ExplainGrid {
+    pub name: String,
+    pub device: DeviceArgs,
+    pub steps: usize,
+    pub json: bool,
+    pub out: Option<PathBuf>,
+}
+
+pub enum ExplainRequest {
+    One(Box<OneExplain>),
+    Grid(ExplainGrid),
+}
+
+pub fn explain(args: &ExplainArgs) -> Result<ExplainRequest, Failure> {
+    if let Some(name) = &args.grid {
+        return Ok(ExplainRequest::Grid(ExplainGrid {
+            name: name.clone(),
+            device: args.device,
+            steps: args.steps,
+            json: args.json,
+            out: args.out.clone(),
+        }));
+    }
+    Ok(ExplainRequest::One(Box::new(OneExplain {
+        config: load_args(&args.config, device_flag(&args.device).as_slice())?,
+        measure: args.measure,
+        steps: args.steps,
+        json: args.json,
+        svg: args.svg.clone(),
+    })))
+}
+
+/// `widebag sweep`: every point's config built and checked up front.
+pub struct SweepRequest {
+    pub file: PathBuf,
+    pub sweep: Sweep,
+    pub out: PathBuf,
+    /// The device every run uses (`--device`, else the first point's `train.device`).
+    pub device: DeviceChoice,
+    pub calibration: Calibration,
+}
+
+pub fn sweep(args: &SweepArgs) -> Result<SweepRequest, Failure> {
+    let flags: Vec<FlagOverride> = device_flag(&args.device).into_iter().collect();
+    let mut all = args.overrides.clone();
+    all.extend(flags.iter().map(FlagOverride::arg));
+    let sweep = widebag_config::sweep::load_sweep(&args.config, &all)
+        .map_err(|e| Failure::usage(name_flags(e, &flags)))?;
+    let device = sweep
+        .points
+        .first()
+        .map_or(Config::default().train.device, |p| p.config.train.device);
+    Ok(SweepRequest {
+        file: args.config.clone(),
+        sweep,
+        out: args.out.clone(),
+        device,
+        calibration: calibration(&args.calibration)?,
+    })
+}
+
+/// `widebag bench sparse-vs-dense`.
+pub struct BenchRequest {
+    pub config: Config,
+    pub widths: Vec<usize>,
+    pub steps: usize,
+    pub out: PathBuf,
+    pub json: bool,
+}
+
+/// The widths of `--widths 8000,24000`.
+fn parse_widths(text: &str) -> anyhow::Result<Vec<usize>> {
+    text.split(',')
+        .map(|w| {
+            let w = w.trim().replace('_', "");
+            w.parse::<usize>()
+                .ok()
+                .filter(|&w| w >= 2)
+                .ok_or_else(|| anyhow::anyhow!("--widths: `{w}` is not a width of at least 2"))
+        })
+        .collect()
+}
+
+pub fn bench(args: &BenchArgs) -> Result<BenchRequest, Failure> {
+    let widths = match &args.widths {
+        Some(text) => parse_widths(text).map_err(Failure::usage)?,
+        None => DEFAULT_WIDTHS.to_vec(),
+    };
+    Ok(BenchRequest {
+        config: load_args(&args.config, device_flag(&args.device).as_slice())?,
+        widths,
+        steps: args.steps,
+        out: args.out.clone(),
+        json: args.json,
+    })
+}
+
+/// The data source of `data stats` and `data convert`.
+pub fn source(args: &SourceArgs) -> Result<Source, Failure> {
+    let format = match args.format {
+        FormatArg::Libsvm => Format::Libsvm,
+        FormatArg::Npz => Format::Npz,
+        FormatArg::Lightgcn => Format::Lightgcn,
+        FormatArg::Text => Format::Text,
+        FormatArg::Dictd => Format::Dictd,
+    };
+    if args.mode.is_some() && !format.is_text() {
+        return Err(Failure::usage(anyhow::anyhow!(
+            "--mode applies to --format text and dictd only"
+        )));
+    }
+    if args.window == 0 || args.min_count == 0 {
+        return Err(Failure::usage(anyhow::anyhow!(
+            "--window and --min-count must be at least 1"
+        )));
+    }
+    let mut s = Source::new(&args.file, format);
+    s.test_path = args.test.clone();
+    s.read.zero_based = args.zero_based;
+    s.read.width = args.width;
+    s.read.skip_bad_lines = args.skip_bad_lines;
+    s.text = TextOptions {
+        mode: match args.mode {
+            Some(ModeArg::Cbow) => TextMode::Cbow,
+            _ => TextMode::Bow,
+        },
+        window: args.window,
+        min_count: args.min_count,
+        max_vocab: args.max_vocab,
+        tokens: match args.tokens {
+            TokensArg::Plain => TokenFormat::Plain,
+            TokensArg::Tagged => TokenFormat::Tagged,
+        },
+    };
+    Ok(s)
+}

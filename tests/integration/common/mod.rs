@@ -1,0 +1,71 @@
+//! Helpers shared by the integration tests: device selection with required-wgpu enforcement.
+
+#![allow(
+    dead_code,
+    reason = "`tests/wgpu_table_memory.rs` includes this module too and uses one helper"
+)]
+
+use widebag_model::{Compute, open_device};
+
+/// Runs the `widebag` binary with `args` and returns its output.
+pub fn widebag(args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_widebag"))
+        .args(args)
+        .env("XDG_RUNTIME_DIR", std::env::temp_dir())
+        .output()
+        .expect("runs the binary")
+}
+
+/// The wgpu device, or `None` (test skipped with a notice) when no adapter exists. With
+/// `WIDEBAG_REQUIRE_WGPU=1` (set by `.ci/run`) a missing adapter fails the test instead.
+pub fn wgpu_or_skip(test: &str) -> Option<Compute> {
+    match open_device(widebag_config::DeviceChoice::Wgpu) {
+        Ok(c) => Some(c),
+        Err(e) => {
+            if std::env::var("WIDEBAG_REQUIRE_WGPU").is_ok_and(|v| v == "1") {
+                panic!("{test}: WIDEBAG_REQUIRE_WGPU=1 but no wgpu adapter: {e}");
+            }
+            eprintln!("{test}: skipped, no wgpu adapter ({e})");
+            None
+        }
+    }
+}
+
+/// Whether the wgpu tests run: an adapter exists, or `WIDEBAG_REQUIRE_WGPU=1` demands them (they
+/// then fail without one). Prints a skip notice otherwise.
+pub fn has_wgpu(test: &str) -> bool {
+    if std::env::var("WIDEBAG_REQUIRE_WGPU").ok().as_deref() == Some("1")
+        || open_device(widebag_config::DeviceChoice::Wgpu).is_ok()
+    {
+        return true;
+    }
+    eprintln!("{test}: skipped, no wgpu adapter");
+    false
+}
+
+/// The one JSON value a successful run printed on stdout.
+pub fn json(out: &std::process::Output) -> serde_json::Value {
+    assert!(
+        out.status.success(),
+        "exit {:?}: {}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("one JSON value")
+}
+
+pub fn flex() -> Compute {
+    Compute::flex()
+}
+
+/// `|a - b| <= atol + rtol * |b|` elementwise, with the first offender in the message.
+pub fn assert_close(what: &str, got: &[f32], want: &[f32], atol: f32, rtol: f32) {
+    assert_eq!(got.len(), want.len(), "{what}: lengths differ");
+    for (i, (a, b)) in got.iter().zip(want).enumerate() {
+        assert!(
+            (a - b).abs() <= atol + rtol * b.abs(),
+            "{what}[{i}]: got {a}, want {b} (|diff| {})",
+            (a - b).abs()
+        );
+    }
+}

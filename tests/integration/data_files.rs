@@ -1,0 +1,337 @@
+//! Data files through the binary: every `--format` on the samples in `datasets/sample/`, scipy's
+//! own `.npz` files, conversion round trips, the `data stats --json` keys, training on files, and
+//! (when `../shared/data` is present) the real datasets.
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use crate::common;
+
+use common::widebag;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn ok(args: &[&str]) -> Output {
+    let out = widebag(args);
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("widebag-files-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+fn convert(input: &Path, format: &str, to: &str, out: &Path) {
+    ok(&[
+        "data",
+        "convert",
+        s(input),
+        "--format",
+        format,
+        "--to",
+        to,
+        s(out),
+    ]);
+}
+
+/// Synthetic rows written as libsvm.
+fn synth_libsvm(out: &Path, rows: usize, width: usize, n_classes: usize) {
+    ok(&[
+        "data",
+        "synth",
+        "--rows",
+        &rows.to_string(),
+        "--set",
+        &format!("data.width={width}"),
+        "--set",
+        &format!("data.n_classes={n_classes}"),
+        "--to",
+        "libsvm",
+        s(out),
+    ]);
+}
+
+fn stats_json(args: &[&str]) -> serde_json::Value {
+    let mut all = vec!["data", "stats"];
+    all.extend_from_slice(args);
+    all.extend_from_slice(&["--json", "--no-save"]);
+    serde_json::from_slice(&ok(&all).stdout).expect("one JSON object")
+}
+
+#[test]
+fn scipy_npz_files_read_exactly() {
+    let dir = scratch("scipy");
+    let expected =
+        std::fs::read_to_string(root().join("tests/data/npz/scipy_csr.expected.svm")).unwrap();
+    // Deflated with int32 indices and float64 data, and stored with int64 indices/pointers.
+    for name in ["scipy_csr.npz", "scipy_csr_stored_int64.npz"] {
+        let out = dir.join(format!("{name}.svm"));
+        let npz = root().join("tests/data/npz").join(name);
+        convert(&npz, "npz", "libsvm", &out);
+        assert_eq!(std::fs::read_to_string(&out).unwrap(), expected, "{name}");
+    }
+}
+
+#[test]
+fn conversions_round_trip() {
+    let dir = scratch("round");
+    let svm = dir.join("synthetic.svm");
+    synth_libsvm(&svm, 500, 3000, 50);
+    let (npz, svm2, npz2) = (dir.join("a.npz"), dir.join("b.svm"), dir.join("c.npz"));
+    convert(&svm, "libsvm", "npz", &npz);
+    convert(&npz, "npz", "libsvm", &svm2);
+    assert_eq!(
+        std::fs::read(&svm).unwrap(),
+        std::fs::read(&svm2).unwrap(),
+        "libsvm → npz → libsvm"
+    );
+    convert(&svm2, "libsvm", "npz", &npz2);
+    assert_eq!(
+        std::fs::read(&npz).unwrap(),
+        std::fs::read(&npz2).unwrap(),
+        "npz → libsvm → npz"
+    );
+    // A scipy matrix without targets: the rows keep their values and empty rows survive.
+    let scipy = root().join("tests/data/npz/scipy_csr.npz");
+    let (n1, s1) = (dir.join("s.npz"), dir.join("s.svm"));
+    convert(&scipy, "npz", "npz", &n1);
+    convert(&n1, "npz", "libsvm", &s1);
+    let v = stats_json(&[s(&s1), "--format", "libsvm"]);
+    assert_eq!(
+        (v["rows"].as_u64(), v["empty_rows"].as_u64()),
+        (Some(6), Some(3))
+    );
+    assert_eq!(v["width"], 12);
+    // Text converts with its vocabulary kept beside the output.
+    let words = dir.join("words.svm");
+    ok(&[
+        "data",
+        "convert",
+        s(&root().join("datasets/sample/docs.txt")),
+        "--format",
+        "text",
+        "--mode",
+        "cbow",
+        "--to",
+        "libsvm",
+        s(&words),
+    ]);
+    let vocab = std::fs::read_to_string(dir.join("words.svm.vocab.tsv")).unwrap();
+    assert!(vocab.starts_with("the\t"), "{}", &vocab[..40]);
+}
+
+#[test]
+fn stats_json_has_the_documented_keys_for_every_format() {
+    let sample = root().join("datasets/sample");
+    let cases: Vec<(Vec<String>, u64)> = vec![
+        (
+            vec![
+                s(&sample.join("interactions/train.txt")).into(),
+                "--format".into(),
+                "lightgcn".into(),
+                "--test".into(),
+                s(&sample.join("interactions/test.txt")).into(),
+            ],
+            300,
+        ),
+        (
+            vec![
+                s(&sample.join("docs.txt")).into(),
+                "--format".into(),
+                "text".into(),
+            ],
+            40,
+        ),
+        // 17 index lines, two of which share one entry block.
+        (
+            vec![
+                s(&sample.join("tiny.index")).into(),
+                "--format".into(),
+                "dictd".into(),
+            ],
+            16,
+        ),
+        (
+            vec![
+                s(&root().join("tests/data/npz/scipy_csr.npz")).into(),
+                "--format".into(),
+                "npz".into(),
+            ],
+            6,
+        ),
+    ];
+    for (args, rows) in cases {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let v = stats_json(&args);
+        assert_eq!(v["rows"].as_u64(), Some(rows), "{args:?}");
+        for key in ["width", "nnz_total"] {
+            assert!(v[key].is_u64(), "{args:?}: {key}");
+        }
+        for key in ["min", "mean", "p50", "p99", "max"] {
+            assert!(v["nnz_per_row"][key].is_number(), "{args:?}: {key}");
+        }
+        assert!(v["top_coverage"]["1"].is_number(), "{args:?}");
+        for b in ["128", "1024"] {
+            assert!(v["unique_ids_per_batch"][b].is_number(), "{args:?}: {b}");
+        }
+    }
+    // CBOW: one row per in-vocabulary word, the centre word as the one target.
+    let v = stats_json(&[
+        s(&sample.join("docs.txt")),
+        "--format",
+        "text",
+        "--mode",
+        "cbow",
+        "--window",
+        "1",
+    ]);
+    let words: usize = std::fs::read_to_string(sample.join("docs.txt"))
+        .unwrap()
+        .split(|c: char| !c.is_ascii_alphabetic())
+        .filter(|w| !w.is_empty())
+        .count();
+    assert_eq!(v["rows"].as_u64(), Some(words as u64));
+}
+
+#[test]
+fn stats_are_saved_beside_the_data_and_reused_by_train() {
+    let dir = scratch("saved");
+    let train = dir.join("train.txt");
+    std::fs::copy(
+        root().join("datasets/sample/interactions/train.txt"),
+        &train,
+    )
+    .unwrap();
+    ok(&["data", "stats", s(&train), "--format", "lightgcn"]);
+    assert!(dir.join("train.txt.stats.json").exists());
+    let out = ok(&[
+        "train",
+        "--device",
+        "cpu",
+        "--json",
+        "--set",
+        &format!("data.path={}", s(&train)),
+        "--set",
+        "data.format=lightgcn",
+        "--set",
+        "train.steps=3",
+        "--set",
+        "train.batch_size=16",
+    ]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["data"]["stats_reused"], true);
+    assert_eq!(v["data"]["rows"], 300);
+    assert_eq!(v["width"], v["data"]["width"]);
+}
+
+#[test]
+fn train_runs_on_every_file_format() {
+    let sample = root().join("datasets/sample");
+    let dir = scratch("train");
+    let svm = dir.join("s.svm");
+    synth_libsvm(&svm, 300, 2000, 40);
+    let npz = dir.join("s.npz");
+    convert(&svm, "libsvm", "npz", &npz);
+    let docs = dir.join("docs.txt");
+    std::fs::copy(sample.join("docs.txt"), &docs).unwrap();
+    for name in ["tiny.index", "tiny.dict.dz", "interactions/train.txt"] {
+        let to = dir.join(Path::new(name).file_name().unwrap());
+        std::fs::copy(sample.join(name), to).unwrap();
+    }
+    let cases: Vec<Vec<String>> = vec![
+        vec![
+            format!("data.path={}", s(&svm)),
+            "data.format=libsvm".into(),
+        ],
+        vec![format!("data.path={}", s(&npz)), "data.format=npz".into()],
+        vec![
+            format!("data.path={}", s(&dir.join("train.txt"))),
+            "data.format=lightgcn".into(),
+        ],
+        vec![
+            format!("data.path={}", s(&docs)),
+            "data.format=text".into(),
+            "data.mode=cbow".into(),
+        ],
+        vec![
+            format!("data.path={}", s(&dir.join("tiny.index"))),
+            "data.format=dictd".into(),
+            "data.mode=bow".into(),
+        ],
+    ];
+    for sets in cases {
+        let mut args = vec!["train", "--device", "cpu", "--json"];
+        for set in &sets {
+            args.extend(["--set", set]);
+        }
+        args.extend(["--set", "train.steps=4", "--set", "train.batch_size=32"]);
+        let out = ok(&args);
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert!(v["final_loss"].as_f64().unwrap().is_finite(), "{sets:?}");
+        assert!(v["data"]["rows"].as_u64().unwrap() > 0, "{sets:?}");
+    }
+    assert!(dir.join("docs.txt.vocab.tsv").exists());
+}
+
+#[test]
+fn file_keys_are_checked_and_bad_files_exit_2() {
+    let out = widebag(&["train", "--set", "data.path=x.svm"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("data.format"));
+    let bad = root().join("tests/data/bad/bad_token.libsvm");
+    let out = widebag(&[
+        "train",
+        "--set",
+        &format!("data.path={}", s(&bad)),
+        "--set",
+        "data.format=libsvm",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("bad_token.libsvm:1:7"));
+}
+
+/// The real datasets, when a checkout sits beside `shared/data` (skipped otherwise).
+#[test]
+fn real_datasets_when_present() {
+    let data = root().join("../shared/data");
+    if !data.join("gowalla/train.txt").exists() {
+        eprintln!("skipped: {} is not present", data.display());
+        return;
+    }
+    let g = data.join("gowalla");
+    let v = stats_json(&[
+        s(&g.join("train.txt")),
+        "--format",
+        "lightgcn",
+        "--test",
+        s(&g.join("test.txt")),
+    ]);
+    assert_eq!(v["rows"], 29_858);
+    assert_eq!(v["width"], 40_981);
+    assert_eq!(v["nnz_total"], 810_128);
+    // Three GCIDE entries hold Windows-1252 bytes (0x92), which are refused as non-UTF-8 unless
+    // --skip-bad-lines skips (and counts) them.
+    let gcide_index = data.join("gcide/gcide.index");
+    let gcide = s(&gcide_index);
+    let out = widebag(&["data", "stats", gcide, "--format", "dictd", "--no-save"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("gcide.dict.dz:110764:26"));
+    let v = stats_json(&[gcide, "--format", "dictd", "--skip-bad-lines"]);
+    assert_eq!(
+        v["rows"], 126_237,
+        "distinct GCIDE entry blocks less the 3 skipped"
+    );
+    assert_eq!(v["width"], 216_859, "distinct lower-cased words");
+}

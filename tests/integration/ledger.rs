@@ -1,0 +1,182 @@
+//! The memory ledger end to end: `widebag explain` predicts without running, `--measure` reads the
+//! allocator at every point beside the prediction (JSON and SVG), the accuracy grid meets the 3%
+//! bar on wgpu, a step over the device's buffer limit is refused with exit 3, and the dense
+//! layout computes the same loss as the sparse layout.
+
+use crate::common;
+
+use common::{has_wgpu, json, widebag};
+
+const SMALL: [&str; 8] = [
+    "--set",
+    "data.width=3000",
+    "--set",
+    "train.batch_size=64",
+    "--set",
+    "data.n_classes=3000",
+    "--set",
+    "model.hidden=[48]",
+];
+
+#[test]
+fn explain_predicts_on_cpu_without_running() {
+    let mut args = vec!["explain", "--device", "cpu", "--json"];
+    args.extend(SMALL);
+    let v = json(&widebag(&args));
+    let peak = v["predicted_peak_bytes"].as_u64().unwrap();
+    let cats = v["categories"].as_object().unwrap();
+    let sum: u64 = cats.values().map(|c| c.as_u64().unwrap()).sum();
+    assert_eq!(sum, peak, "categories add up to the peak");
+    // 3000 × 32 table + lazy Adam's two moments, at least.
+    assert!(cats["parameters"].as_u64().unwrap() >= 3000 * 32 * 4);
+    assert_eq!(
+        cats["optimizer_state"].as_u64().unwrap() % 4,
+        0,
+        "state is f32"
+    );
+    assert!(v.get("measured_peak_bytes").is_none());
+}
+
+#[test]
+fn explain_measure_reports_json_and_writes_svg_on_wgpu() {
+    if !has_wgpu("explain_measure") {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("widebag-explain-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let svg = dir.join("chart.svg");
+    let svg_arg = svg.to_string_lossy().to_string();
+    for layout in ["sparse", "dense"] {
+        let layout_arg = format!("model.layout=\"{layout}\"");
+        let mut args = vec![
+            "explain",
+            "--device",
+            "wgpu",
+            "--measure",
+            "--steps",
+            "2",
+            "--json",
+            "--svg",
+            &svg_arg,
+            "--set",
+            &layout_arg,
+        ];
+        args.extend(SMALL);
+        let v = json(&widebag(&args));
+        let predicted = v["predicted_sampled_peak_bytes"].as_u64().unwrap();
+        assert!(v["predicted_peak_bytes"].as_u64().unwrap() >= predicted);
+        let measured = v["measured_peak_bytes"].as_u64().expect("measured");
+        let err = (predicted as f64 - measured as f64).abs() / measured as f64;
+        assert!(
+            err <= 0.03,
+            "{layout}: predicted {predicted}, measured {measured}"
+        );
+        assert!(
+            v["categories"]
+                .as_object()
+                .unwrap()
+                .contains_key("parameters")
+        );
+        let unsampled = v["ledger"]["unsampled"].as_array().unwrap();
+        for p in v["points"].as_array().unwrap() {
+            let readable = !unsampled.contains(&p["point"]);
+            assert_eq!(
+                p["measured_bytes"].as_u64().is_some(),
+                readable,
+                "{layout}: {p}"
+            );
+        }
+        let text = std::fs::read_to_string(&svg).unwrap();
+        assert!(text.contains("<svg") && text.contains("measured"));
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn ledger_grid_meets_the_bar_on_wgpu() {
+    if !has_wgpu("ledger_grid") {
+        return;
+    }
+    // The table (grid.md) and the rows (grid.json) are kept under the target directory.
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("ledger-grid");
+    let dir_arg = dir.to_string_lossy().to_string();
+    let out = widebag(&[
+        "explain", "--grid", "small", "--device", "wgpu", "--steps", "2", "--json", "--out",
+        &dir_arg,
+    ]);
+    let rows = json(&out);
+    let rows = rows.as_array().unwrap();
+    let measured: Vec<_> = rows
+        .iter()
+        .filter(|r| r["measured_peak_bytes"].as_u64().is_some())
+        .collect();
+    assert!(measured.len() >= 24, "{} points measured", measured.len());
+    for layout in ["sparse", "dense"] {
+        assert!(measured.iter().any(|r| r["layout"] == layout));
+    }
+    for r in &measured {
+        assert!(r["error_pct"].as_f64().unwrap() <= 3.0, "{r}");
+    }
+    assert!(dir.join("grid.md").is_file() && dir.join("grid.json").is_file());
+}
+
+#[test]
+fn a_step_over_the_buffer_limit_is_refused_with_exit_3() {
+    if !has_wgpu("refused_exit_3") {
+        return;
+    }
+    // The seed model in the dense layout: a [240,000, 1024] first-layer weight in one buffer.
+    let out = widebag(&[
+        "train",
+        "--device",
+        "wgpu",
+        "--set",
+        "model.layout=\"dense\"",
+        "--set",
+        "data.n_classes=240000",
+        "--set",
+        "model.dim=1024",
+        "--set",
+        "model.hidden=[512]",
+        "--set",
+        "train.batch_size=128",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(
+        stderr.contains("does not fit") && stderr.contains("input.weight"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn dense_layout_trains_to_the_sparse_layouts_numbers_on_cpu() {
+    let run = |layout: &str| {
+        let layout_arg = format!("model.layout=\"{layout}\"");
+        let mut args = vec![
+            "train",
+            "--device",
+            "cpu",
+            "--json",
+            "--set",
+            "train.steps=3",
+            "--set",
+            "optim.dense=\"sgd\"",
+            "--set",
+            "optim.table=\"sgd\"",
+            "--set",
+            &layout_arg,
+        ];
+        args.extend(SMALL);
+        json(&widebag(&args))
+    };
+    let (sparse, dense) = (run("sparse"), run("dense"));
+    assert_eq!(dense["layout"], "dense");
+    for key in ["first_loss", "final_loss"] {
+        let (a, b) = (sparse[key].as_f64().unwrap(), dense[key].as_f64().unwrap());
+        assert!(
+            (a - b).abs() <= 1e-4 * b.abs().max(1.0),
+            "{key}: sparse {a}, dense {b}"
+        );
+    }
+}

@@ -1,0 +1,16 @@
+//! The integration tests, one binary: each module was once its own test binary, and each of those
+//! linked burn. The allocator memory test stays apart (`tests/wgpu_table_memory.rs`) so that the
+//! device's counters see only its allocations.
+
+mod common;
+
+mod architecture;
+mod bad_inputs;
+mod cli;
+mod data_files;
+mod headtail;
+mod ledger;
+mod numerics;
+mod plan;
+mod sweep;
+mod tidy;

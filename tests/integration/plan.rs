@@ -1,0 +1,233 @@
+//! The budget solver end to end: `widebag plan` answers from the ledger (deterministic JSON, units,
+//! pins, exit 3 with ranked suggestions), `widebag train --budget` trains with the plan or refuses,
+//! and on wgpu the solver's grid meets its bars (plan ≥ 97% of the searched batch, measured peak
+//! under the budget, planning under 50 ms).
+
+use crate::common;
+
+use common::{has_wgpu, json, widebag};
+
+/// The seed model planned for a lavapipe-like device without opening one.
+const SEED: [&str; 6] = [
+    "plan",
+    "--config",
+    "configs/seed-sparse.toml",
+    "--max-buffer",
+    "128MiB",
+    "--json",
+];
+
+fn plan(extra: &[&str]) -> std::process::Output {
+    let mut args: Vec<&str> = SEED.to_vec();
+    args.extend_from_slice(extra);
+    widebag(&args)
+}
+
+#[test]
+fn plan_json_is_deterministic_with_the_headline_keys() {
+    let a = plan(&["--budget", "8GiB", "--alignment", "32"]);
+    let b = plan(&["--budget", "8GiB", "--alignment", "32"]);
+    assert_eq!(a.stdout, b.stdout, "byte-identical --json");
+    let v = json(&a);
+    assert_eq!(v["fits"], true);
+    assert_eq!(v["budget_bytes"], 8u64 << 30);
+    assert_eq!(v["batch_size"], 4096);
+    assert_eq!(v["optimizer"]["table"], "adam");
+    assert_eq!(v["optimizer"]["dense"], "adam");
+    let peak = v["predicted_peak_bytes"].as_u64().unwrap();
+    assert!(peak + v["slack_bytes"].as_u64().unwrap() <= 8 << 30);
+    assert!(!v["plan"]["runner_ups"].as_array().unwrap().is_empty());
+}
+
+#[test]
+fn a_smaller_budget_trades_the_table_optimizer_first() {
+    // At 4 GiB two Adam moments of the 240,000 × 1024 table do not fit; row-wise Adagrad does.
+    let v = json(&plan(&["--budget", "4GiB"]));
+    assert_eq!(v["fits"], true);
+    assert_eq!(v["batch_size"], 4096);
+    assert_eq!(v["optimizer"]["table"], "rowwise_adagrad");
+    assert_eq!(v["optimizer"]["dense"], "adam");
+    let rejected = v["plan"]["runner_ups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["table"] == "adam" && c["dense"] == "adam")
+        .unwrap();
+    assert!(
+        rejected["verdict"]
+            .as_str()
+            .unwrap()
+            .starts_with("over budget by")
+    );
+}
+
+#[test]
+fn budgets_take_units_and_bad_ones_exit_2() {
+    let dec = json(&plan(&["--budget", "8GB"]));
+    let raw = json(&plan(&["--budget", "8000000000"]));
+    assert_eq!(dec["budget_bytes"], 8_000_000_000u64);
+    assert_eq!(dec["budget_bytes"], raw["budget_bytes"]);
+    let bad = plan(&["--budget", "8 gigs"]);
+    assert_eq!(bad.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert!(
+        err.contains("--budget") && err.contains("unknown unit"),
+        "{err}"
+    );
+    let pin = plan(&["--budget", "8GiB", "--pin", "model.dim"]);
+    assert_eq!(pin.status.code(), Some(2));
+}
+
+#[test]
+fn the_budget_comes_from_the_config_or_the_devices_memory() {
+    let v = json(&plan(&["--set", "plan.budget=\"6GiB\""]));
+    assert_eq!(v["budget_bytes"], 6u64 << 30);
+    assert_eq!(v["budget_source"], "plan.budget = \"6GiB\"");
+    // flex computes in system memory, which it reports: the default is that minus the reserve.
+    let v = json(&widebag(&["plan", "--device", "cpu", "--json"]));
+    assert!(
+        v["budget_source"]
+            .as_str()
+            .unwrap()
+            .starts_with("device memory"),
+        "{v}"
+    );
+}
+
+#[test]
+fn nothing_fits_exits_3_with_ranked_changes() {
+    // Adam pinned for both parts (with --set) at 3 GiB: the moments alone are 2.75 GiB.
+    let seed = |extra: &[&str]| {
+        let mut args = vec![
+            "plan",
+            "--config",
+            "configs/seed-sparse.toml",
+            "--max-buffer",
+            "128MiB",
+            "--budget",
+            "3GiB",
+        ];
+        args.extend_from_slice(extra);
+        widebag(&args)
+    };
+    let out = seed(&[
+        "--set",
+        "optim.table=\"adam\"",
+        "--set",
+        "optim.dense=\"adam\"",
+    ]);
+    assert_eq!(out.status.code(), Some(3));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("does not fit"), "{text}");
+    assert!(text.contains("smallest changes that fit"), "{text}");
+    assert!(
+        text.contains("optim.table adam → rowwise_adagrad frees"),
+        "{text}"
+    );
+    assert!(text.contains("budget 3.00 GiB →"), "{text}");
+    // The same as JSON: fits false; the optimizer change first (only the most capable table
+    // optimizer that fits), the budget last.
+    let out = seed(&["--pin", "optim.table", "--pin", "optim.dense", "--json"]);
+    assert_eq!(out.status.code(), Some(3));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["fits"], false);
+    let s = v["plan"]["suggestions"].as_array().unwrap();
+    assert!(s.len() >= 2);
+    assert_eq!(s.last().unwrap()["key"], "budget");
+    assert_eq!(s[0]["key"], "optim.table");
+    assert_eq!(s[0]["to"], "rowwise_adagrad");
+    assert!(s[0]["frees_bytes"].as_u64().unwrap() > 1 << 30);
+    assert_eq!(s.iter().filter(|x| x["key"] == "optim.table").count(), 1);
+}
+
+#[test]
+fn train_with_a_budget_runs_the_plan_or_refuses() {
+    let model = [
+        "--device",
+        "cpu",
+        "--set",
+        "data.width=2000",
+        "--set",
+        "data.n_classes=2000",
+        "--set",
+        "model.dim=16",
+        "--set",
+        "model.hidden=[32]",
+        "--set",
+        "train.steps=2",
+        "--set",
+        "plan.max_batch=1024",
+    ];
+    let mut args = vec!["plan", "--budget", "6MiB", "--json"];
+    args.extend_from_slice(&model);
+    let planned = json(&widebag(&args));
+    let mut args = vec!["train", "--budget", "6MiB", "--json"];
+    args.extend_from_slice(&model);
+    let trained = json(&widebag(&args));
+    assert_eq!(trained["batch_size"], planned["batch_size"]);
+    assert_eq!(
+        trained["table_optimizer"], planned["optimizer"]["table"],
+        "the plan's optimizers"
+    );
+    assert_eq!(trained["dense_optimizer"], planned["optimizer"]["dense"]);
+    let mut args = vec!["train", "--budget", "256KiB"];
+    args.extend_from_slice(&model);
+    let refused = widebag(&args);
+    assert_eq!(refused.status.code(), Some(3));
+    assert!(String::from_utf8_lossy(&refused.stdout).contains("smallest changes that fit"));
+}
+
+#[test]
+fn plan_grid_meets_the_bars_on_wgpu() {
+    if !has_wgpu("plan_grid") {
+        return;
+    }
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("plan-grid");
+    let dir_arg = dir.to_string_lossy().to_string();
+    let out = widebag(&[
+        "plan", "--grid", "small", "--device", "wgpu", "--json", "--out", &dir_arg,
+    ]);
+    let rows = json(&out);
+    let rows = rows.as_array().unwrap();
+    assert_eq!(rows.len(), 10, "5 budgets × 2 models");
+    for r in rows {
+        assert!(
+            r["plan_vs_search_pct"].as_f64().unwrap() >= 97.0,
+            "plan below 97% of search: {r}"
+        );
+        assert!(r["under_budget"].as_bool().unwrap(), "over budget: {r}");
+        assert!(r["planned_ms"].as_f64().unwrap() < 50.0, "slow: {r}");
+        assert!(r["pass"].as_bool().unwrap(), "{r}");
+    }
+    assert!(dir.join("plan-grid.md").is_file());
+}
+
+#[test]
+fn grid_and_calibrate_refuse_the_other_plan_flags() {
+    // Both run fixed models at fixed budgets: a flag that shapes one plan would be ignored.
+    for (args, flag) in [
+        (
+            &["plan", "--grid", "small", "--budget", "8GiB"][..],
+            "--budget",
+        ),
+        (&["plan", "--grid", "small", "--verify"], "--verify"),
+        (
+            &["plan", "--grid", "small", "--set", "model.dim=8"],
+            "--set",
+        ),
+        (&["plan", "--calibrate", "--json"], "--json"),
+        (&["plan", "--calibrate", "--min-batch", "4"], "--min-batch"),
+        (
+            &["plan", "--calibrate", "--objective", "throughput"],
+            "--objective",
+        ),
+    ] {
+        let out = widebag(args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains(args[1]) && stderr.contains(flag),
+            "{args:?}: names both flags: {stderr}"
+        );
+    }
+}
