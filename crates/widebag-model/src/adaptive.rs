@@ -9,6 +9,7 @@ use widebag_csr::Targets;
 use crate::memory::{MemoryMeter, Point};
 use crate::model::WideModel;
 use crate::params::{Cluster, Linear};
+use crate::softmax::RunningLse;
 use crate::tensors::{floats, ints};
 
 /// Rows of the batch whose targets fall in one output cluster, and those targets.
@@ -58,14 +59,13 @@ impl AdaptiveTargets {
     }
 }
 
-/// Row-wise `z - logsumexp(z)` from `max_dim`/`sum_dim` reductions (burn 0.22's own
-/// `log_softmax` returned wrong values over 240,000 columns on lavapipe). The max is detached:
-/// its gradient cancels.
-pub(crate) fn log_softmax_rows(z: Tensor<2>) -> Tensor<2> {
-    let m = z.clone().max_dim(1).detach();
-    let shifted = z - m;
-    let lse = shifted.clone().exp().sum_dim(1).log();
-    shifted - lse
+/// Row-wise `z - logsumexp(z)`, the log-sum-exp from [`RunningLse`] over at most `max_cols`
+/// columns at a time (on lavapipe, one `max_dim`/`sum_dim` pass over a 140,000-column tail
+/// cluster returned a row of `+inf`).
+pub(crate) fn log_softmax_rows(z: Tensor<2>, max_cols: usize) -> Tensor<2> {
+    let mut lse = RunningLse::new(max_cols);
+    lse.add(z.clone());
+    z - lse.finish()
 }
 
 /// `sum_i w_i · logp[row_i, col_i]` for `(row, col, w)` entries of a `[rows, cols]` matrix.
@@ -103,7 +103,11 @@ impl WideModel {
         let n_rows = h.shape()[0];
         let split = AdaptiveTargets::new(targets, &self.spec.bands.output);
         let head_logits = h.clone().matmul(head.weight.clone()) + head.bias.clone();
-        let mut total = weighted_pick(log_softmax_rows(head_logits), &split.head, &ad);
+        let mut total = weighted_pick(
+            log_softmax_rows(head_logits, self.spec.reduce_cols),
+            &split.head,
+            &ad,
+        );
         for (t, cluster) in split.tails.iter().zip(clusters) {
             if t.rows.is_empty() {
                 continue;
@@ -123,7 +127,8 @@ impl WideModel {
                     .filter(|e| (first..end).contains(&(e.0 as usize)))
                     .map(|&(r, c, w)| (r - first as u32, c, w))
                     .collect();
-                total = total + weighted_pick(log_softmax_rows(z), &entries, &ad);
+                total = total
+                    + weighted_pick(log_softmax_rows(z, self.spec.reduce_cols), &entries, &ad);
                 first = end;
             }
         }
@@ -140,11 +145,16 @@ impl WideModel {
         clusters: &[Cluster<Tensor<2>>],
     ) -> Tensor<2> {
         let head_n = self.spec.bands.output[0].n_rows();
-        let head = log_softmax_rows(h.clone().matmul(head.weight.clone()) + head.bias.clone());
+        let head = log_softmax_rows(
+            h.clone().matmul(head.weight.clone()) + head.bias.clone(),
+            self.spec.reduce_cols,
+        );
         let mut parts = vec![head.clone().narrow(1, 0, head_n)];
         for (k, cluster) in clusters.iter().enumerate() {
             let z = cluster_logits(h.clone(), cluster);
-            parts.push(log_softmax_rows(z) + head.clone().narrow(1, head_n + k, 1));
+            parts.push(
+                log_softmax_rows(z, self.spec.reduce_cols) + head.clone().narrow(1, head_n + k, 1),
+            );
         }
         Tensor::cat(parts, 1)
     }

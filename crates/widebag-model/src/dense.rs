@@ -30,6 +30,8 @@ pub struct DenseSpec {
     pub max_buffer_bytes: u64,
     /// Classes per chunk of the log-softmax's reductions (as the sparse layout's chunks).
     pub class_chunk: usize,
+    /// Columns one row reduction spans at most ([`softmax::reduce_cols`]).
+    pub reduce_cols: usize,
 }
 
 /// Loss and dense gradients of one batch.
@@ -70,12 +72,12 @@ pub fn dense_targets(batch: &CsrBatch, n_classes: usize) -> Vec<f32> {
 /// `-(1/B) Σ_r Σ_j y_rj log p_rj` of `[B, classes]` logits on autodiff, every reduction over
 /// one class chunk at most: the log-sum-exp from a running max and sum, the target term chunk
 /// by chunk.
-fn cross_entropy(z: Tensor<2>, y: Tensor<2>, chunks: &[ClassChunk]) -> Tensor<1> {
+fn cross_entropy(z: Tensor<2>, y: Tensor<2>, chunks: &[ClassChunk], max_cols: usize) -> Tensor<1> {
     let parts: Vec<Tensor<2>> = chunks
         .iter()
         .map(|c| z.clone().narrow(1, c.offset, c.n))
         .collect();
-    let mut lse = RunningLse::default();
+    let mut lse = RunningLse::new(max_cols);
     for zc in &parts {
         lse.add(zc.clone());
     }
@@ -83,7 +85,12 @@ fn cross_entropy(z: Tensor<2>, y: Tensor<2>, chunks: &[ClassChunk]) -> Tensor<1>
     let picked = chunks
         .iter()
         .zip(parts)
-        .map(|(c, zc)| ((zc - lse.clone()) * y.clone().narrow(1, c.offset, c.n)).sum_dim(1))
+        .map(|(c, zc)| {
+            softmax::sum_cols(
+                (zc - lse.clone()) * y.clone().narrow(1, c.offset, c.n),
+                max_cols,
+            )
+        })
         .reduce(|a, b| a + b)
         .expect("at least one class chunk");
     picked.mean().neg().reshape([1])
@@ -156,6 +163,7 @@ impl DenseModel {
             batch_size: s.batch_size,
             max_buffer_bytes: s.max_buffer_bytes,
             class_chunk: s.class_chunk,
+            reduce_cols: s.reduce_cols,
         };
         Self {
             spec,
@@ -237,7 +245,7 @@ impl DenseModel {
         };
         let logits = h.matmul(chunks[0].weight.clone()) + chunks[0].bias.clone();
         let class_chunks = softmax::class_chunks(s.n_classes, s.class_chunk);
-        let loss = cross_entropy(logits, y, &class_chunks);
+        let loss = cross_entropy(logits, y, &class_chunks, s.reduce_cols);
         let loss_value = scalar(loss.clone().inner())?;
         meter.sample(Point::ForwardEnd);
         // 4. backward.

@@ -26,6 +26,8 @@ pub struct ModelSpec {
     pub batch_size: usize,
     pub class_chunk: usize,
     pub max_buffer_bytes: u64,
+    /// Columns one row reduction over classes spans at most ([`crate::softmax::reduce_cols`]).
+    pub reduce_cols: usize,
     pub seed: u64,
     pub output: OutputKind,
     /// Input bands (one: the unsplit table) and output clusters (one: the full softmax; more:
@@ -77,6 +79,7 @@ impl ModelSpec {
             batch_size: config.train.batch_size,
             class_chunk,
             max_buffer_bytes,
+            reduce_cols: softmax::reduce_cols(compute.backend),
             seed: config.train.seed,
             output: config.model.output,
             bands: bands.clone(),
@@ -283,7 +286,9 @@ impl WideModel {
             .map_split(|p| p.value.clone().autodiff(), |p| p.value.clone());
         let h = self.forward_hidden(&rows, &params, &inputs).inner();
         Ok(match &params.output {
-            OutputParams::Full { .. } => softmax::log_probs(&h, &params.full_chunks()),
+            OutputParams::Full { .. } => {
+                softmax::log_probs(&h, &params.full_chunks(), self.spec.reduce_cols)
+            }
             OutputParams::Adaptive { head, clusters } => {
                 self.adaptive_log_probs(&h, head, clusters)
             }

@@ -15,6 +15,7 @@
 use burn::tensor::{Device, Int, Tensor};
 use widebag_csr::Targets;
 
+use crate::device::BackendKind;
 use crate::memory::{MemoryMeter, Point};
 use crate::tensors::floats;
 
@@ -96,19 +97,71 @@ fn logits(h: &Tensor<2>, w: &Tensor<2>, b: &Tensor<2>) -> Tensor<2> {
     h.clone().matmul(w.clone()) + b.clone()
 }
 
+/// Columns one row reduction (`max_dim`, `sum_dim`) over classes spans at most on wgpu. On
+/// lavapipe, burn 0.22's fused row reductions over tens of thousands of columns came back wrong
+/// in some op graphs (the sparse layout's loss over 8 chunks of 30,000 classes 0.034 low, the
+/// dense layout's over one chunk of 240,000 half the truth, a 140,000-column adaptive tail
+/// cluster with a row of `+inf`), while pieces of this width were right in every case tried.
+pub const WGPU_REDUCE_COLS: usize = 8_192;
+
+/// Columns one row reduction over classes spans at most on `backend`. flex reduces whole rows
+/// right, and its narrowed views are slow to reduce (the dense layout ran 6.6× slower in
+/// 8,192-column pieces), so it takes a row at once.
+pub fn reduce_cols(backend: BackendKind) -> usize {
+    match backend {
+        BackendKind::Wgpu => WGPU_REDUCE_COLS,
+        BackendKind::Flex => usize::MAX,
+    }
+}
+
+/// `[B, 1]` sums of the rows of `t`, over at most `max_cols` columns at a time.
+pub fn sum_cols(t: Tensor<2>, max_cols: usize) -> Tensor<2> {
+    let cols = t.shape()[1];
+    if cols <= max_cols {
+        return t.sum_dim(1);
+    }
+    (0..cols)
+        .step_by(max_cols)
+        .map(|start| {
+            t.clone()
+                .narrow(1, start, max_cols.min(cols - start))
+                .sum_dim(1)
+        })
+        .reduce(|a, b| a + b)
+        .expect("at least one column")
+}
+
 /// Row-wise log-sum-exp over column chunks, from a running max and a rescaled sum, so that no
-/// reduction spans more than one chunk of columns (burn 0.22's `log_softmax` over 240,000
-/// columns returned wrong values on lavapipe). The max is detached: on autodiff the gradient
-/// flows through the sum alone, and is the softmax.
-#[derive(Default)]
+/// reduction spans more than `max_cols` columns (burn 0.22's `log_softmax` over 240,000
+/// columns returned wrong values on lavapipe; see [`WGPU_REDUCE_COLS`]). The max is detached:
+/// on autodiff the gradient flows through the sum alone, and is the softmax.
 pub struct RunningLse {
     /// `[B, 1]` running max and sum of `exp(z − max)`.
     running: Option<(Tensor<2>, Tensor<2>)>,
+    max_cols: usize,
 }
 
 impl RunningLse {
-    /// Folds in the `[B, n]` logits of one chunk.
+    /// Reductions over at most `max_cols` columns ([`reduce_cols`] of the backend).
+    pub fn new(max_cols: usize) -> Self {
+        Self {
+            running: None,
+            max_cols: max_cols.max(1),
+        }
+    }
+
+    /// Folds in the `[B, n]` logits of one chunk, at most `max_cols` columns at a time.
     pub fn add(&mut self, z: Tensor<2>) {
+        let (cols, max_cols) = (z.shape()[1], self.max_cols);
+        if cols <= max_cols {
+            return self.add_piece(z);
+        }
+        for start in (0..cols).step_by(max_cols) {
+            self.add_piece(z.clone().narrow(1, start, max_cols.min(cols - start)));
+        }
+    }
+
+    fn add_piece(&mut self, z: Tensor<2>) {
         let chunk_max = z.clone().detach().max_dim(1);
         self.running = Some(match self.running.take() {
             None => {
@@ -132,9 +185,9 @@ impl RunningLse {
 
 /// Log-probabilities `[B, classes]` of the chunked output layer (evaluation: the chunks'
 /// logits are alive together).
-pub fn log_probs(h: &Tensor<2>, layer: &[(&Tensor<2>, &Tensor<2>)]) -> Tensor<2> {
+pub fn log_probs(h: &Tensor<2>, layer: &[(&Tensor<2>, &Tensor<2>)], max_cols: usize) -> Tensor<2> {
     let z: Vec<Tensor<2>> = layer.iter().map(|(w, b)| logits(h, w, b)).collect();
-    let mut lse = RunningLse::default();
+    let mut lse = RunningLse::new(max_cols);
     for zc in &z {
         lse.add(zc.clone());
     }
@@ -148,10 +201,11 @@ pub fn forward(
     layer: &[(&Tensor<2>, &Tensor<2>)],
     chunks: &[ClassChunk],
     targets: &ChunkTargets,
+    max_cols: usize,
     meter: &mut MemoryMeter,
 ) -> SoftmaxForward {
     let device = h.device();
-    let mut lse = RunningLse::default();
+    let mut lse = RunningLse::new(max_cols);
     let mut target_logit = Tensor::<2>::zeros([targets.n_rows, 1], &device);
     for (c, (chunk, (w, b))) in chunks.iter().zip(layer).enumerate() {
         let z = logits(h, w, b);
@@ -162,7 +216,7 @@ pub fn forward(
             meter.probe(Point::ForwardLogits);
         }
         if let Some(y) = y {
-            target_logit = target_logit + (z.clone() * y).sum_dim(1);
+            target_logit = target_logit + sum_cols(z.clone() * y, max_cols);
         }
         lse.add(z);
     }

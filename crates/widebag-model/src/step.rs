@@ -183,7 +183,8 @@ impl WideModel {
                 let targets = ChunkTargets::new(&targets, &self.chunks, self.device());
                 let layer = params.full_chunks();
                 let h = h.clone().inner();
-                let fwd = softmax::forward(&h, &layer, &self.chunks, &targets, meter);
+                let cols = self.spec.reduce_cols;
+                let fwd = softmax::forward(&h, &layer, &self.chunks, &targets, cols, meter);
                 let lse = fwd.lse;
                 let targets = Box::new(targets);
                 (scalar(fwd.loss)?, ForwardOutput::Full { targets, lse })

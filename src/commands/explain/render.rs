@@ -290,6 +290,23 @@ mod tests {
     }
 
     #[test]
+    fn the_chart_has_a_column_per_phase() {
+        let path = std::env::temp_dir().join(format!("widebag-explain-{}.svg", std::process::id()));
+        write_svg(&path, &quickstart_report()).unwrap();
+        let svg = std::fs::read_to_string(&path).unwrap();
+        for label in [
+            "forward",
+            "backward",
+            "table_update",
+            "dense_update",
+            "optimizer_state",
+        ] {
+            assert!(svg.contains(label), "{label}");
+        }
+        std::fs::remove_file(&path).unwrap();
+    }
+
+    #[test]
     fn the_quickstart_ledger_renders_as_before() {
         expect![[r#"
             widebag explain: sparse layout, 240000 → 32 → [64] → 240000 classes, batch 64 (1009 nnz, 739 unique ids, 64 targets), optimizers table adam / dense adam
