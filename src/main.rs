@@ -9,6 +9,7 @@ mod failure;
 mod measure;
 mod output;
 mod prerun;
+mod process;
 mod request;
 
 use std::process::ExitCode;
@@ -32,17 +33,7 @@ fn dispatch(command: &Command) -> Outcome {
 }
 
 fn main() -> ExitCode {
-    // A closed stdout (`widebag plan | head`) ends the process as other command-line tools do,
-    // rather than as a panic in `println!`.
-    #[cfg(unix)]
-    #[allow(
-        unsafe_code,
-        reason = "libc::signal has no safe wrapper; this is the one unsafe block"
-    )]
-    // SAFETY: restoring a signal's default disposition at start-up, before any thread exists.
-    unsafe {
-        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
-    }
+    process::set_up();
     let cli = Cli::parse();
     match dispatch(&cli.command) {
         Ok(()) => ExitCode::SUCCESS,

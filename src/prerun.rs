@@ -26,6 +26,18 @@ pub fn open_compute(device: DeviceChoice) -> Result<Compute, Failure> {
     Ok(compute)
 }
 
+/// Opens a device whose allocator can be read, for the commands that measure memory: `auto` asks
+/// for wgpu (a software adapter included: `auto` alone would take flex on a machine without a
+/// GPU, which has no allocator counters), and falls back as `auto` does when wgpu cannot open.
+pub fn open_measurable(device: DeviceChoice) -> Result<Compute, Failure> {
+    if device == DeviceChoice::Auto
+        && let Ok(compute) = open_device(DeviceChoice::Wgpu)
+    {
+        return Ok(compute);
+    }
+    open_compute(device)
+}
+
 /// What the device tells the ledger.
 pub fn device_facts(compute: &Compute) -> DeviceFacts {
     DeviceFacts {

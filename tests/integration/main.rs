@@ -8,6 +8,7 @@ mod architecture;
 mod bad_inputs;
 mod cli;
 mod data_files;
+mod device;
 mod headtail;
 mod ledger;
 mod numerics;

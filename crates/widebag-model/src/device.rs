@@ -1,11 +1,15 @@
-//! Opens the compute device: wgpu (WGSL path) by default, burn's flex CPU backend as fallback.
+//! Opens the compute device. `auto` takes a hardware GPU (discrete, then integrated) through the
+//! platform's native graphics API (Vulkan, Metal or DX12), and otherwise burn's flex CPU backend:
+//! a software adapter (lavapipe, llvmpipe, SwiftShader) only when `--device wgpu` asks for one,
+//! and wgpu's OpenGL backend never.
 //!
 //! The wgpu runtime can be initialised once per process, so the result is cached. The adapter's
 //! largest storage-buffer binding is read here; every tensor widebag allocates stays within it.
 
 use std::sync::OnceLock;
 
-use burn::tensor::Device;
+use burn::tensor::wgpu::{WgpuBackend, wgpu};
+use burn::tensor::{Device, DeviceKind};
 use widebag_config::DeviceChoice;
 
 use crate::ModelError;
@@ -69,13 +73,105 @@ impl Compute {
     }
 }
 
+/// What `auto` needs to know of an adapter.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AdapterSummary {
+    pub name: String,
+    pub device_type: wgpu::DeviceType,
+    pub backend: wgpu::Backend,
+}
+
+impl AdapterSummary {
+    fn of(info: &wgpu::AdapterInfo) -> Self {
+        Self {
+            name: info.name.clone(),
+            device_type: info.device_type,
+            backend: info.backend,
+        }
+    }
+
+    fn describe(&self) -> String {
+        format!("{} ({:?}, {:?})", self.name, self.device_type, self.backend)
+    }
+}
+
+/// The platform's native graphics API: the only one widebag opens (never OpenGL).
+fn native_api() -> (wgpu::Backend, WgpuBackend) {
+    if cfg!(target_vendor = "apple") {
+        (wgpu::Backend::Metal, WgpuBackend::Metal)
+    } else if cfg!(target_os = "windows") {
+        (wgpu::Backend::Dx12, WgpuBackend::Dx12)
+    } else {
+        (wgpu::Backend::Vulkan, WgpuBackend::Vulkan)
+    }
+}
+
+/// `auto`'s choice among `adapters` (in the graphics API's order): the first discrete GPU on
+/// the native API, else the first integrated one, as the device kind burn selects it by (the
+/// index counts adapters of that type on that API). `None` when there is no hardware GPU.
+pub fn choose_hardware(adapters: &[AdapterSummary]) -> Option<(DeviceKind, &AdapterSummary)> {
+    let (api, _) = native_api();
+    let on_api = || adapters.iter().filter(move |a| a.backend == api);
+    for (wanted, kind) in [
+        (
+            wgpu::DeviceType::DiscreteGpu,
+            DeviceKind::DiscreteGpu as fn(usize) -> DeviceKind,
+        ),
+        (wgpu::DeviceType::IntegratedGpu, DeviceKind::IntegratedGpu),
+    ] {
+        if let Some(a) = on_api().find(|a| a.device_type == wanted) {
+            // The first of its type on the API: index 0 in burn's per-type list.
+            return Some((kind(0), a));
+        }
+    }
+    None
+}
+
+/// Polls a future that wgpu resolves without waiting (adapter enumeration on native targets).
+fn resolve_now<F: Future>(future: F) -> F::Output {
+    let mut future = std::pin::pin!(future);
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    loop {
+        if let std::task::Poll::Ready(v) = future.as_mut().poll(&mut cx) {
+            return v;
+        }
+        std::thread::yield_now();
+    }
+}
+
+/// Every adapter of the native graphics API, without opening any.
+pub fn list_adapters() -> Vec<AdapterSummary> {
+    let (api, _) = native_api();
+    let listed = crate::caught::catch(|| {
+        let instance = wgpu::Instance::new(wgpu::InstanceDescriptor {
+            backends: api.into(),
+            ..wgpu::InstanceDescriptor::new_without_display_handle()
+        });
+        resolve_now(instance.enumerate_adapters(api.into()))
+            .iter()
+            .map(|a| AdapterSummary::of(&a.get_info()))
+            .collect()
+    });
+    listed.unwrap_or_default()
+}
+
 /// An opened wgpu device: the device, the adapter's description, its largest buffer and its
 /// memory alignment.
 type WgpuOpen = Result<(Device, String, u64, u64, Option<u64>), String>;
 static WGPU: OnceLock<WgpuOpen> = OnceLock::new();
 
-fn init_wgpu() -> WgpuOpen {
-    let attempt = std::panic::catch_unwind(|| Device::wgpu_options().init_with_setup());
+/// Opens burn's wgpu runtime on the native graphics API: the adapter `kind` selects, or the
+/// best one the API offers (a software adapter when it is the only one).
+fn init_wgpu(kind: Option<DeviceKind>) -> WgpuOpen {
+    let (_, api) = native_api();
+    let attempt = crate::caught::catch(|| {
+        let options = Device::wgpu_options().graphics_api(api);
+        match kind {
+            Some(k) => options.device_kind(k),
+            None => options,
+        }
+        .init_with_setup()
+    });
     match attempt {
         Ok(Ok((device, setup))) => {
             let info = setup.adapter.get_info();
@@ -111,9 +207,9 @@ fn init_wgpu() -> WgpuOpen {
     }
 }
 
-/// Opens the wgpu device (once per process).
-pub fn open_wgpu() -> Result<Compute, ModelError> {
-    match WGPU.get_or_init(init_wgpu) {
+/// Opens the wgpu device (once per process): `kind`, or the native API's best adapter.
+fn open_wgpu_kind(kind: Option<DeviceKind>) -> Result<Compute, ModelError> {
+    match WGPU.get_or_init(|| init_wgpu(kind)) {
         Ok((device, adapter, max_buffer_bytes, alignment_bytes, memory_bytes)) => Ok(Compute {
             device: device.clone(),
             backend: BackendKind::Wgpu,
@@ -127,20 +223,80 @@ pub fn open_wgpu() -> Result<Compute, ModelError> {
     }
 }
 
-/// Opens the device the choice asks for. `Auto` falls back to flex with a notice.
+/// Opens the wgpu device (`--device wgpu`): a hardware GPU when there is one, else whatever
+/// adapter the native graphics API offers, software ones included (once per process).
+pub fn open_wgpu() -> Result<Compute, ModelError> {
+    let adapters = list_adapters();
+    open_wgpu_kind(choose_hardware(&adapters).map(|(kind, _)| kind))
+}
+
+/// Opens the device the choice asks for. `Auto` takes a hardware GPU, or else flex with a
+/// notice saying why.
 pub fn open_device(choice: DeviceChoice) -> Result<Compute, ModelError> {
     match choice {
         DeviceChoice::Cpu => Ok(Compute::flex()),
         DeviceChoice::Wgpu => open_wgpu(),
-        DeviceChoice::Auto => match open_wgpu() {
-            Ok(c) => Ok(c),
-            Err(e) => {
-                let mut c = Compute::flex();
-                c.fallback_notice = Some(format!(
-                    "no wgpu adapter ({e}); falling back to the flex CPU backend"
-                ));
-                Ok(c)
-            }
-        },
+        DeviceChoice::Auto => {
+            let adapters = list_adapters();
+            let reason = match choose_hardware(&adapters) {
+                Some((kind, chosen)) => match open_wgpu_kind(Some(kind)) {
+                    Ok(c) => return Ok(c),
+                    Err(e) => format!("{} did not open ({e})", chosen.describe()),
+                },
+                None if adapters.is_empty() => "no GPU adapter".to_string(),
+                None => {
+                    let found: Vec<String> =
+                        adapters.iter().map(AdapterSummary::describe).collect();
+                    format!(
+                        "no hardware GPU, only {} (`--device wgpu` uses it)",
+                        found.join(", ")
+                    )
+                }
+            };
+            let mut c = Compute::flex();
+            c.fallback_notice = Some(format!("{reason}: using the flex CPU backend"));
+            Ok(c)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn adapter(
+        name: &str,
+        device_type: wgpu::DeviceType,
+        backend: wgpu::Backend,
+    ) -> AdapterSummary {
+        AdapterSummary {
+            name: name.into(),
+            device_type,
+            backend,
+        }
+    }
+
+    #[test]
+    fn auto_takes_a_discrete_gpu_then_an_integrated_one_never_software_or_gl() {
+        use wgpu::DeviceType::{Cpu, DiscreteGpu, IntegratedGpu, Other, VirtualGpu};
+        let (api, _) = native_api();
+        let lavapipe = adapter("llvmpipe", Cpu, api);
+        let igpu = adapter("igpu", IntegratedGpu, api);
+        let dgpu = adapter("dgpu", DiscreteGpu, api);
+        let gl = adapter("gl gpu", DiscreteGpu, wgpu::Backend::Gl);
+        let pick = |list: &[AdapterSummary]| choose_hardware(list).map(|(_, a)| a.name.clone());
+        assert_eq!(
+            pick(&[lavapipe.clone(), igpu.clone(), dgpu.clone()]),
+            Some("dgpu".into())
+        );
+        assert_eq!(pick(&[lavapipe.clone(), igpu.clone()]), Some("igpu".into()));
+        assert_eq!(pick(std::slice::from_ref(&lavapipe)), None);
+        assert_eq!(pick(&[gl, lavapipe.clone()]), None);
+        let virt = adapter("virtio", VirtualGpu, api);
+        let other = adapter("swiftshader", Other, api);
+        assert_eq!(pick(&[virt, other]), None);
+        assert_eq!(pick(&[]), None);
+        let (kind, _) = choose_hardware(&[lavapipe, dgpu]).unwrap();
+        assert_eq!(kind, DeviceKind::DiscreteGpu(0));
     }
 }

@@ -5,6 +5,7 @@
 pub mod adaptive;
 pub mod bag;
 mod catch_up;
+pub mod caught;
 pub mod dense;
 pub mod dense_optim;
 pub mod device;

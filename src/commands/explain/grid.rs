@@ -7,7 +7,7 @@ use super::report::{BAR_PCT, report};
 use crate::failure::{Failure, Outcome};
 use crate::measure::measure;
 use crate::output::emit_rows;
-use crate::prerun::{check_fits, device_facts, open_compute, predict};
+use crate::prerun::{check_fits, device_facts, open_measurable, predict};
 use crate::request::{ExplainGrid, grid_point};
 
 /// The configurations of the accuracy grid, as `--set` overrides over [`grid_base`].
@@ -117,7 +117,7 @@ pub fn run_grid(req: &ExplainGrid) -> Outcome {
         let prepared =
             widebag_prepare::open_data(&config, &widebag_prepare::PrepareOptions::READ_ONLY)
                 .map_err(Failure::usage)?;
-        let compute = open_compute(config.train.device)?;
+        let compute = open_measurable(config.train.device)?;
         adapter = compute.adapter.clone();
         let (spec, ledger) = predict(&prepared, device_facts(&compute)).map_err(Failure::usage)?;
         let mut row = GridRow {

@@ -12,7 +12,9 @@ use anyhow::Context;
 
 use crate::failure::{Failure, Outcome};
 use crate::measure::measure;
-use crate::prerun::{check_fits, device_facts, open_compute, predict, predict_batches};
+use crate::prerun::{
+    check_fits, device_facts, open_compute, open_measurable, predict, predict_batches,
+};
 use crate::request::{ExplainRequest, OneExplain};
 
 pub fn run(req: &ExplainRequest) -> Outcome {
@@ -26,7 +28,11 @@ fn explain_one(req: &OneExplain) -> Outcome {
     let prepared =
         widebag_prepare::open_data(&req.config, &widebag_prepare::PrepareOptions::READ_ONLY)
             .map_err(Failure::usage)?;
-    let compute = open_compute(req.config.train.device)?;
+    let compute = if req.measure {
+        open_measurable(req.config.train.device)?
+    } else {
+        open_compute(req.config.train.device)?
+    };
     let device = device_facts(&compute);
     let (mut spec, mut ledger) = predict(&prepared, device).map_err(Failure::usage)?;
     let measured = if req.measure {

@@ -12,7 +12,7 @@ use super::search::{search, verify};
 use crate::commands::explain::grid::grid_base;
 use crate::failure::{Failure, Outcome};
 use crate::output::emit_rows;
-use crate::prerun::open_compute;
+use crate::prerun::open_measurable;
 use crate::request::{PlanGrid, SolverFlags, grid_point};
 
 /// One model of the solver's grid and the budgets it is planned for.
@@ -160,7 +160,7 @@ pub fn run_grid(req: &PlanGrid) -> Outcome {
             let mut prepared =
                 widebag_prepare::open_data(&config, &widebag_prepare::PrepareOptions::READ_ONLY)
                     .map_err(Failure::usage)?;
-            let compute = open_compute(config.train.device)?;
+            let compute = open_measurable(config.train.device)?;
             adapter = compute.adapter.clone();
             let flags = SolverFlags {
                 budget: Some((budget.to_string(), budget)),

@@ -14,7 +14,7 @@ pub use report::render;
 use widebag_config::units::format_bytes;
 
 use crate::failure::{Failure, Outcome};
-use crate::prerun::open_compute;
+use crate::prerun::{open_compute, open_measurable};
 use crate::request::{OnePlan, PlanRequest};
 
 pub fn run(req: &PlanRequest) -> Outcome {
@@ -35,7 +35,11 @@ fn plan_one(req: &OnePlan) -> Outcome {
     // Given device facts plan for another device; otherwise the device is opened and read.
     let needs_device = req.verify || req.search || req.solver.max_buffer_bytes.is_none();
     let compute = if needs_device {
-        Some(open_compute(req.config.train.device)?)
+        Some(if req.verify || req.search {
+            open_measurable(req.config.train.device)?
+        } else {
+            open_compute(req.config.train.device)?
+        })
     } else {
         None
     };
