@@ -5,7 +5,7 @@
 
 use crate::common;
 
-use common::{flex, wgpu_or_skip};
+use common::{assert_fd, fd_dense, fd_table, flex, wgpu_or_skip};
 use widebag_config::bands::ModelBands;
 use widebag_config::{
     BandPlacement, Config, Cutoffs, OutputKind, TableOptim, TargetKind, synthetic_spec,
@@ -103,18 +103,9 @@ fn check_headtail_gradients(compute: Compute, label: &str, cases: &[(TargetKind,
             for (i, pos) in s.global().enumerate().take(2) {
                 let id = uniq[pos];
                 let col = (i + pos) % dim;
-                model.perturb_table(id, col, eps).unwrap();
-                let up = model.loss(&b).unwrap();
-                model.perturb_table(id, col, -2.0 * eps).unwrap();
-                let down = model.loss(&b).unwrap();
-                model.perturb_table(id, col, eps).unwrap();
-                let fd = (up - down) / (2.0 * eps);
-                let want = g[i * dim + col];
-                assert!(
-                    (fd - want).abs() <= 2e-3 + 2e-2 * want.abs(),
-                    "{what} fd band {} id {id} col {col}: fd {fd}, grad {want}",
-                    s.band
-                );
+                let fd = fd_table(&mut model, &b, (id, col), eps);
+                let what = format!("{what} band {} id {id} col {col}", s.band);
+                assert_fd(&what, fd, g[i * dim + col]);
                 checked[s.band] += 1;
             }
         }
@@ -124,17 +115,8 @@ fn check_headtail_gradients(compute: Compute, label: &str, cases: &[(TargetKind,
         for (param, (name, g)) in names.iter().zip(grads.dense.iter()).enumerate() {
             let g = to_vec(g.clone()).unwrap();
             let index = (param * 7) % g.len();
-            model.perturb_dense(name, index, eps).unwrap();
-            let up = model.loss(&b).unwrap();
-            model.perturb_dense(name, index, -2.0 * eps).unwrap();
-            let down = model.loss(&b).unwrap();
-            model.perturb_dense(name, index, eps).unwrap();
-            let fd = (up - down) / (2.0 * eps);
-            assert!(
-                (fd - g[index]).abs() <= 2e-3 + 2e-2 * g[index].abs(),
-                "{what} fd {name}[{index}]: fd {fd}, grad {}",
-                g[index]
-            );
+            let fd = fd_dense(&mut model, &b, (name, index), eps);
+            assert_fd(&format!("{what} {name}[{index}]"), fd, g[index]);
         }
     }
 }

@@ -4,7 +4,7 @@
 
 use crate::common;
 
-use common::{assert_close, flex, wgpu_or_skip};
+use common::{assert_close, assert_fd, fd_dense, fd_table, flex, wgpu_or_skip};
 use widebag_config::bands::ModelBands;
 use widebag_config::synthetic_spec;
 use widebag_config::{Config, DenseOptim, TableOptim, TargetKind};
@@ -98,16 +98,11 @@ fn check_against_dense_and_fd(compute: Compute, label: &str) {
         let dim = model.spec.dim;
         for (k, &id) in b.unique_ids().iter().enumerate().step_by(3).take(4) {
             let col = k % dim;
-            model.perturb_table(id, col, eps).unwrap();
-            let up = model.loss(&b).unwrap();
-            model.perturb_table(id, col, -2.0 * eps).unwrap();
-            let down = model.loss(&b).unwrap();
-            model.perturb_table(id, col, eps).unwrap();
-            let fd = (up - down) / (2.0 * eps);
-            let g = rows[k * dim + col];
-            assert!(
-                (fd - g).abs() <= 2e-3 + 2e-2 * g.abs(),
-                "{what} fd table[{id},{col}]: fd {fd}, grad {g}"
+            let fd = fd_table(&mut model, &b, (id, col), eps);
+            assert_fd(
+                &format!("{what} table[{id},{col}]"),
+                fd,
+                rows[k * dim + col],
             );
         }
         // The first hidden weight, the first output chunk's weight and the last output bias.
@@ -117,17 +112,8 @@ fn check_against_dense_and_fd(compute: Compute, label: &str) {
             let param = names.iter().position(|n| n == name).unwrap();
             let g = to_vec(grads.dense.iter().nth(param).unwrap().clone()).unwrap();
             let index = g.len() / 2;
-            model.perturb_dense(name, index, eps).unwrap();
-            let up = model.loss(&b).unwrap();
-            model.perturb_dense(name, index, -2.0 * eps).unwrap();
-            let down = model.loss(&b).unwrap();
-            model.perturb_dense(name, index, eps).unwrap();
-            let fd = (up - down) / (2.0 * eps);
-            assert!(
-                (fd - g[index]).abs() <= 2e-3 + 2e-2 * g[index].abs(),
-                "{what} fd {name}[{index}]: fd {fd}, grad {}",
-                g[index]
-            );
+            let fd = fd_dense(&mut model, &b, (name, index), eps);
+            assert_fd(&format!("{what} {name}[{index}]"), fd, g[index]);
         }
     }
 }

@@ -1,4 +1,5 @@
-//! Helpers shared by the integration tests: device selection with required-wgpu enforcement.
+//! Helpers shared by the integration tests: device selection with required-wgpu enforcement,
+//! running the binary, closeness and finite-difference checks.
 
 #![allow(
     dead_code,
@@ -68,4 +69,44 @@ pub fn assert_close(what: &str, got: &[f32], want: &[f32], atol: f32, rtol: f32)
             (a - b).abs()
         );
     }
+}
+
+/// Central finite difference of `model`'s loss on `batch` in table entry `(id, col)`; the entry
+/// is restored.
+pub fn fd_table(
+    model: &mut widebag_model::WideModel,
+    batch: &widebag_csr::CsrBatch,
+    (id, col): (u32, usize),
+    eps: f32,
+) -> f32 {
+    model.perturb_table(id, col, eps).unwrap();
+    let up = model.loss(batch).unwrap();
+    model.perturb_table(id, col, -2.0 * eps).unwrap();
+    let down = model.loss(batch).unwrap();
+    model.perturb_table(id, col, eps).unwrap();
+    (up - down) / (2.0 * eps)
+}
+
+/// Central finite difference of `model`'s loss on `batch` in element `index` of the dense
+/// parameter `name`; the element is restored.
+pub fn fd_dense(
+    model: &mut widebag_model::WideModel,
+    batch: &widebag_csr::CsrBatch,
+    (name, index): (&str, usize),
+    eps: f32,
+) -> f32 {
+    model.perturb_dense(name, index, eps).unwrap();
+    let up = model.loss(batch).unwrap();
+    model.perturb_dense(name, index, -2.0 * eps).unwrap();
+    let down = model.loss(batch).unwrap();
+    model.perturb_dense(name, index, eps).unwrap();
+    (up - down) / (2.0 * eps)
+}
+
+/// The bar a gradient meets against its finite difference: `|fd − grad| ≤ 2e-3 + 2e-2·|grad|`.
+pub fn assert_fd(what: &str, fd: f32, grad: f32) {
+    assert!(
+        (fd - grad).abs() <= 2e-3 + 2e-2 * grad.abs(),
+        "{what}: fd {fd}, grad {grad}"
+    );
 }
