@@ -5,13 +5,9 @@
 
 use crate::common;
 
-use common::{assert_fd, fd_dense, fd_table, flex, wgpu_or_skip};
-use widebag_config::bands::ModelBands;
-use widebag_config::{
-    BandPlacement, Config, Cutoffs, OutputKind, TableOptim, TargetKind, synthetic_spec,
-};
+use common::{assert_fd, batch, fd_dense, fd_table, flex, wgpu_or_skip, wide};
+use widebag_config::{BandPlacement, Config, Cutoffs, OutputKind, TableOptim, TargetKind};
 use widebag_csr::CsrBatch;
-use widebag_data::SyntheticStream;
 use widebag_model::tensors::to_vec;
 use widebag_model::{Compute, WideModel};
 
@@ -35,18 +31,6 @@ fn headtail_config(target: TargetKind, output: OutputKind) -> Config {
     c.train.batch_size = 6;
     c.train.seed = 5;
     c
-}
-
-/// The sparse layout of `config` (explicit cutoffs) on `compute`.
-fn wide(config: &Config, compute: &Compute) -> WideModel {
-    WideModel::new(config, &ModelBands::resolve(config).unwrap(), compute).unwrap()
-}
-
-fn batch(config: &Config, first_row: u64) -> CsrBatch {
-    SyntheticStream::new(synthetic_spec(config))
-        .unwrap()
-        .batch_at(first_row, config.train.batch_size)
-        .unwrap()
 }
 
 /// `-(1/B) sum_r sum_j y_rj log p_rj` from the model's full log-probabilities, with `y` the

@@ -4,12 +4,10 @@
 
 use crate::common;
 
-use common::{assert_close, assert_fd, fd_dense, fd_table, flex, wgpu_or_skip};
+use common::{assert_close, assert_fd, batch, fd_dense, fd_table, flex, wgpu_or_skip, wide};
 use widebag_config::bands::ModelBands;
-use widebag_config::synthetic_spec;
 use widebag_config::{Config, DenseOptim, TableOptim, TargetKind};
 use widebag_csr::CsrBatch;
-use widebag_data::SyntheticStream;
 use widebag_model::dense::DenseModel;
 use widebag_model::dense_optim::DenseParam;
 use widebag_model::reference::dense_reference;
@@ -29,18 +27,6 @@ fn small_config(target: TargetKind) -> Config {
     c.train.batch_size = 6;
     c.train.seed = 3;
     c
-}
-
-/// The sparse layout of `config` (explicit cutoffs) on `compute`.
-fn wide(config: &Config, compute: &Compute) -> WideModel {
-    WideModel::new(config, &ModelBands::resolve(config).unwrap(), compute).unwrap()
-}
-
-fn batch(config: &Config, first_row: u64) -> CsrBatch {
-    SyntheticStream::new(synthetic_spec(config))
-        .unwrap()
-        .batch_at(first_row, config.train.batch_size)
-        .unwrap()
 }
 
 /// Sparse gradient of the touched rows, laid out as a full `[width, dim]` table gradient.

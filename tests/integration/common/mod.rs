@@ -110,3 +110,17 @@ pub fn assert_fd(what: &str, fd: f32, grad: f32) {
         "{what}: fd {fd}, grad {grad}"
     );
 }
+
+/// The sparse layout of `config` (explicit cutoffs) on `compute`.
+pub fn wide(config: &widebag_config::Config, compute: &Compute) -> widebag_model::WideModel {
+    let bands = widebag_config::bands::ModelBands::resolve(config).unwrap();
+    widebag_model::WideModel::new(config, &bands, compute).unwrap()
+}
+
+/// `config.train.batch_size` synthetic rows of `config` from row `first_row`.
+pub fn batch(config: &widebag_config::Config, first_row: u64) -> widebag_csr::CsrBatch {
+    widebag_data::SyntheticStream::new(widebag_config::synthetic_spec(config))
+        .unwrap()
+        .batch_at(first_row, config.train.batch_size)
+        .unwrap()
+}
