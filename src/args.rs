@@ -69,7 +69,8 @@ pub enum DeviceArg {
 /// The device flag, shared by every command that opens a device.
 #[derive(Args, Clone, Copy)]
 pub struct DeviceArgs {
-    /// Device: wgpu (default when an adapter exists), cpu (burn's flex backend), or auto.
+    /// Device: auto (the default: a hardware GPU through wgpu, else burn's flex CPU backend),
+    /// wgpu (a software adapter when there is no GPU), or cpu (flex).
     #[arg(long, value_enum)]
     pub device: Option<DeviceArg>,
 }

@@ -7,9 +7,10 @@ use serde::{Deserialize, Serialize};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum DeviceChoice {
-    /// wgpu when an adapter exists, else the flex CPU backend (with a one-line notice).
+    /// A hardware GPU through wgpu (discrete, then integrated), else the flex CPU backend with a
+    /// one-line notice; never a software adapter or wgpu's OpenGL backend.
     Auto,
-    /// wgpu only; an error when no adapter is found.
+    /// wgpu only (a software adapter when there is no GPU); an error when no adapter is found.
     Wgpu,
     /// burn's flex CPU backend.
     Cpu,
