@@ -48,7 +48,7 @@ fn a_panic_in_a_spawned_thread_ends_the_process_with_exit_1() {
 #[test]
 fn auto_takes_a_hardware_gpu_or_flex_saying_why_and_mesa_stays_quiet() {
     let adapters = list_adapters();
-    let hardware = choose_hardware(&adapters).is_some();
+    let hardware = choose_hardware(adapters).is_some();
     let out = run_bare(
         &[
             "train",

@@ -139,20 +139,24 @@ fn resolve_now<F: Future>(future: F) -> F::Output {
     }
 }
 
-/// Every adapter of the native graphics API, without opening any.
-pub fn list_adapters() -> Vec<AdapterSummary> {
-    let (api, _) = native_api();
-    let listed = crate::caught::catch(|| {
-        let instance = wgpu::Instance::new(wgpu::InstanceDescriptor {
-            backends: api.into(),
-            ..wgpu::InstanceDescriptor::new_without_display_handle()
+/// Every adapter of the native graphics API, without opening any; listed once per process (each
+/// listing creates a Vulkan instance, and a grid opens the device once per point).
+pub fn list_adapters() -> &'static [AdapterSummary] {
+    static ADAPTERS: OnceLock<Vec<AdapterSummary>> = OnceLock::new();
+    ADAPTERS.get_or_init(|| {
+        let (api, _) = native_api();
+        let listed = crate::caught::catch(|| {
+            let instance = wgpu::Instance::new(wgpu::InstanceDescriptor {
+                backends: api.into(),
+                ..wgpu::InstanceDescriptor::new_without_display_handle()
+            });
+            resolve_now(instance.enumerate_adapters(api.into()))
+                .iter()
+                .map(|a| AdapterSummary::of(&a.get_info()))
+                .collect()
         });
-        resolve_now(instance.enumerate_adapters(api.into()))
-            .iter()
-            .map(|a| AdapterSummary::of(&a.get_info()))
-            .collect()
-    });
-    listed.unwrap_or_default()
+        listed.unwrap_or_default()
+    })
 }
 
 /// An opened wgpu device: the device, the adapter's description, its largest buffer and its
@@ -226,8 +230,7 @@ fn open_wgpu_kind(kind: Option<DeviceKind>) -> Result<Compute, ModelError> {
 /// Opens the wgpu device (`--device wgpu`): a hardware GPU when there is one, else whatever
 /// adapter the native graphics API offers, software ones included (once per process).
 pub fn open_wgpu() -> Result<Compute, ModelError> {
-    let adapters = list_adapters();
-    open_wgpu_kind(choose_hardware(&adapters).map(|(kind, _)| kind))
+    open_wgpu_kind(choose_hardware(list_adapters()).map(|(kind, _)| kind))
 }
 
 /// Opens the device the choice asks for. `Auto` takes a hardware GPU, or else flex with a
@@ -238,7 +241,7 @@ pub fn open_device(choice: DeviceChoice) -> Result<Compute, ModelError> {
         DeviceChoice::Wgpu => open_wgpu(),
         DeviceChoice::Auto => {
             let adapters = list_adapters();
-            let reason = match choose_hardware(&adapters) {
+            let reason = match choose_hardware(adapters) {
                 Some((kind, chosen)) => match open_wgpu_kind(Some(kind)) {
                     Ok(c) => return Ok(c),
                     Err(e) => format!("{} did not open ({e})", chosen.describe()),

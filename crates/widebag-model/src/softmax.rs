@@ -114,19 +114,23 @@ pub fn reduce_cols(backend: BackendKind) -> usize {
     }
 }
 
-/// `[B, 1]` sums of the rows of `t`, over at most `max_cols` columns at a time.
-pub fn sum_cols(t: Tensor<2>, max_cols: usize) -> Tensor<2> {
+/// `t` whole when it has at most `max_cols` columns, else its column pieces of that width.
+fn column_pieces(t: Tensor<2>, max_cols: usize) -> Vec<Tensor<2>> {
     let cols = t.shape()[1];
     if cols <= max_cols {
-        return t.sum_dim(1);
+        return vec![t];
     }
     (0..cols)
         .step_by(max_cols)
-        .map(|start| {
-            t.clone()
-                .narrow(1, start, max_cols.min(cols - start))
-                .sum_dim(1)
-        })
+        .map(|start| t.clone().narrow(1, start, max_cols.min(cols - start)))
+        .collect()
+}
+
+/// `[B, 1]` sums of the rows of `t`, over at most `max_cols` columns at a time.
+pub fn sum_cols(t: Tensor<2>, max_cols: usize) -> Tensor<2> {
+    column_pieces(t, max_cols.max(1))
+        .into_iter()
+        .map(|piece| piece.sum_dim(1))
         .reduce(|a, b| a + b)
         .expect("at least one column")
 }
@@ -152,12 +156,8 @@ impl RunningLse {
 
     /// Folds in the `[B, n]` logits of one chunk, at most `max_cols` columns at a time.
     pub fn add(&mut self, z: Tensor<2>) {
-        let (cols, max_cols) = (z.shape()[1], self.max_cols);
-        if cols <= max_cols {
-            return self.add_piece(z);
-        }
-        for start in (0..cols).step_by(max_cols) {
-            self.add_piece(z.clone().narrow(1, start, max_cols.min(cols - start)));
+        for piece in column_pieces(z, self.max_cols) {
+            self.add_piece(piece);
         }
     }
 
