@@ -104,6 +104,11 @@ pub struct TrainArgs {
     /// Print one JSON object with the run's summary on stdout.
     #[arg(long)]
     pub json: bool,
+    /// Time each stage of the step exactly: on wgpu every stage boundary waits for the device,
+    /// which costs some throughput (on flex stage times are exact anyway). The step profile is
+    /// in the summary and in `--json` either way.
+    #[arg(long)]
+    pub profile: bool,
     /// Plan first for this budget (`6GiB`, …) and train with the plan's batch size and
     /// optimizers; exit 3 with the plan's report when nothing fits.
     #[arg(long, value_name = "BYTES")]

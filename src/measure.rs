@@ -14,6 +14,7 @@ pub fn measure(prepared: Prepared, compute: &Compute, steps: usize) -> anyhow::R
         meter: MeterMode::Detailed,
         warmup_steps: 1,
         detailed_steps: 0,
+        profile_sync: true,
     };
     let summary =
         run_training_with(prepared, compute, options, |_| {}).context("running the step")?;

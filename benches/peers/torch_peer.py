@@ -258,6 +258,7 @@ def main():
         "rss_after_import_bytes": rss_after_import,
         "first_loss": losses[0],
         "final_loss": losses[-1],
+        "final_loss_mean10": sum(losses[-10:]) / len(losses[-10:]),
         "parameters": sum(q.numel() for q in model.parameters()),
     }, sys.stdout)
     print()

@@ -158,6 +158,7 @@ fn compare(
                     meter: MeterMode::PhaseEnds,
                     warmup_steps: 1,
                     detailed_steps: 3,
+                    profile_sync: false,
                 };
                 let summary = run_training_with(prepared, compute, options, |_| {})
                     .with_context(|| format!("{name} layout at width {width}"))?;

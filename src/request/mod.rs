@@ -123,6 +123,8 @@ pub struct TrainRequest {
     /// The `--set` arguments (knob keys among them are pinned when planning).
     pub overrides: Vec<String>,
     pub json: bool,
+    /// `--profile`: exact stage times on wgpu.
+    pub profile: bool,
     /// `--budget`: plan first with these flags.
     pub plan: Option<SolverFlags>,
 }
@@ -140,6 +142,7 @@ pub fn train(args: &TrainArgs) -> Result<TrainRequest, Failure> {
         config,
         overrides: args.config.overrides.clone(),
         json: args.json,
+        profile: args.profile,
         plan,
     })
 }

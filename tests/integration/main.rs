@@ -10,6 +10,7 @@ mod cli;
 mod data_files;
 mod device;
 mod headtail;
+mod kernels;
 mod ledger;
 mod numerics;
 mod plan;

@@ -143,6 +143,8 @@ fn host_tier(c: &mut Criterion) {
             compute.max_buffer_bytes,
             &device,
             placement,
+            // The tensor path for the device table: what the host tier is compared with.
+            widebag_model::cpu::Kernels::Tensor,
             |r, out| out.fill(r as f32 * 1e-6),
         );
         g.bench_function(format!("gather/{}", placement.name()), |b| {

@@ -44,6 +44,7 @@ fn plan_seed(c: &mut Criterion) {
     let device = DeviceFacts {
         max_buffer_bytes: 128 << 20,
         alignment_bytes: 32,
+        host_threads: 0,
     };
     let mut group = c.benchmark_group("solver");
     group.sample_size(20);

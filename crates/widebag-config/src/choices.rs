@@ -16,6 +16,18 @@ pub enum DeviceChoice {
     Cpu,
 }
 
+/// How the CPU backend (flex) runs the output softmax, the dense optimizers and the table
+/// updates.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CpuKernels {
+    /// widebag's host kernels over the tensors' own buffers (class blocks, in-place updates).
+    #[default]
+    Host,
+    /// burn's tensor operations, as on wgpu (the reference path, for comparison).
+    Tensor,
+}
+
 /// Optimizer of the dense layers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

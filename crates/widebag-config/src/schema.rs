@@ -7,7 +7,8 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 use crate::{
-    DenseOptim, DeviceChoice, Format, Layout, TableOptim, TargetKind, TextMode, TokenFormat,
+    CpuKernels, DenseOptim, DeviceChoice, Format, Layout, TableOptim, TargetKind, TextMode,
+    TokenFormat,
 };
 
 /// `[data]`: where batches come from.
@@ -353,6 +354,10 @@ pub struct TrainConfig {
     /// data draws them from a row range training never reaches; a data file sets aside that many
     /// rows, chosen by a seeded hash, and trains on the rest.
     pub eval_rows: usize,
+    /// On the CPU backend: the softmax, the dense optimizers and the table updates on widebag's
+    /// host kernels (`"host"`, the default) or as burn's tensor operations (`"tensor"`, the
+    /// reference path). No effect on wgpu.
+    pub cpu_kernels: CpuKernels,
 }
 
 impl Default for TrainConfig {
@@ -363,6 +368,7 @@ impl Default for TrainConfig {
             seed: 0,
             device: DeviceChoice::Auto,
             eval_rows: 0,
+            cpu_kernels: CpuKernels::Host,
         }
     }
 }

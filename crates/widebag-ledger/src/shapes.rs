@@ -9,6 +9,16 @@ pub const F32_BYTES: u64 = 4;
 /// Bytes of the i32 index tensors widebag uploads.
 pub const I32_BYTES: u64 = 4;
 
+/// Bytes of one class block's `[batch, block]` logits in flex's host softmax: about an L2
+/// cache, so a block is made, read and turned into its gradients while it stays there.
+pub const HOST_BLOCK_BYTES: usize = 1 << 20;
+
+/// Classes per block of flex's host softmax for a batch of `n_rows` (a multiple of 16, 64 to
+/// 8,192).
+pub fn host_block_cols(n_rows: usize) -> usize {
+    (HOST_BLOCK_BYTES / 4 / n_rows.max(1)).clamp(64, 8192) / 16 * 16
+}
+
 /// Bytes of `values` f32 values: what a tensor, a table or a band layout of that many values
 /// costs (run preparation's automatic cutoffs price band layouts with it).
 pub fn f32_bytes(values: u64) -> u64 {

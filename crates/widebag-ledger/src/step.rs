@@ -22,12 +22,17 @@
 //! saved `[batch, classes]` buffer of `log_softmax`, each layer's saved tensors, then a gradient
 //! for every weight.
 //!
+//! On flex (`DeviceFacts::host_threads` > 0) the output layer runs on host kernels, whose
+//! temporaries (a logit block and a `dL/dh` partial per thread, the dense layout's kept logits)
+//! replace the chunk-wide ones above: `host`.
+//!
 //! What the ledger is told (device, batch, model) is in `spec`; how entries are written, in
 //! `builder`.
 
 mod adaptive;
 mod builder;
 mod dense;
+mod host;
 mod sparse;
 mod spec;
 
@@ -83,6 +88,7 @@ mod tests {
         let facts = DeviceFacts {
             max_buffer_bytes: 128 << 20,
             alignment_bytes: 32,
+            host_threads: 0,
         };
         let batch = BatchFacts {
             n_rows: 256,

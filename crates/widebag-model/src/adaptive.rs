@@ -13,22 +13,22 @@ use crate::softmax::RunningLse;
 use crate::tensors::{floats, ints};
 
 /// Rows of the batch whose targets fall in one output cluster, and those targets.
-struct ClusterTargets {
+pub(crate) struct ClusterTargets {
     /// Rows of the batch (sorted, distinct) with a target in the cluster.
-    rows: Vec<u32>,
+    pub rows: Vec<u32>,
     /// Per target entry: `(position in rows, class within the cluster, weight)`.
-    entries: Vec<(u32, u32, f32)>,
+    pub entries: Vec<(u32, u32, f32)>,
 }
 
 /// A batch's targets split over the adaptive softmax's head and tail clusters.
-struct AdaptiveTargets {
+pub(crate) struct AdaptiveTargets {
     /// `(row, head column, weight)`: head classes, and each tail target's cluster token.
-    head: Vec<(u32, u32, f32)>,
-    tails: Vec<ClusterTargets>,
+    pub head: Vec<(u32, u32, f32)>,
+    pub tails: Vec<ClusterTargets>,
 }
 
 impl AdaptiveTargets {
-    fn new(targets: &Targets, clusters: &[Band]) -> Self {
+    pub(crate) fn new(targets: &Targets, clusters: &[Band]) -> Self {
         let head_n = clusters[0].n_rows();
         let mut head = Vec::new();
         let mut tails: Vec<ClusterTargets> = clusters[1..]

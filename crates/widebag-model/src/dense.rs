@@ -11,8 +11,12 @@ use widebag_config::bands::ModelBands;
 use widebag_config::{Config, OptimConfig};
 use widebag_csr::CsrBatch;
 
+use crate::cpu::Kernels;
+use crate::cpu::access::HostMatrix;
+use crate::cpu::host_layer::HostLayer;
+use crate::cpu::softmax_ce::{self, HostTargets, Logits};
 use crate::dense_optim::DenseParam;
-use crate::memory::{MemoryMeter, Point};
+use crate::memory::{MemoryMeter, Point, Stage};
 use crate::model::{ModelSpec, StepStats};
 use crate::params::{DenseParams, Linear, OutputParams, n_values};
 use crate::softmax::{self, ClassChunk, RunningLse};
@@ -32,6 +36,8 @@ pub struct DenseSpec {
     pub class_chunk: usize,
     /// Columns one row reduction spans at most ([`softmax::reduce_cols`]).
     pub reduce_cols: usize,
+    /// Host kernels (flex) or burn's tensor operations for the softmax and the updates.
+    pub kernels: Kernels,
 }
 
 /// Loss and dense gradients of one batch.
@@ -164,6 +170,7 @@ impl DenseModel {
             max_buffer_bytes: s.max_buffer_bytes,
             class_chunk: s.class_chunk,
             reduce_cols: s.reduce_cols,
+            kernels: s.kernels,
         };
         Self {
             spec,
@@ -202,7 +209,11 @@ impl DenseModel {
     /// Loss and gradients of one batch without changing the model.
     pub fn gradients(&self, batch: &CsrBatch) -> Result<DenseGrads, ModelError> {
         let mut unused = MemoryMeter::new(&self.device);
-        self.forward_backward(batch, &mut unused)
+        let host = match self.spec.kernels {
+            Kernels::Host => Some(HostLayer::copy_of(&self.params.output)?),
+            Kernels::Tensor => None,
+        };
+        self.forward_backward(batch, host.as_ref(), &mut unused)
     }
 
     /// Mean loss over held-out batches (weighted by rows); `None` without any.
@@ -215,12 +226,18 @@ impl DenseModel {
         Ok((rows > 0).then(|| sum / rows as f64))
     }
 
+    /// Loss and gradients; with `host` (flex), the output layer runs on the host kernel,
+    /// keeping the full logits as the tensor path does.
     fn forward_backward(
         &self,
         batch: &CsrBatch,
+        host: Option<&HostLayer>,
         meter: &mut MemoryMeter,
     ) -> Result<DenseGrads, ModelError> {
         self.check_batch(batch)?;
+        if let Some(layer) = host {
+            return self.forward_backward_host(batch, layer, meter);
+        }
         let s = &self.spec;
         let ad = self.device.clone().autodiff();
         let n_rows = batch.n_rows();
@@ -231,6 +248,7 @@ impl DenseModel {
             [n_rows, s.n_classes],
             &ad,
         );
+        meter.lap(Stage::Gather);
         // 2. every parameter is a gradient leaf.
         let leaf = |p: &DenseParam| p.value.clone().autodiff().require_grad();
         let input_weight = leaf(&self.input_weight);
@@ -243,13 +261,17 @@ impl DenseModel {
         let OutputParams::Full { chunks } = &leaves.output else {
             unreachable!("the dense layout's output is the full softmax");
         };
+        meter.lap(Stage::Forward);
         let logits = h.matmul(chunks[0].weight.clone()) + chunks[0].bias.clone();
         let class_chunks = softmax::class_chunks(s.n_classes, s.class_chunk);
         let loss = cross_entropy(logits, y, &class_chunks, s.reduce_cols);
         let loss_value = scalar(loss.clone().inner())?;
+        meter.lap(Stage::OutputForward);
         meter.sample(Point::ForwardEnd);
-        // 4. backward.
+        // 4. backward: autodiff through everything in one pass (its time is the output's
+        //    backward).
         let ad_grads = loss.backward();
+        meter.lap(Stage::OutputBackward);
         let grad = |l: &Tensor<2>| {
             l.grad(&ad_grads)
                 .unwrap_or_else(|| l.clone().inner().zeros_like())
@@ -264,6 +286,69 @@ impl DenseModel {
         Ok(grads)
     }
 
+    /// [`Self::forward_backward`] with the output layer on flex's host kernel
+    /// ([`cpu::softmax_ce`] with [`Logits::Keep`]): the dense input, the input weight's dense
+    /// gradient and the full `[B, classes]` logits stay; the targets stay sparse.
+    fn forward_backward_host(
+        &self,
+        batch: &CsrBatch,
+        layer: &HostLayer,
+        meter: &mut MemoryMeter,
+    ) -> Result<DenseGrads, ModelError> {
+        let s = &self.spec;
+        let ad = self.device.clone().autodiff();
+        let n_rows = batch.n_rows();
+        let x = floats(batch.to_dense(), [n_rows, s.width], &ad);
+        let targets = HostTargets::new(&batch.targets().normalised(), &layer.chunk_classes());
+        meter.lap(Stage::Gather);
+        let leaf = |p: &DenseParam| p.value.clone().autodiff().require_grad();
+        let input_weight = leaf(&self.input_weight);
+        let leaves = self.params.map_split(leaf, |p| p.value.clone());
+        let mut h = relu(x.matmul(input_weight.clone()) + leaves.bag_bias.clone());
+        for Linear { weight, bias } in &leaves.hidden {
+            h = relu(h.matmul(weight.clone()) + bias.clone());
+        }
+        meter.lap(Stage::Forward);
+        let h_host = HostMatrix::take(h.clone().inner())?;
+        let refs = layer.refs();
+        let hidden = h_host.cols;
+        let mut fwd = softmax_ce::forward(h_host.as_slice(), hidden, &refs, &targets, Logits::Keep);
+        let loss = fwd.loss;
+        meter.lap(Stage::OutputForward);
+        meter.sample(Point::ForwardEnd);
+        let (dh, out) = softmax_ce::backward(h_host.as_slice(), hidden, &refs, &targets, &mut fwd);
+        drop(fwd);
+        meter.lap(Stage::OutputBackward);
+        let dh = floats(dh, [n_rows, hidden], &self.device);
+        let ad_grads = (h * Tensor::from_inner(dh)).sum().backward();
+        meter.lap(Stage::TrunkBackward);
+        let grad = |l: &Tensor<2>| {
+            l.grad(&ad_grads)
+                .unwrap_or_else(|| l.clone().inner().zeros_like())
+        };
+        let mut dense = leaves.map_split(grad, |_| Tensor::empty([0, 0], &self.device));
+        dense.output = OutputParams::Full {
+            chunks: out
+                .into_iter()
+                .map(|g| {
+                    let n = g.db.len();
+                    Linear {
+                        weight: floats(g.dw, [hidden, n], &self.device),
+                        bias: floats(g.db, [1, n], &self.device),
+                    }
+                })
+                .collect(),
+        };
+        let grads = DenseGrads {
+            loss,
+            input_weight: grad(&input_weight),
+            dense,
+        };
+        drop(ad_grads);
+        meter.sample(Point::BackwardEnd);
+        Ok(grads)
+    }
+
     /// One training step: data → forward → backward → dense updates → measure.
     pub fn train_step(
         &mut self,
@@ -271,11 +356,27 @@ impl DenseModel {
         meter: &mut MemoryMeter,
     ) -> Result<StepStats, ModelError> {
         meter.probe(Point::Setup);
-        let grads = self.forward_backward(batch, meter)?;
+        // On flex the output layer leaves its tensors for the host kernel (no copy) until its
+        // gradients are out.
+        let host = match self.spec.kernels {
+            Kernels::Host => Some(HostLayer::take(&mut self.params.output)?),
+            Kernels::Tensor => None,
+        };
+        let grads = self.forward_backward(batch, host.as_ref(), meter);
+        if let Some(host) = host {
+            host.restore(&mut self.params.output, &self.device);
+        }
+        let grads = grads?;
         self.step += 1;
-        self.input_weight
-            .update(grads.input_weight, &self.optim, self.step);
-        self.params.update(grads.dense, &self.optim, self.step);
+        self.input_weight.update(
+            grads.input_weight,
+            &self.optim,
+            self.step,
+            self.spec.kernels,
+        )?;
+        self.params
+            .update(grads.dense, &self.optim, self.step, self.spec.kernels)?;
+        meter.lap(Stage::DenseUpdate);
         meter.sample(Point::StepEnd);
         Ok(StepStats::new(self.step, grads.loss, batch))
     }

@@ -4,6 +4,8 @@
 //! `torch.optim.AdamW`: `p ← p (1 − lr·wd)` before the Adam step).
 
 use burn::tensor::Tensor;
+
+use crate::cpu::Kernels;
 use widebag_config::{DenseOptim, OptimConfig};
 
 /// Adam's scalars for one step.
@@ -99,13 +101,24 @@ impl DenseParam {
         Self { name, value, state }
     }
 
-    /// [`Self::step`] behind a reference. A second handle to the gradient stands in for the
-    /// value while it is moved out, so the value and state buffers keep one handle each and are
-    /// updated in place (no device work, unlike an empty placeholder tensor).
-    pub fn update(&mut self, grad: Tensor<2>, config: &OptimConfig, step: u64) {
+    /// [`Self::step`] behind a reference. With host kernels, one host pass over the buffers
+    /// ([`crate::cpu::dense_update`]). Elsewhere a second handle to the gradient stands in for
+    /// the value while it is moved out, so the value and state buffers keep one handle each and
+    /// are updated in place (no device work, unlike an empty placeholder tensor).
+    pub fn update(
+        &mut self,
+        grad: Tensor<2>,
+        config: &OptimConfig,
+        step: u64,
+        kernels: Kernels,
+    ) -> Result<(), crate::ModelError> {
+        if kernels == Kernels::Host {
+            return crate::cpu::dense_update::update(self, grad, config, step);
+        }
         let value = std::mem::replace(&mut self.value, grad.clone());
         let state = std::mem::replace(&mut self.state, DenseState::Sgd);
         (self.value, self.state) = advance(value, state, grad, config, step);
+        Ok(())
     }
 }
 

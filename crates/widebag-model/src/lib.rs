@@ -3,19 +3,23 @@
 //! training layouts, and the training loop.
 
 pub mod adaptive;
+mod adaptive_host;
 pub mod bag;
 mod catch_up;
 pub mod caught;
+pub mod cpu;
 pub mod dense;
 pub mod dense_optim;
 pub mod device;
 pub mod error;
+mod host_rows;
 pub mod ids;
 pub mod init;
 pub mod layout;
 pub mod memory;
 pub mod model;
 pub mod params;
+pub mod profile;
 #[cfg(any(test, feature = "test-support"))]
 pub mod reference;
 pub mod softmax;
@@ -35,5 +39,6 @@ pub use layout::{LayoutFacts, TrainLayout};
 pub use memory::{MemoryMeter, MeterMode, Phase, Point};
 pub use model::{ModelSpec, StepStats, WideModel};
 pub use params::DenseParams;
+pub use profile::{ProfileReport, Stage, StepProfile};
 pub use step::Grads;
 pub use train::{RunOptions, RunSummary, run_training, run_training_with};

@@ -1,11 +1,13 @@
 //! Reads burn's allocator counters at the ledger's sample points of a step and keeps the peaks,
-//! per point, per phase and overall.
+//! per point, per phase and overall; and carries the step's stage timer ([`StepProfile`]).
 
 use std::collections::BTreeMap;
 
 use burn::tensor::Device;
 use serde::Serialize;
 pub use widebag_ledger::{Phase, Point};
+
+pub use crate::profile::{Stage, StepProfile};
 
 /// How closely a step is watched.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
@@ -42,6 +44,8 @@ pub struct MemoryMeter {
     /// Bytes in use before the run built anything (left by earlier work in the process); every
     /// reading is taken relative to it.
     pub baseline_bytes: u64,
+    /// Wall time of the step's stages.
+    pub profile: StepProfile,
 }
 
 impl MemoryMeter {
@@ -61,6 +65,7 @@ impl MemoryMeter {
             baseline_bytes: device
                 .memory_pool_usage()
                 .map_or(0, |u| u.bytes_in_use + u.bytes_padding),
+            profile: StepProfile::new(device, false),
         }
     }
 
@@ -91,6 +96,11 @@ impl MemoryMeter {
         Some(s)
     }
 
+    /// Ends a stage of the step on the profile's clock.
+    pub fn lap(&mut self, stage: Stage) {
+        self.profile.lap(stage);
+    }
+
     /// Like [`Self::sample`], in [`MeterMode::Detailed`] only.
     pub fn probe(&mut self, point: Point) {
         if self.mode == MeterMode::Detailed {
@@ -101,8 +111,10 @@ impl MemoryMeter {
     /// Forgets the peaks (after warm-up steps).
     pub fn reset(&mut self) {
         let baseline_bytes = self.baseline_bytes;
+        let profile = self.profile.clone();
         *self = Self::with_mode(&self.device, self.mode);
         self.baseline_bytes = baseline_bytes;
+        self.profile = profile;
     }
 
     /// High-water mark of the pools: sum over pools of peak pages times page size.

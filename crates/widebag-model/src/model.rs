@@ -9,6 +9,7 @@ use widebag_config::{Config, OptimConfig, OutputKind};
 use widebag_csr::{CsrBatch, Targets};
 
 use crate::bag::InputBand;
+use crate::cpu::Kernels;
 use crate::params::{DenseParams, OutputParams, n_values};
 use crate::softmax::{self, ClassChunk};
 use crate::table::ShardedTable;
@@ -28,6 +29,8 @@ pub struct ModelSpec {
     pub max_buffer_bytes: u64,
     /// Columns one row reduction over classes spans at most ([`crate::softmax::reduce_cols`]).
     pub reduce_cols: usize,
+    /// Host kernels (flex) or burn's tensor operations for the softmax and the updates.
+    pub kernels: Kernels,
     pub seed: u64,
     pub output: OutputKind,
     /// Input bands (one: the unsplit table) and output clusters (one: the full softmax; more:
@@ -80,6 +83,7 @@ impl ModelSpec {
             class_chunk,
             max_buffer_bytes,
             reduce_cols: softmax::reduce_cols(compute.backend),
+            kernels: Kernels::choose(&compute.device, config.train.cpu_kernels),
             seed: config.train.seed,
             output: config.model.output,
             bands: bands.clone(),
@@ -164,6 +168,7 @@ impl WideModel {
                     spec.max_buffer_bytes,
                     &device,
                     config.model.input_bands.placement_of(k),
+                    spec.kernels,
                     init::table_rows(spec.seed, k, band),
                 );
                 let state = TableState::new(config.optim.table, &table, spec.max_buffer_bytes);

@@ -198,10 +198,17 @@ impl<T> DenseParams<T> {
 
 impl DenseParams {
     /// One optimizer step of every parameter with its gradient, each buffer updated in place.
-    pub fn update(&mut self, grads: DenseParams<Tensor<2>>, config: &OptimConfig, step: u64) {
+    pub fn update(
+        &mut self,
+        grads: DenseParams<Tensor<2>>,
+        config: &OptimConfig,
+        step: u64,
+        kernels: crate::cpu::Kernels,
+    ) -> Result<(), crate::ModelError> {
         for (p, g) in self.iter_mut().zip(grads.into_vec()) {
-            p.update(g, config, step);
+            p.update(g, config, step, kernels)?;
         }
+        Ok(())
     }
 
     /// The parameter called `name`.

@@ -7,12 +7,17 @@ use burn::tensor::{Gradients, Tensor};
 use widebag_csr::CsrBatch;
 
 use crate::ModelError;
+use crate::adaptive_host::AdaptiveForward;
 use crate::bag::{BagInputs, BandIds, BandSegment};
-use crate::memory::{MemoryMeter, Point};
+use crate::cpu::Kernels;
+use crate::cpu::access::HostMatrix;
+use crate::cpu::host_layer::HostLayer;
+use crate::cpu::softmax_ce::{self, CeForward, ChunkGrad, HostTargets, Logits};
+use crate::memory::{MemoryMeter, Point, Stage};
 use crate::model::{StepStats, WideModel};
-use crate::params::{DenseParams, Linear, OutputParams};
+use crate::params::{Cluster, DenseParams, Linear, OutputParams};
 use crate::softmax::{self, ChunkTargets};
-use crate::tensors::{scalar, to_vec};
+use crate::tensors::{floats, scalar, to_vec};
 
 /// Gradients of one batch, off autodiff: the touched rows and every dense parameter.
 pub struct Grads {
@@ -61,6 +66,14 @@ enum ForwardOutput {
         targets: Box<ChunkTargets>,
         lse: Tensor<2>,
     },
+    /// The adaptive softmax on flex's host kernel.
+    HostAdaptive(Box<AdaptiveForward>),
+    /// The same on flex's host kernel ([`cpu::softmax_ce`]), with `h` as a host matrix.
+    Host {
+        targets: Box<HostTargets>,
+        fwd: CeForward,
+        h: HostMatrix,
+    },
 }
 
 impl WideModel {
@@ -76,6 +89,7 @@ impl WideModel {
         self.step += 1;
         // 1. data: the batch's sorted unique ids, split by band and shard once for the step.
         let ids = self.band_ids(batch)?;
+        meter.lap(Stage::Ids);
         // 2. unique rows: rows lazy AdamW left behind are brought up to the previous step (so
         //    the gradient is taken at dense AdamW's weights); then the batch's index and value
         //    buffers go up grouped by segment, with each segment's rows (host bands upload just
@@ -86,16 +100,29 @@ impl WideModel {
                 .catch_up(&mut band.table, local, &self.optim, self.step)?;
         }
         let (inputs, rows) = self.upload_and_gather(batch, &ids)?;
+        meter.lap(Stage::Gather);
+        // On flex the full softmax's layer leaves its tensors for the host kernel (no copy) until
+        // its gradients are out.
+        let host = match self.host_softmax() {
+            true => Some(HostLayer::take(&mut self.dense.output)?),
+            false => None,
+        };
         // 3. forward: bag → projections → MLP on autodiff; the full softmax's output layer in
         //    class chunks off autodiff, or the adaptive softmax on autodiff.
-        let forward = self.forward(batch, inputs, rows, meter)?;
         // 4. backward: the output layer's gradients, then autodiff through the MLP and the bag.
+        let grads = self
+            .forward(batch, inputs, rows, host.as_ref(), meter)
+            .and_then(|forward| self.backward(forward, ids, host.as_ref(), meter));
+        if let Some(host) = host {
+            let device = self.device().clone();
+            host.restore(&mut self.dense.output, &device);
+        }
         let Grads {
             loss,
             ids,
             rows,
             dense,
-        } = self.backward(forward, ids, meter)?;
+        } = grads?;
         // 5. row updates: only the batch's unique rows of each band, in place, with
         //    deduplicated ids (a host band takes back only these rows' updates).
         for (s, rows_grad) in rows {
@@ -104,9 +131,12 @@ impl WideModel {
             band.state
                 .step(table, ids.of(&s), rows_grad, &self.optim, step, meter)?;
         }
+        meter.lap(Stage::RowUpdate);
         meter.probe(Point::DenseUpdate);
         // 6. dense updates, in place.
-        self.dense.update(dense, &self.optim, self.step);
+        self.dense
+            .update(dense, &self.optim, self.step, self.spec.kernels)?;
+        meter.lap(Stage::DenseUpdate);
         // 7. measure.
         meter.sample(Point::StepEnd);
         Ok(StepStats::new(self.step, loss, batch))
@@ -120,8 +150,17 @@ impl WideModel {
         self.check_batch(batch)?;
         let ids = self.band_ids(batch)?;
         let (inputs, rows) = self.upload_and_gather(batch, &ids)?;
-        let forward = self.forward(batch, inputs, rows, &mut unused)?;
-        self.backward(forward, ids, &mut unused)
+        let host = match self.host_softmax() {
+            true => Some(HostLayer::copy_of(&self.dense.output)?),
+            false => None,
+        };
+        let forward = self.forward(batch, inputs, rows, host.as_ref(), &mut unused)?;
+        self.backward(forward, ids, host.as_ref(), &mut unused)
+    }
+
+    /// Whether the output layer's softmax runs on the host kernel (flex).
+    fn host_softmax(&self) -> bool {
+        self.spec.kernels == Kernels::Host
     }
 
     /// Mean loss of a batch (at the weights as stored, as [`Self::gradients`]).
@@ -163,6 +202,7 @@ impl WideModel {
         batch: &CsrBatch,
         inputs: BagInputs,
         rows: Vec<Tensor<2>>,
+        host: Option<&HostLayer>,
         meter: &mut MemoryMeter,
     ) -> Result<Forward, ModelError> {
         let rows: Vec<Tensor<2>> = rows.into_iter().map(|r| r.require_grad()).collect();
@@ -174,12 +214,30 @@ impl WideModel {
             self.dense.map_split(leaf, |p| p.value.clone())
         };
         let h = self.forward_hidden(&rows, &params, &inputs);
-        let (loss, output) = match &params.output {
-            OutputParams::Adaptive { head, clusters } => {
+        meter.lap(Stage::Forward);
+        let (loss, output) = match (&params.output, host) {
+            (OutputParams::Full { .. }, Some(layer)) => {
+                let targets = HostTargets::new(&targets, &layer.chunk_classes());
+                let h = HostMatrix::take(h.clone().inner())?;
+                let fwd = softmax_ce::forward(
+                    h.as_slice(),
+                    h.cols,
+                    &layer.refs(),
+                    &targets,
+                    Logits::Recompute,
+                );
+                let targets = Box::new(targets);
+                (fwd.loss, ForwardOutput::Host { targets, fwd, h })
+            }
+            (OutputParams::Adaptive { clusters, .. }, Some(layer)) => {
+                let (loss, fwd) = self.adaptive_host_forward(&h, clusters, &targets, layer)?;
+                (loss, ForwardOutput::HostAdaptive(Box::new(fwd)))
+            }
+            (OutputParams::Adaptive { head, clusters }, None) => {
                 let loss = self.adaptive_loss(&h, head, clusters, &targets, meter);
                 (scalar(loss.clone().inner())?, ForwardOutput::Adaptive(loss))
             }
-            OutputParams::Full { .. } => {
+            (OutputParams::Full { .. }, None) => {
                 let targets = ChunkTargets::new(&targets, &self.chunks, self.device());
                 let layer = params.full_chunks();
                 let h = h.clone().inner();
@@ -190,6 +248,7 @@ impl WideModel {
                 (scalar(fwd.loss)?, ForwardOutput::Full { targets, lse })
             }
         };
+        meter.lap(Stage::OutputForward);
         meter.sample(Point::ForwardEnd);
         Ok(Forward {
             loss,
@@ -207,6 +266,7 @@ impl WideModel {
         &self,
         forward: Forward,
         ids: BandIds,
+        host: Option<&HostLayer>,
         meter: &mut MemoryMeter,
     ) -> Result<Grads, ModelError> {
         let Forward {
@@ -219,8 +279,10 @@ impl WideModel {
         } = forward;
         let (ad_grads, output_grads, h) = match output {
             ForwardOutput::Adaptive(loss) => {
-                // Autodiff through the adaptive softmax, the MLP and the bag.
+                // Autodiff through the adaptive softmax, the MLP and the bag (one pass: its
+                // time is the output's backward).
                 let grads = loss.backward();
+                meter.lap(Stage::OutputBackward);
                 meter.probe(Point::BackwardLogits);
                 (grads, None, Some(h))
             }
@@ -230,17 +292,75 @@ impl WideModel {
                 let layer = params.full_chunks();
                 let h_plain = h.clone().inner();
                 let out = softmax::backward(&h_plain, &layer, &self.chunks, &targets, &lse, meter);
+                meter.lap(Stage::OutputBackward);
                 let surrogate = (h * Tensor::from_inner(out.dh)).sum();
                 let chunks = out
                     .chunks
                     .into_iter()
                     .map(|(weight, bias)| Linear { weight, bias })
                     .collect();
-                (
-                    surrogate.backward(),
-                    Some(OutputParams::Full { chunks }),
-                    None,
-                )
+                let grads = surrogate.backward();
+                (grads, Some(OutputParams::Full { chunks }), None)
+            }
+            ForwardOutput::Host {
+                targets,
+                mut fwd,
+                h: h_host,
+            } => {
+                let layer = host.expect("a host forward has its layer");
+                let (rows, hidden) = (h_host.rows, h_host.cols);
+                let refs = layer.refs();
+                let (dh, out) =
+                    softmax_ce::backward(h_host.as_slice(), hidden, &refs, &targets, &mut fwd);
+                meter.lap(Stage::OutputBackward);
+                let device = self.device();
+                let dh = floats(dh, [rows, hidden], device);
+                let grads = (h * Tensor::from_inner(dh)).sum().backward();
+                let chunks = out
+                    .into_iter()
+                    .map(|g| {
+                        let n = g.db.len();
+                        Linear {
+                            weight: floats(g.dw, [hidden, n], device),
+                            bias: floats(g.db, [1, n], device),
+                        }
+                    })
+                    .collect();
+                (grads, Some(OutputParams::Full { chunks }), None)
+            }
+            ForwardOutput::HostAdaptive(fwd) => {
+                let layer = host.expect("a host forward has its layer");
+                let g = self.adaptive_host_backward(h, *fwd, layer, meter);
+                let device = self.device();
+                let matrix = |g: Option<ChunkGrad>, [rows, cols]: [usize; 2]| match g {
+                    Some(g) => Linear {
+                        weight: floats(g.dw, [rows, cols], device),
+                        bias: floats(g.db, [1, cols], device),
+                    },
+                    None => Linear {
+                        weight: Tensor::zeros([rows, cols], device),
+                        bias: Tensor::zeros([1, cols], device),
+                    },
+                };
+                let OutputParams::Adaptive { clusters, .. } = &params.output else {
+                    unreachable!("an adaptive forward has adaptive parameters");
+                };
+                let head = matrix(Some(g.head), layer.weight_shape(0));
+                let clusters = clusters
+                    .iter()
+                    .zip(g.clusters)
+                    .enumerate()
+                    .map(|(k, (c, grad))| {
+                        let Linear { weight, bias } = matrix(grad, layer.weight_shape(k + 1));
+                        Cluster {
+                            proj: leaf_grad(&c.proj, &g.autodiff),
+                            weight,
+                            bias,
+                        }
+                    })
+                    .collect();
+                let output = OutputParams::Adaptive { head, clusters };
+                (g.autodiff, Some(output), None)
             }
         };
         let rows_grad = ids
@@ -264,6 +384,7 @@ impl WideModel {
         // The batch's buffers, the gathered rows and the leaves go only now, as the ledger
         // counts them at the end of backward.
         drop((inputs, rows, params, h));
+        meter.lap(Stage::TrunkBackward);
         Ok(Grads {
             loss,
             ids,

@@ -1,43 +1,32 @@
 //! A wide `n_rows × dim` f32 table kept outside autodiff, split into row shards that each fit
 //! the device's largest buffer. Rows are gathered by sorted unique ids ([`SortedIds`]) and
-//! updated in place by `scatter_nd` with the same (deduplicated) ids. A host-placed table keeps its rows in host
-//! memory: a gather uploads only the requested rows (assembled with rayon) and an update
-//! downloads only the delta of those rows and adds it on the host (in parallel, rows distinct).
+//! updated in place by `scatter_nd` with the same (deduplicated) ids. A host-placed table keeps
+//! its rows in host memory: a gather uploads only the requested rows (assembled with rayon) and
+//! an update downloads only the delta of those rows and adds it on the host (in parallel, rows
+//! distinct). On flex every table takes that path (flex's `scatter_nd` writes a whole new table
+//! per update), with no traffic: the device is the host.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 
 use burn::tensor::{Device, IndexingUpdateOp, Tensor};
 use rayon::prelude::*;
 use widebag_config::BandPlacement;
 
 use crate::ModelError;
+use crate::cpu::Kernels;
+use crate::host_rows;
+pub use crate::host_rows::Traffic;
 use crate::ids::SortedIds;
 use crate::tensors::{floats, ints, row_indices, to_vec};
-
-/// Bytes a host-placed table sent to the device and received back.
-#[derive(Debug, Default)]
-pub struct Traffic {
-    pub to_device_bytes: AtomicU64,
-    pub to_host_bytes: AtomicU64,
-}
-
-impl Traffic {
-    /// `(to_device_bytes, to_host_bytes)` so far.
-    pub fn totals(&self) -> (u64, u64) {
-        (
-            self.to_device_bytes.load(Ordering::Relaxed),
-            self.to_host_bytes.load(Ordering::Relaxed),
-        )
-    }
-}
 
 /// Where the rows live.
 #[derive(Debug)]
 enum Storage {
     /// Device row shards, each within the buffer limit.
     Device(Vec<Tensor<2>>),
-    /// Row-major host rows.
+    /// Row-major host rows: a host-placed band's, or on flex (whose device is the host) every
+    /// table's, so rows are gathered and updated in place there too.
     Host(Vec<f32>),
 }
 
@@ -49,6 +38,8 @@ pub struct ShardedTable {
     rows_per_shard: usize,
     n_rows: usize,
     dim: usize,
+    /// Host rows that are the device's own (flex): no traffic, and placed on the device.
+    resident: bool,
     traffic: Arc<Traffic>,
 }
 
@@ -81,22 +72,26 @@ impl ShardedTable {
             max_buffer_bytes,
             device,
             BandPlacement::Device,
+            Kernels::Tensor,
             init,
         )
     }
 
     /// Builds the table where `placement` says. A host table is cut into the same logical shards
-    /// (so a batch's segments, and the numbers, are those of the device table).
+    /// (so a batch's segments, and the numbers, are those of the device table). With host
+    /// kernels (flex) a device-placed table keeps its rows on the host path too, resident.
     pub fn placed(
         n_rows: usize,
         dim: usize,
         max_buffer_bytes: u64,
         device: &Device,
         placement: BandPlacement,
+        kernels: Kernels,
         init: impl Fn(usize, &mut [f32]) + Sync,
     ) -> Self {
         let rows_per_shard = Self::rows_per_shard(n_rows, dim, max_buffer_bytes);
-        if placement == BandPlacement::Host {
+        let resident = kernels == Kernels::Host;
+        if placement == BandPlacement::Host || resident {
             let mut host = vec![0.0f32; n_rows * dim];
             host.par_chunks_mut(dim.max(1))
                 .enumerate()
@@ -107,6 +102,7 @@ impl ShardedTable {
                 rows_per_shard,
                 n_rows,
                 dim,
+                resident: resident && placement == BandPlacement::Device,
                 traffic: Arc::default(),
             };
         }
@@ -130,6 +126,7 @@ impl ShardedTable {
             rows_per_shard,
             n_rows,
             dim,
+            resident: false,
             traffic: Arc::default(),
         }
     }
@@ -148,14 +145,18 @@ impl ShardedTable {
             max_buffer_bytes,
             &self.device,
             self.placement(),
+            match self.resident {
+                true => Kernels::Host,
+                false => Kernels::Tensor,
+            },
             |_, out| out.fill(0.0),
         )
     }
 
     pub fn placement(&self) -> BandPlacement {
         match self.storage {
-            Storage::Device(_) => BandPlacement::Device,
-            Storage::Host(_) => BandPlacement::Host,
+            Storage::Host(_) if !self.resident => BandPlacement::Host,
+            _ => BandPlacement::Device,
         }
     }
 
@@ -229,16 +230,12 @@ impl ShardedTable {
     /// Rows `ids` of a host table, assembled in parallel and uploaded as one tensor.
     fn host_gather(&self, host: &[f32], ids: &[u32]) -> Tensor<2> {
         let dim = self.dim;
-        let mut out = vec![0.0f32; ids.len() * dim];
-        out.par_chunks_mut(dim.max(1))
-            .zip(ids.par_iter())
-            .for_each(|(row, &id)| {
-                let at = id as usize * dim;
-                row.copy_from_slice(&host[at..at + dim]);
-            });
-        self.traffic
-            .to_device_bytes
-            .fetch_add(4 * out.len() as u64, Ordering::Relaxed);
+        let out = host_rows::gather(host, dim, ids);
+        if !self.resident {
+            self.traffic
+                .to_device_bytes
+                .fetch_add(4 * out.len() as u64, Ordering::Relaxed);
+        }
         floats(out, [ids.len(), dim], &self.device)
     }
 
@@ -269,7 +266,8 @@ impl ShardedTable {
             return Ok(());
         }
         if let Storage::Host(host) = &mut self.storage {
-            return Self::host_scatter_add(host, self.dim, &self.traffic, uniq, delta);
+            let traffic = (!self.resident).then_some(&*self.traffic);
+            return Self::host_scatter_add(host, self.dim, traffic, uniq, delta);
         }
         let device = delta.device();
         let segments = self.segments(uniq);
@@ -302,37 +300,38 @@ impl ShardedTable {
         Ok(())
     }
 
+    /// Rows `uniq` of a resident table (host kernels), one disjoint mutable slice each, in
+    /// `uniq`'s order; `None` for a device or host-tier table (whose updates go through the
+    /// device). Ids past the last row are an error.
+    pub fn resident_rows_mut(
+        &mut self,
+        uniq: SortedIds,
+    ) -> Result<Option<Vec<&mut [f32]>>, ModelError> {
+        self.check_range(uniq)?;
+        match &mut self.storage {
+            Storage::Host(host) if self.resident => {
+                Ok(Some(host_rows::split(host, self.dim, uniq)))
+            }
+            _ => Ok(None),
+        }
+    }
+
     /// `host[uniq[i]] += delta[i]` for a host table: only the touched rows' delta comes back;
     /// rows are distinct, so each gets one disjoint mutable slice and the adds run in parallel.
     fn host_scatter_add(
         host: &mut [f32],
         dim: usize,
-        traffic: &Traffic,
+        traffic: Option<&Traffic>,
         uniq: SortedIds,
         delta: Tensor<2>,
     ) -> Result<(), ModelError> {
         let delta = to_vec(delta)?;
-        traffic
-            .to_host_bytes
-            .fetch_add(4 * delta.len() as u64, Ordering::Relaxed);
-        let mut rows: Vec<&mut [f32]> = Vec::with_capacity(uniq.len());
-        let mut rest: &mut [f32] = host;
-        let mut consumed = 0usize;
-        for &id in uniq.as_slice() {
-            let at = id as usize * dim - consumed;
-            let (_, tail) = std::mem::take(&mut rest).split_at_mut(at);
-            let (row, tail) = tail.split_at_mut(dim);
-            rows.push(row);
-            rest = tail;
-            consumed = (id as usize + 1) * dim;
+        if let Some(traffic) = traffic {
+            traffic
+                .to_host_bytes
+                .fetch_add(4 * delta.len() as u64, Ordering::Relaxed);
         }
-        rows.into_par_iter()
-            .zip(delta.par_chunks(dim.max(1)))
-            .for_each(|(row, d)| {
-                for (w, x) in row.iter_mut().zip(d) {
-                    *w += x;
-                }
-            });
+        host_rows::add(host, dim, uniq, &delta);
         Ok(())
     }
 
@@ -394,8 +393,24 @@ mod tests {
                 *o = (r * 10 + j) as f32;
             }
         };
-        let mut host = ShardedTable::placed(10, 4, 48, &device, BandPlacement::Host, init);
-        let mut dev = ShardedTable::placed(10, 4, 48, &device, BandPlacement::Device, init);
+        let mut host = ShardedTable::placed(
+            10,
+            4,
+            48,
+            &device,
+            BandPlacement::Host,
+            Kernels::Tensor,
+            init,
+        );
+        let mut dev = ShardedTable::placed(
+            10,
+            4,
+            48,
+            &device,
+            BandPlacement::Device,
+            Kernels::Tensor,
+            init,
+        );
         assert_eq!(host.n_shards(), dev.n_shards());
         let rows = ids(&[0, 2, 3, 7, 9]);
         assert_eq!(host.segments(rows), dev.segments(rows));
@@ -413,11 +428,37 @@ mod tests {
     }
 
     #[test]
+    fn a_resident_table_is_the_device_table_updated_in_place_without_traffic() {
+        // Host kernels: rows on the host path, placed on the device (the host), state too.
+        let device = Device::flex();
+        let init = |r: usize, out: &mut [f32]| out.iter_mut().for_each(|o| *o = r as f32);
+        let placed = |kernels| {
+            ShardedTable::placed(10, 4, 48, &device, BandPlacement::Device, kernels, init)
+        };
+        let (mut res, mut dev) = (placed(Kernels::Host), placed(Kernels::Tensor));
+        assert_eq!(res.placement(), BandPlacement::Device);
+        let rows = ids(&[1, 4, 8]);
+        assert_eq!(
+            to_vec(res.gather(rows).unwrap()).unwrap(),
+            to_vec(dev.gather(rows).unwrap()).unwrap()
+        );
+        let delta = || floats((0..12).map(|x| x as f32).collect(), [3, 4], &device);
+        res.scatter_add(rows, delta()).unwrap();
+        dev.scatter_add(rows, delta()).unwrap();
+        assert_eq!(res.to_vec().unwrap(), dev.to_vec().unwrap());
+        assert_eq!(res.traffic(), (0, 0));
+        let state = res.zeros_like(2, 48);
+        assert!(state.resident && state.placement() == BandPlacement::Device);
+    }
+
+    #[test]
     fn unsorted_or_out_of_range_ids_are_refused_not_a_panic() {
         // Unsorted ids once underflowed the host update's offset arithmetic.
         let device = Device::flex();
         for placement in [BandPlacement::Host, BandPlacement::Device] {
-            let mut t = ShardedTable::placed(10, 4, 48, &device, placement, |_, o| o.fill(1.0));
+            let kernels = Kernels::Tensor;
+            let mut t =
+                ShardedTable::placed(10, 4, 48, &device, placement, kernels, |_, o| o.fill(1.0));
             assert!(SortedIds::new(&[9, 2]).is_err());
             assert!(SortedIds::new(&[2, 2]).is_err());
             let delta = || floats(vec![1.0; 8], [2, 4], &device);

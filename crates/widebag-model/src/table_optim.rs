@@ -9,6 +9,7 @@ use widebag_config::{OptimConfig, TableOptim};
 
 use crate::ModelError;
 use crate::catch_up::replay;
+use crate::cpu::row_update;
 use crate::dense_optim::AdamStep;
 use crate::ids::{SortedIdBuf, SortedIds};
 use crate::memory::{MemoryMeter, Point};
@@ -129,6 +130,9 @@ impl TableState {
         self.catch_up(table, uniq, config, step)?;
         match self {
             TableState::Sgd => {
+                if row_update::sgd(table, uniq, &grad_rows, config.table_lr())? {
+                    return Ok(());
+                }
                 let delta = grad_rows.mul_scalar(-config.table_lr());
                 meter.probe(Point::TableUpdate);
                 table.scatter_add(uniq, delta)?;
@@ -154,6 +158,10 @@ impl TableState {
             }
             TableState::Adam { m, v } => {
                 let a = AdamStep::new(config, config.table_lr(), step);
+                // Resident tables (host kernels): in place, one pass.
+                if row_update::adam(table, (m, v), uniq, &grad_rows, &a)? {
+                    return Ok(());
+                }
                 let m_old = m.gather(uniq)?;
                 let v_old = v.gather(uniq)?;
                 // m_new - m_old = (1 - b1)(g - m_old), likewise for v: applied with Add so the

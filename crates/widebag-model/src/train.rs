@@ -14,8 +14,9 @@ use widebag_prepare::{DataSummary, Prepared};
 use widebag_config::Layout;
 
 use crate::layout::{self, TrainLayout};
-use crate::memory::{MemoryMeter, MeterMode, Phase, Point};
+use crate::memory::{MemoryMeter, MeterMode, Phase, Point, Stage, StepProfile};
 use crate::model::StepStats;
+use crate::profile::ProfileReport;
 use crate::{BackendKind, Compute, ModelError};
 
 /// What a run measured.
@@ -79,6 +80,8 @@ pub struct RunSummary {
     /// Passes over the data file's rows started (absent for synthetic data).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub epochs: Option<u64>,
+    /// Where the timed steps' time went, by stage of the step.
+    pub profile: ProfileReport,
 }
 
 /// The process's peak resident set size (`VmHWM` in `/proc/self/status`), where Linux has it.
@@ -116,6 +119,9 @@ pub struct RunOptions {
     /// The first steps read the allocator at every point (`MeterMode::Detailed`), the rest as
     /// `meter` says; examples/s is then timed after them. 0: `meter` throughout.
     pub detailed_steps: usize,
+    /// Whether each stage boundary of the profile waits for the device (exact stage times on
+    /// wgpu, at some cost in throughput; flex is exact without it).
+    pub profile_sync: bool,
 }
 
 /// Trains the configured model on the prepared batches. `on_step` sees every step's stats.
@@ -151,6 +157,10 @@ pub fn run_training_with(
         options.meter
     };
     let mut meter = MemoryMeter::with_mode(&compute.device, first_mode);
+    meter.profile = StepProfile::new(
+        &compute.device,
+        options.profile_sync && compute.backend == BackendKind::Wgpu,
+    );
     // Examples/s is timed from the end of this step (the first compiles kernels; detailed
     // steps drain the fusion queue more often).
     let timed_after = if config.train.steps > options.detailed_steps.max(1) {
@@ -168,9 +178,11 @@ pub fn run_training_with(
     let mut losses = Vec::with_capacity(config.train.steps);
     let (mut rows_seen, mut first_rows) = (0usize, 0usize);
     for step in 0..config.train.steps {
+        meter.profile.start();
         let batch = batches
             .recv()
             .map_err(|_| ModelError::Execution("batch producer stopped".into()))??;
+        meter.lap(Stage::Data);
         rows_seen += batch.n_rows();
         if step > 0 && step == options.detailed_steps {
             meter.mode = options.meter;
@@ -180,6 +192,7 @@ pub fn run_training_with(
         }
         let step_start = Instant::now();
         let mut stats = model.train_step(&batch, &mut meter)?;
+        meter.profile.end_step();
         stats.step_s = step_start.elapsed().as_secs_f64();
         stats.peak_in_use_bytes = meter.available().then_some(meter.peak_in_use_bytes);
         if !stats.loss.is_finite() {
@@ -193,6 +206,7 @@ pub fn run_training_with(
         if step == timed_after {
             warm_start = Instant::now();
             first_rows = rows_seen;
+            meter.profile.reset();
         }
     }
     let train_s = train_start.elapsed().as_secs_f64();
@@ -253,5 +267,6 @@ pub fn run_training_with(
             .as_ref()
             .map(|d| (rows_seen as u64).div_ceil(d.rows.max(1) as u64)),
         data,
+        profile: meter.profile.report(),
     })
 }

@@ -64,6 +64,7 @@ mod tests {
     const LAVAPIPE: DeviceFacts = DeviceFacts {
         max_buffer_bytes: 128 << 20,
         alignment_bytes: 32,
+        host_threads: 0,
     };
 
     fn config(sets: &[&str]) -> Config {

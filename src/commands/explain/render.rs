@@ -223,6 +223,23 @@ fn write_points(out: &mut String, r: &Report) -> std::fmt::Result {
             )?;
         }
     }
+    if let Some(p) = &r.profile {
+        writeln!(out, "\nStep profile (time by stage of the measured steps):")?;
+        for st in &p.stages {
+            writeln!(
+                out,
+                "  {:<16} {:>10.2} ms {:>5.1}%",
+                st.stage.name(),
+                st.ms_per_step,
+                100.0 * st.share
+            )?;
+        }
+        writeln!(
+            out,
+            "  {:<16} {:>10.2} ms over {} steps",
+            "step", p.ms_per_step, p.steps
+        )?;
+    }
     Ok(())
 }
 
@@ -284,6 +301,7 @@ mod tests {
         let device = DeviceFacts {
             max_buffer_bytes: 128 << 20,
             alignment_bytes: 32,
+            host_threads: 0,
         };
         let (spec, ledger) = predict(&prepared, device).unwrap();
         super::super::report::report(spec, ledger, "test adapter", None)

@@ -54,6 +54,9 @@ pub struct Report {
     pub max_buffer_bytes: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub measured_steps: Option<usize>,
+    /// Where the measured steps' time went, by stage (each boundary waited for the device).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub profile: Option<widebag_model::ProfileReport>,
     pub ledger: Ledger,
 }
 
@@ -135,6 +138,7 @@ pub fn report(
         largest_allocation_bytes: largest,
         max_buffer_bytes: spec.device.max_buffer_bytes,
         measured_steps: measured.map(|m| m.steps),
+        profile: measured.map(|m| m.profile.clone()),
         spec,
         ledger,
     }

@@ -79,6 +79,7 @@ pub fn device_facts(
     let mut facts = opened.unwrap_or(DeviceFacts {
         max_buffer_bytes: u64::MAX,
         alignment_bytes: 256,
+        host_threads: 0,
     });
     if let Some(bytes) = flags.max_buffer_bytes {
         facts.max_buffer_bytes = bytes;

@@ -146,6 +146,7 @@ fn train_point(
         meter: MeterMode::PhaseEnds,
         warmup_steps: 1,
         detailed_steps: 3,
+        profile_sync: false,
     };
     let summary = run_training_with(prepared, compute, options, |s| {
         let line = serde_json::json!({

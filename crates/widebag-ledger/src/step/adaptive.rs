@@ -7,7 +7,7 @@ use crate::shapes::{self, F32_BYTES};
 use crate::{Category, Lifetime, Point, Pool};
 
 /// Classes of the head: its own classes plus one token per tail cluster.
-fn head_classes(spec: &StepSpec) -> u64 {
+pub(super) fn head_classes(spec: &StepSpec) -> u64 {
     let clusters = &spec.output_bands;
     (clusters[0].n_rows() + clusters.len() - 1) as u64
 }

@@ -3,6 +3,7 @@
 //! gradient for every weight.
 
 use super::builder::Builder;
+use super::host;
 use super::spec::StepSpec;
 use crate::{Category, Ledger, Lifetime, Point};
 
@@ -76,6 +77,9 @@ fn data(b: &mut Builder, spec: &StepSpec) {
         Category::BatchBuffers,
         Lifetime::span(ForwardEnd, BackwardInput),
     );
+    if spec.host_kernels() {
+        return;
+    }
     b.f32(
         "dense targets",
         "batch",
@@ -89,6 +93,10 @@ fn data(b: &mut Builder, spec: &StepSpec) {
 fn forward(b: &mut Builder, spec: &StepSpec) {
     use Point::*;
     b.saved_layers(spec, ForwardEnd, BackwardLogits, BackwardLogits);
+    if spec.host_kernels() {
+        host::dense_logits(b, spec);
+        return;
+    }
     b.f32(
         "logits (saved by log_softmax)",
         "output",
@@ -102,13 +110,15 @@ fn forward(b: &mut Builder, spec: &StepSpec) {
 fn backward(b: &mut Builder, spec: &StepSpec) {
     use Point::*;
     let rows = spec.batch.n_rows;
-    b.f32(
-        "logit gradient",
-        "output",
-        &[rows, spec.n_classes],
-        Category::Logits,
-        Lifetime::at(BackwardLogits),
-    );
+    if !spec.host_kernels() {
+        b.f32(
+            "logit gradient",
+            "output",
+            &[rows, spec.n_classes],
+            Category::Logits,
+            Lifetime::at(BackwardLogits),
+        );
+    }
     b.f32(
         "gradient at the first layer's output",
         "input",

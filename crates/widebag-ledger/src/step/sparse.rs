@@ -7,9 +7,9 @@ use std::collections::BTreeMap;
 use widebag_config::bands::Band;
 use widebag_config::{BandPlacement, TableOptim};
 
-use super::adaptive;
 use super::builder::Builder;
 use super::spec::StepSpec;
+use super::{adaptive, host};
 use crate::shapes::{self, ClassChunk, F32_BYTES, I32_BYTES};
 use crate::{Category, Entry, Ledger, Lifetime, Placement, Point, Pool};
 
@@ -327,6 +327,12 @@ fn forward(b: &mut Builder, spec: &StepSpec, cuts: &Cuts) {
             Lifetime::span(ForwardLogits, BackwardEnd),
         );
     }
+    if spec.host_kernels() {
+        return match spec.adaptive() {
+            true => host::adaptive_softmax(b, spec, adaptive::head_classes(spec)),
+            false => host::full_softmax(b, spec, cuts.chunks[0].n as u64),
+        };
+    }
     if spec.adaptive() {
         adaptive::activations(b, spec);
         return;
@@ -367,7 +373,7 @@ fn forward(b: &mut Builder, spec: &StepSpec, cuts: &Cuts) {
 fn backward(b: &mut Builder, spec: &StepSpec, cuts: &Cuts) {
     use Point::*;
     let rows = spec.batch.n_rows;
-    if !spec.adaptive() {
+    if !spec.adaptive() && !spec.host_kernels() {
         let last_chunk = cuts.chunks[cuts.chunks.len() - 1].n as u64;
         b.f32(
             "logit gradient of the last chunk",

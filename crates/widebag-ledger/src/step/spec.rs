@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 use widebag_config::bands::{Band, ModelBands};
-use widebag_config::{BandPlacement, Config, DenseOptim, Layout, TableOptim};
+use widebag_config::{BandPlacement, Config, CpuKernels, DenseOptim, Layout, TableOptim};
 
 use crate::shapes;
 
@@ -15,6 +15,10 @@ pub struct DeviceFacts {
     pub max_buffer_bytes: u64,
     /// Every allocation is rounded up to a multiple of this.
     pub alignment_bytes: u64,
+    /// Threads of flex's host kernels (its softmax runs over class blocks, one scratch block
+    /// per thread; see `host`); 0 on wgpu, whose step is the tensor path.
+    #[serde(default)]
+    pub host_threads: u64,
 }
 
 /// What the ledger needs to know about a batch (from data statistics at the batch size).
@@ -109,6 +113,10 @@ impl StepSpec {
             device: DeviceFacts {
                 max_buffer_bytes,
                 alignment_bytes: device.alignment_bytes,
+                host_threads: match config.train.cpu_kernels {
+                    CpuKernels::Host => device.host_threads,
+                    CpuKernels::Tensor => 0,
+                },
             },
             input_bands: bands
                 .input
@@ -201,6 +209,11 @@ impl StepSpec {
             .collect()
     }
 
+    /// Whether the step runs flex's host kernels for its softmax (see `host`).
+    pub fn host_kernels(&self) -> bool {
+        self.device.host_threads > 0
+    }
+
     /// Whether the output is the adaptive softmax.
     pub fn adaptive(&self) -> bool {
         self.output_bands.len() > 1
@@ -259,6 +272,7 @@ pub(super) fn seed_spec(layout: Layout, dense_optim: DenseOptim) -> StepSpec {
         device: DeviceFacts {
             max_buffer_bytes: 128 << 20,
             alignment_bytes: 32,
+            host_threads: 0,
         },
         input_bands: Vec::new(),
         output_bands: Vec::new(),

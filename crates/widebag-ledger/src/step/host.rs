@@ -1,0 +1,182 @@
+//! What flex's host kernels hold in place of the tensor path's chunk-wide output temporaries
+//! (`widebag_model::cpu`): one `[batch, block]` logit block per thread
+//! (`shapes::host_block_cols`), one `[batch, hidden]` `dL/dh` partial per thread, and host
+//! copies of the softmax's input (`h`, and each tail cluster's projected rows). The dense
+//! layout keeps its full `[batch, classes]` logits, turned into their gradient in place, and
+//! builds no dense targets. Chosen when the device reports host threads (flex).
+
+use super::builder::Builder;
+use super::spec::StepSpec;
+use crate::shapes::{self, F32_BYTES};
+use crate::{Category, Lifetime, Point, Pool};
+
+/// One logit block per thread, for softmaxes over at most `classes` classes of `rows` rows.
+fn blocks(b: &mut Builder, spec: &StepSpec, layer: &str, rows: u64, classes: u64, at: Point) {
+    let cols = (shapes::host_block_cols(rows as usize) as u64).min(classes);
+    b.add(
+        "logit block (one per host thread)",
+        layer,
+        &[rows, cols],
+        F32_BYTES,
+        spec.device.host_threads,
+        Category::Logits,
+        Pool::Dynamic,
+        Lifetime::at(at),
+    );
+}
+
+/// `dL/dh` partials, one per thread, and their sum.
+fn dh_partials(b: &mut Builder, spec: &StepSpec, rows: u64) {
+    b.add(
+        "dL/dh (one partial per host thread, and their sum)",
+        "output",
+        &[rows, spec.last_hidden()],
+        F32_BYTES,
+        spec.device.host_threads + 1,
+        Category::Temporaries,
+        Pool::Dynamic,
+        Lifetime::at(Point::BackwardLogits),
+    );
+}
+
+/// The softmax's input `h` copied out of autodiff for the kernel, and each row's log-sum-exp.
+fn host_input(b: &mut Builder, spec: &StepSpec) {
+    use Point::*;
+    let rows = spec.batch.n_rows;
+    b.f32(
+        "h on the host (the kernel's input)",
+        "output",
+        &[rows, spec.last_hidden()],
+        Category::Activations,
+        Lifetime::span(ForwardLogits, BackwardEnd),
+    );
+    b.f32(
+        "log-sum-exp per row",
+        "output",
+        &[rows, 1],
+        Category::Activations,
+        Lifetime::span(ForwardEnd, BackwardEnd),
+    );
+}
+
+/// Sparse layout, full softmax: forward and backward over blocks of the widest class chunk.
+pub(super) fn full_softmax(b: &mut Builder, spec: &StepSpec, chunk_classes: u64) {
+    let rows = spec.batch.n_rows;
+    host_input(b, spec);
+    blocks(b, spec, "output", rows, chunk_classes, Point::ForwardLogits);
+    blocks(
+        b,
+        spec,
+        "output",
+        rows,
+        chunk_classes,
+        Point::BackwardLogits,
+    );
+    dh_partials(b, spec, rows);
+}
+
+/// Sparse layout, adaptive softmax: the head's and each tail's softmax in blocks (one softmax
+/// at a time), and per tail cluster with targets the rows autodiff selects and projects, with
+/// the projection's host copy.
+pub(super) fn adaptive_softmax(b: &mut Builder, spec: &StepSpec, head_classes: u64) {
+    use Point::*;
+    let rows = spec.batch.n_rows;
+    let last = spec.last_hidden();
+    host_input(b, spec);
+    let widest = spec
+        .output_bands
+        .iter()
+        .skip(1)
+        .map(|c| c.n_rows() as u64)
+        .fold(head_classes, u64::max);
+    blocks(b, spec, "output", rows, widest, ForwardLogits);
+    blocks(b, spec, "output", rows, widest, BackwardLogits);
+    dh_partials(b, spec, rows);
+    for (k, c) in spec.output_bands.iter().enumerate().skip(1) {
+        let cluster_rows = spec
+            .cluster_rows
+            .get(k - 1)
+            .copied()
+            .unwrap_or(rows.min(spec.batch.n_targets));
+        if cluster_rows == 0 {
+            continue;
+        }
+        b.f32(
+            "selected hidden rows, their projection and its host copy",
+            &format!("output.tail.{k}"),
+            &[cluster_rows, last + 2 * c.dim as u64],
+            Category::Activations,
+            Lifetime::span(ForwardLogits, BackwardEnd),
+        );
+    }
+}
+
+/// Dense layout: the full logits, kept from the forward pass and turned into their gradient in
+/// place by the backward pass.
+pub(super) fn dense_logits(b: &mut Builder, spec: &StepSpec) {
+    use Point::*;
+    let rows = spec.batch.n_rows;
+    host_input(b, spec);
+    b.f32(
+        "logits (kept by the host softmax, then their gradient in place)",
+        "output",
+        &[rows, spec.n_classes],
+        Category::Logits,
+        Lifetime::span(ForwardLogits, BackwardLogits),
+    );
+    dh_partials(b, spec, rows);
+}
+
+#[cfg(test)]
+mod tests {
+    use widebag_config::{DenseOptim, Layout};
+
+    use super::super::ledger;
+    use super::super::spec::seed_spec;
+    use crate::{Category, Placement};
+
+    #[test]
+    fn flex_prices_a_block_per_thread_instead_of_a_chunk() {
+        let tensor = seed_spec(Layout::Sparse, DenseOptim::Adam);
+        let mut host = tensor.clone();
+        host.device.host_threads = 2;
+        let (t, h) = (ledger(&tensor), ledger(&host));
+        let logits = |l: &crate::Ledger| {
+            l.entries
+                .iter()
+                .filter(|e| e.category == Category::Logits)
+                .map(|e| e.bytes())
+                .max()
+                .unwrap()
+        };
+        // Seed batch 128: 2,048-column blocks, two threads: 2 · 128 · 2,048 · 4 bytes.
+        assert_eq!(logits(&h), 2 * 128 * 2048 * 4);
+        assert!(
+            logits(&t) > 10 * logits(&h),
+            "{} vs {}",
+            logits(&t),
+            logits(&h)
+        );
+        assert!(h.peak(Placement::Device).bytes < t.peak(Placement::Device).bytes);
+        // Parameters, state and gradients are the same on both paths.
+        let params = |l: &crate::Ledger| {
+            l.entries
+                .iter()
+                .filter(|e| matches!(e.category, Category::Parameters | Category::OptimizerState))
+                .map(|e| e.bytes())
+                .sum::<u64>()
+        };
+        assert_eq!(params(&t), params(&h));
+
+        // The dense layout keeps its full logits either way, but builds no dense targets.
+        let tensor = seed_spec(Layout::Dense, DenseOptim::Adam);
+        let mut host = tensor.clone();
+        host.device.host_threads = 2;
+        let names =
+            |l: &crate::Ledger| l.entries.iter().map(|e| e.name.clone()).collect::<Vec<_>>();
+        let h = ledger(&host);
+        assert!(names(&ledger(&tensor)).iter().any(|n| n == "dense targets"));
+        assert!(!names(&h).iter().any(|n| n == "dense targets"));
+        assert_eq!(logits(&h), 128 * 240_000 * 4);
+    }
+}

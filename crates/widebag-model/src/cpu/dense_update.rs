@@ -1,0 +1,137 @@
+//! The dense optimizers on the host, for the flex CPU backend: the same update as
+//! [`crate::dense_optim`] (PyTorch's SGD, momentum, Adam and AdamW), one parallel pass over the
+//! value, its state and its gradient, each buffer written in place.
+
+use rayon::prelude::*;
+use widebag_config::OptimConfig;
+
+use crate::ModelError;
+use crate::dense_optim::{AdamStep, DenseParam, DenseState, Moments};
+
+use super::access::{HostMatrix, update_in_place};
+
+/// Elements per parallel task.
+const TASK: usize = 1 << 14;
+
+/// One optimizer step of `p` with `grad`, in place (no copy on flex while each buffer has one
+/// handle).
+pub fn update(
+    p: &mut DenseParam,
+    grad: burn::tensor::Tensor<2>,
+    config: &OptimConfig,
+    step: u64,
+) -> Result<(), ModelError> {
+    let g = HostMatrix::take(grad)?;
+    let g = g.as_slice();
+    let lr = config.lr as f32;
+    match &mut p.state {
+        DenseState::Sgd => update_in_place(&mut p.value, |v| {
+            v.par_chunks_mut(TASK)
+                .zip(g.par_chunks(TASK))
+                .for_each(|(v, g)| v.iter_mut().zip(g).for_each(|(v, g)| *v -= lr * g));
+        }),
+        DenseState::Momentum(buf) => {
+            let mu = config.momentum as f32;
+            let value = &mut p.value;
+            update_in_place(buf, |b| {
+                update_in_place(value, |v| {
+                    v.par_chunks_mut(TASK)
+                        .zip(b.par_chunks_mut(TASK))
+                        .zip(g.par_chunks(TASK))
+                        .for_each(|((v, b), g)| {
+                            for ((v, b), g) in v.iter_mut().zip(b).zip(g) {
+                                *b = mu * *b + g;
+                                *v -= lr * *b;
+                            }
+                        });
+                })
+            })?
+        }
+        DenseState::Adam {
+            moments,
+            decoupled_decay,
+        } => {
+            let a = AdamStep::new(config, config.lr, step);
+            let (bc1, bc2) = a.bias_corrections();
+            let decay = if *decoupled_decay && config.weight_decay > 0.0 {
+                (1.0 - config.lr * config.weight_decay) as f32
+            } else {
+                1.0
+            };
+            let (b1, b2) = (a.beta1 as f32, a.beta2 as f32);
+            let (c1, c2) = (1.0 - b1, 1.0 - b2);
+            let inv_sqrt_bc2 = (1.0 / bc2.sqrt()) as f32;
+            let eps = a.eps as f32;
+            let step_size = (-a.lr / bc1) as f32;
+            let Moments { m, v: second } = moments.as_mut();
+            let value = &mut p.value;
+            update_in_place(m, |m| {
+                update_in_place(second, |s| {
+                    update_in_place(value, |v| {
+                        v.par_chunks_mut(TASK)
+                            .zip(m.par_chunks_mut(TASK))
+                            .zip(s.par_chunks_mut(TASK))
+                            .zip(g.par_chunks(TASK))
+                            .for_each(|(((v, m), s), g)| {
+                                for (((v, m), s), &g) in v.iter_mut().zip(m).zip(s).zip(g) {
+                                    *m = b1 * *m + c1 * g;
+                                    *s = b2 * *s + c2 * (g * g);
+                                    let denom = s.sqrt() * inv_sqrt_bc2 + eps;
+                                    *v = *v * decay + step_size * (*m / denom);
+                                }
+                            });
+                    })
+                })
+            })??
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use burn::tensor::Device;
+    use widebag_config::DenseOptim;
+
+    use super::*;
+    use crate::tensors::{floats, to_vec};
+
+    #[test]
+    fn every_optimizer_matches_the_tensor_update_over_steps() {
+        let device = Device::flex();
+        let shape = [37, 1000];
+        let n = shape[0] * shape[1];
+        let value: Vec<f32> = (0..n)
+            .map(|i| ((i * 31 % 97) as f32 - 48.0) * 0.01)
+            .collect();
+        for optim in [
+            DenseOptim::Sgd,
+            DenseOptim::Momentum,
+            DenseOptim::Adam,
+            DenseOptim::AdamW,
+        ] {
+            let config = OptimConfig {
+                lr: 0.01,
+                momentum: 0.9,
+                weight_decay: 0.1,
+                ..OptimConfig::default()
+            };
+            let mut host = DenseParam::new("w", floats(value.clone(), shape, &device), optim);
+            let mut tensor = host.clone();
+            host.value = floats(value.clone(), shape, &device);
+            for step in 1..=3u64 {
+                let g: Vec<f32> = (0..n)
+                    .map(|i| ((i * 7 + step as usize) % 13) as f32 * 0.1 - 0.6)
+                    .collect();
+                update(&mut host, floats(g.clone(), shape, &device), &config, step).unwrap();
+                tensor = tensor.step(floats(g, shape, &device), &config, step);
+            }
+            let (a, b) = (to_vec(host.value).unwrap(), to_vec(tensor.value).unwrap());
+            for (x, y) in a.iter().zip(&b) {
+                assert!(
+                    (x - y).abs() <= 1e-6 * y.abs().max(1.0),
+                    "{optim:?}: {x} vs {y}"
+                );
+            }
+        }
+    }
+}

@@ -1,0 +1,71 @@
+//! Row SGD and lazy Adam on flex's resident tables (host kernels): each touched row of the
+//! table and of its moments is updated in place in one parallel pass, with the arithmetic of
+//! [`crate::table_optim`]'s tensor path (the same numbers), instead of gathering the rows into
+//! tensors and adding deltas back.
+
+use burn::tensor::Tensor;
+use rayon::prelude::*;
+
+use crate::ModelError;
+use crate::dense_optim::AdamStep;
+use crate::ids::SortedIds;
+use crate::table::ShardedTable;
+use crate::tensors::to_vec;
+
+/// `w_r ← w_r − lr g_r` for the rows `uniq`; `false` (nothing done) unless the table is resident.
+pub fn sgd(
+    table: &mut ShardedTable,
+    uniq: SortedIds,
+    grad: &Tensor<2>,
+    lr: f64,
+) -> Result<bool, ModelError> {
+    let dim = table.dim().max(1);
+    let Some(rows) = table.resident_rows_mut(uniq)? else {
+        return Ok(false);
+    };
+    let g = to_vec(grad.clone())?;
+    let neg_lr = -lr as f32;
+    rows.into_par_iter()
+        .zip(g.par_chunks(dim))
+        .for_each(|(w, g)| w.iter_mut().zip(g).for_each(|(w, g)| *w += g * neg_lr));
+    Ok(true)
+}
+
+/// Lazy Adam (PyTorch's `SparseAdam`) for the rows `uniq`, moments `m` and `v` in the table's
+/// row layout; `false` (nothing done) unless all three are resident.
+pub fn adam(
+    table: &mut ShardedTable,
+    (m, v): (&mut ShardedTable, &mut ShardedTable),
+    uniq: SortedIds,
+    grad: &Tensor<2>,
+    a: &AdamStep,
+) -> Result<bool, ModelError> {
+    let dim = table.dim().max(1);
+    let (Some(w), Some(m), Some(v)) = (
+        table.resident_rows_mut(uniq)?,
+        m.resident_rows_mut(uniq)?,
+        v.resident_rows_mut(uniq)?,
+    ) else {
+        return Ok(false);
+    };
+    let g = to_vec(grad.clone())?;
+    let (bc1, bc2) = a.bias_corrections();
+    let (c1, c2) = ((1.0 - a.beta1) as f32, (1.0 - a.beta2) as f32);
+    let (sqrt_bc2, eps, step_size) = (bc2.sqrt() as f32, a.eps as f32, (-a.lr / bc1) as f32);
+    w.into_par_iter()
+        .zip(m)
+        .zip(v)
+        .zip(g.par_chunks(dim))
+        .for_each(|(((w, m), v), g)| {
+            for (((w, m), v), &g) in w.iter_mut().zip(m.iter_mut()).zip(v.iter_mut()).zip(g) {
+                // As the tensor path: m + (1 − β₁)(g − m), v + (1 − β₂)(g² − v), then
+                // w + (−lr / bc₁) · m / (√v / √bc₂ + ε).
+                let m_new = *m + (g - *m) * c1;
+                let v_new = *v + (g * g - *v) * c2;
+                *w += m_new / (v_new.sqrt() / sqrt_bc2 + eps) * step_size;
+                *m = m_new;
+                *v = v_new;
+            }
+        });
+    Ok(true)
+}

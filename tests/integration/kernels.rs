@@ -1,0 +1,157 @@
+//! flex's host kernels (`train.cpu_kernels = "host"`, the default) against flex's tensor path
+//! (`"tensor"`, burn's operations as on wgpu): the same losses and the same weights after
+//! several training steps, for the sparse layout with every table and dense optimizer, the
+//! adaptive softmax over head/tail bands (one of them on the host tier), bag targets with the
+//! multinomial output, and the dense layout.
+
+use crate::common;
+
+use common::{assert_close, batch, flex, wide};
+use widebag_config::bands::ModelBands;
+use widebag_config::{
+    BandPlacement, Config, CpuKernels, Cutoffs, DenseOptim, Layout, OutputKind, TableOptim,
+    TargetKind,
+};
+use widebag_model::dense::DenseModel;
+use widebag_model::tensors::to_vec;
+use widebag_model::{MemoryMeter, WideModel};
+
+fn config(target: TargetKind, output: OutputKind, table: TableOptim, dense: DenseOptim) -> Config {
+    let mut c = Config::default();
+    c.data.width = 300;
+    c.data.n_classes = Some(2_000);
+    c.data.nnz = 8.0;
+    c.data.nnz_spread = 4.0;
+    c.data.zipf_exponent = 0.8;
+    c.data.target = target;
+    c.model.dim = 8;
+    c.model.hidden = vec![12];
+    c.model.output = output;
+    if output == OutputKind::Adaptive {
+        c.model.input_bands.cutoffs = Cutoffs::Ids(vec![40, 120]);
+        c.model.input_bands.factor = 2;
+        c.model.input_bands.placement = vec![BandPlacement::Device, BandPlacement::Host];
+        c.model.output_bands.cutoffs = Cutoffs::Ids(vec![300, 900]);
+        c.model.output_bands.factor = 2;
+    }
+    c.optim.table = table;
+    c.optim.dense = dense;
+    c.optim.lr = 0.05;
+    c.train.batch_size = 24;
+    c.train.seed = 11;
+    c
+}
+
+/// Losses of `steps` training steps and every weight after them (tables, then dense).
+fn train_sparse(config: &Config, kernels: CpuKernels, steps: u64) -> (Vec<f32>, Vec<f32>) {
+    let mut config = config.clone();
+    config.train.cpu_kernels = kernels;
+    let mut model: WideModel = wide(&config, &flex());
+    let mut meter = MemoryMeter::new(model.device());
+    let losses = (0..steps)
+        .map(|s| {
+            let b = batch(&config, s * config.train.batch_size as u64);
+            model.train_step(&b, &mut meter).unwrap().loss
+        })
+        .collect();
+    model.flush_deferred().unwrap();
+    let mut weights = Vec::new();
+    for band in &model.bands {
+        weights.extend(band.table.to_vec().unwrap());
+    }
+    for p in model.dense.iter() {
+        weights.extend(to_vec(p.value.clone()).unwrap());
+    }
+    (losses, weights)
+}
+
+#[test]
+fn host_kernels_train_the_sparse_layout_like_the_tensor_path() {
+    let mut cases = Vec::new();
+    for table in TableOptim::ALL {
+        cases.push((
+            TargetKind::NextId,
+            OutputKind::Full,
+            table,
+            DenseOptim::Adam,
+        ));
+    }
+    for dense in DenseOptim::ALL {
+        cases.push((
+            TargetKind::NextId,
+            OutputKind::Full,
+            TableOptim::Adam,
+            dense,
+        ));
+    }
+    cases.push((
+        TargetKind::Bag,
+        OutputKind::Multinomial,
+        TableOptim::Adam,
+        DenseOptim::Adam,
+    ));
+    cases.push((
+        TargetKind::NextId,
+        OutputKind::Adaptive,
+        TableOptim::AdamW,
+        DenseOptim::AdamW,
+    ));
+    cases.push((
+        TargetKind::Bag,
+        OutputKind::Adaptive,
+        TableOptim::RowwiseAdagrad,
+        DenseOptim::Momentum,
+    ));
+    for (target, output, table, dense) in cases {
+        let c = config(target, output, table, dense);
+        let what = format!("{target:?}/{}/{table:?}/{dense:?}", output.name());
+        let (host_loss, host_w) = train_sparse(&c, CpuKernels::Host, 4);
+        let (tensor_loss, tensor_w) = train_sparse(&c, CpuKernels::Tensor, 4);
+        assert_close(
+            &format!("{what} losses"),
+            &host_loss,
+            &tensor_loss,
+            1e-5,
+            1e-5,
+        );
+        // Adam's step is about ±lr whatever the gradient's size, so for a weight whose gradient
+        // is near ε, rounding in the gradient (blocks vs whole-chunk matmuls) moves it by a
+        // small fraction of lr: 1e-4 is 0.2 % of this lr.
+        assert_close(&format!("{what} weights"), &host_w, &tensor_w, 1e-4, 1e-4);
+        assert!(host_loss[3] < host_loss[0] + 1.0, "{what}: {host_loss:?}");
+    }
+}
+
+#[test]
+fn host_kernels_train_the_dense_layout_like_the_tensor_path() {
+    let run = |kernels| {
+        let mut c = config(
+            TargetKind::NextId,
+            OutputKind::Full,
+            TableOptim::Adam,
+            DenseOptim::Adam,
+        );
+        c.model.layout = Layout::Dense;
+        c.train.cpu_kernels = kernels;
+        let bands = ModelBands::resolve(&c).unwrap();
+        let mut model = DenseModel::new(&c, &bands, &flex()).unwrap();
+        let mut meter = MemoryMeter::new(model.device());
+        let losses: Vec<f32> = (0..4)
+            .map(|s| {
+                model
+                    .train_step(&batch(&c, s * 24), &mut meter)
+                    .unwrap()
+                    .loss
+            })
+            .collect();
+        let mut w = to_vec(model.input_weight.value.clone()).unwrap();
+        for p in model.params.iter() {
+            w.extend(to_vec(p.value.clone()).unwrap());
+        }
+        (losses, w)
+    };
+    let (host_loss, host_w) = run(CpuKernels::Host);
+    let (tensor_loss, tensor_w) = run(CpuKernels::Tensor);
+    assert_close("dense losses", &host_loss, &tensor_loss, 1e-5, 1e-5);
+    assert_close("dense weights", &host_w, &tensor_w, 1e-4, 1e-4);
+}
