@@ -12,6 +12,15 @@ pub(super) fn head_classes(spec: &StepSpec) -> u64 {
     (clusters[0].n_rows() + clusters.len() - 1) as u64
 }
 
+/// Rows of a batch whose targets fall in tail cluster `k` (≥ 1): the sampled count, else at
+/// most the batch or its target count.
+pub(super) fn cluster_rows(spec: &StepSpec, k: usize) -> u64 {
+    spec.cluster_rows
+        .get(k - 1)
+        .copied()
+        .unwrap_or(spec.batch.n_rows.min(spec.batch.n_targets))
+}
+
 /// The adaptive softmax's parameters: the head over its classes plus one token per tail cluster,
 /// and per tail cluster its projection, weight and bias (gradients out of autodiff).
 pub(super) fn params(b: &mut Builder, spec: &StepSpec, grad: Lifetime) {
@@ -67,11 +76,7 @@ pub(super) fn activations(b: &mut Builder, spec: &StepSpec) {
         fwd,
     );
     for (k, c) in spec.output_bands.iter().enumerate().skip(1) {
-        let cluster_rows = spec
-            .cluster_rows
-            .get(k - 1)
-            .copied()
-            .unwrap_or(rows.min(spec.batch.n_targets));
+        let cluster_rows = cluster_rows(spec, k);
         if cluster_rows == 0 {
             continue;
         }

@@ -5,6 +5,7 @@
 //! layout keeps its full `[batch, classes]` logits, turned into their gradient in place, and
 //! builds no dense targets. Chosen when the device reports host threads (flex).
 
+use super::adaptive;
 use super::builder::Builder;
 use super::spec::StepSpec;
 use crate::shapes::{self, F32_BYTES};
@@ -93,11 +94,7 @@ pub(super) fn adaptive_softmax(b: &mut Builder, spec: &StepSpec, head_classes: u
     blocks(b, spec, "output", rows, widest, BackwardLogits);
     dh_partials(b, spec, rows);
     for (k, c) in spec.output_bands.iter().enumerate().skip(1) {
-        let cluster_rows = spec
-            .cluster_rows
-            .get(k - 1)
-            .copied()
-            .unwrap_or(rows.min(spec.batch.n_targets));
+        let cluster_rows = adaptive::cluster_rows(spec, k);
         if cluster_rows == 0 {
             continue;
         }
