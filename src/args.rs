@@ -115,6 +115,13 @@ pub struct TrainArgs {
     pub budget: Option<String>,
     #[command(flatten)]
     pub calibration: CalibrationArgs,
+    /// Write a run directory: config.toml, ledger.json, plan.json, metrics.jsonl,
+    /// summary.json and checkpoints/ (every train.checkpoint_every steps and at the end).
+    #[arg(long, value_name = "DIR", conflicts_with = "resume")]
+    pub out: Option<PathBuf>,
+    /// Continue the run in DIR from its last good checkpoint, with its own config.toml.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["config", "overrides", "budget"])]
+    pub resume: Option<PathBuf>,
 }
 
 /// How the solver's flags reach the plan.

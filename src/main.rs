@@ -11,6 +11,7 @@ mod output;
 mod prerun;
 mod process;
 mod request;
+mod run_dir;
 
 use std::process::ExitCode;
 

@@ -15,6 +15,7 @@ pub fn measure(prepared: Prepared, compute: &Compute, steps: usize) -> anyhow::R
         warmup_steps: 1,
         detailed_steps: 0,
         profile_sync: true,
+        ..RunOptions::default()
     };
     let summary =
         run_training_with(prepared, compute, options, |_| {}).context("running the step")?;

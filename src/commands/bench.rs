@@ -159,6 +159,7 @@ fn compare(
                     warmup_steps: 1,
                     detailed_steps: 3,
                     profile_sync: false,
+                    ..RunOptions::default()
                 };
                 let summary = run_training_with(prepared, compute, options, |_| {})
                     .with_context(|| format!("{name} layout at width {width}"))?;

@@ -6,13 +6,15 @@ use std::fmt::Write;
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
 use widebag_config::units::format_bytes;
-use widebag_model::{RunOptions, RunSummary, run_training_with};
+use widebag_model::{CheckpointPlan, RunOptions, RunSummary, run_training_with};
 use widebag_prepare::Prepared;
 
+use crate::commands::explain;
 use crate::commands::plan::{self, Planned};
 use crate::failure::{Failure, Outcome};
 use crate::prerun::{check_fits, device_facts, open_compute, predict};
 use crate::request::TrainRequest;
+use crate::run_dir::RunDir;
 
 pub fn run(req: &TrainRequest) -> Outcome {
     let mut prepared =
@@ -20,6 +22,8 @@ pub fn run(req: &TrainRequest) -> Outcome {
             .map_err(Failure::usage)?;
     announce(&prepared);
     let compute = open_compute(req.config.train.device)?;
+    let mut saved_config = req.config.clone();
+    let mut planned = None;
     if let Some(flags) = &req.plan {
         let Planned { report, planned_ms } =
             plan::make_plan(&mut prepared, flags, &req.overrides, Some(&compute))
@@ -40,30 +44,73 @@ pub fn run(req: &TrainRequest) -> Outcome {
             format_bytes(report.predicted_peak_bytes)
         );
         prepared.config = plan::planner::apply(&prepared.config, &report.plan);
+        saved_config = plan::planner::apply(&saved_config, &report.plan);
+        planned = Some(report);
     }
     // Refuse, before anything is allocated, a step with a tensor over the device's buffer limit.
     let (spec, ledger) = predict(&prepared, device_facts(&compute)).map_err(Failure::usage)?;
     check_fits(&ledger, &spec).map_err(Failure::does_not_fit)?;
+    let mut options = RunOptions {
+        profile_sync: req.profile,
+        ..RunOptions::default()
+    };
+    let run_dir = run_directory(req, &mut options, &prepared.config)?;
+    let mut metrics = match &run_dir {
+        Some((dir, resumed)) => {
+            if resumed.is_none() {
+                dir.write_config(&saved_config).map_err(Failure::run)?;
+                let report = explain::report(spec, ledger, &compute.adapter, None);
+                dir.write_json("ledger.json", &report)
+                    .map_err(Failure::run)?;
+                if let Some(p) = &planned {
+                    dir.write_json("plan.json", p).map_err(Failure::run)?;
+                }
+            }
+            Some(dir.metrics(*resumed).map_err(Failure::run)?)
+        }
+        None => {
+            if prepared.config.train.checkpoint_every > 0 {
+                eprintln!("widebag: train.checkpoint_every needs --out DIR; no checkpoints");
+            }
+            None
+        }
+    };
     let bar = ProgressBar::new(prepared.config.train.steps as u64);
     bar.set_style(
         ProgressStyle::with_template("{bar:30} {pos}/{len} steps  {msg}  [{elapsed}<{eta}]")
             .expect("valid template"),
     );
+    let start = run_dir.as_ref().and_then(|d| d.1).unwrap_or(0);
+    bar.set_position(start);
     let started = std::time::Instant::now();
     let mut examples = 0usize;
-    let options = RunOptions {
-        profile_sync: req.profile,
-        ..RunOptions::default()
-    };
+    let mut last_eval = String::new();
     let summary = run_training_with(prepared, &compute, options, |s| {
         examples += s.n_rows;
         let rate = examples as f64 / started.elapsed().as_secs_f64().max(1e-9);
-        bar.set_message(format!("loss {:.4}  {:.0} ex/s", s.loss, rate));
+        if let Some(e) = &s.eval {
+            last_eval = format!("  [{}]", e.line());
+        }
+        let epoch = s.epoch.map_or(String::new(), |e| format!("epoch {e}  "));
+        bar.set_message(format!(
+            "{epoch}loss {:.4}  {:.0} ex/s{last_eval}",
+            s.loss, rate
+        ));
         bar.inc(1);
+        if let Some(m) = &mut metrics {
+            m.step(s);
+        }
     })
     .context("training")
     .map_err(Failure::run)?;
     bar.finish_and_clear();
+    if let Some((dir, _)) = &run_dir {
+        if let Some(m) = metrics {
+            m.finish().map_err(Failure::run)?;
+        }
+        dir.write_json("summary.json", &summary)
+            .map_err(Failure::run)?;
+    }
     if req.json {
         println!(
             "{}",
@@ -73,6 +120,53 @@ pub fn run(req: &TrainRequest) -> Outcome {
         print!("{}", render_summary(&summary));
     }
     Ok(())
+}
+
+/// The run directory of `--out` (new) or `--resume` (with the step it continues from), and the
+/// checkpoint settings it brings.
+fn run_directory(
+    req: &TrainRequest,
+    options: &mut RunOptions,
+    config: &widebag_config::Config,
+) -> Result<Option<(RunDir, Option<u64>)>, Failure> {
+    let every = config.train.checkpoint_every as u64;
+    if let Some(path) = &req.resume {
+        let dir = RunDir::create(path).map_err(Failure::run)?;
+        let (ckpt, manifest, refused) =
+            widebag_model::checkpoint::latest_good(&dir.checkpoints()).map_err(Failure::run)?;
+        for r in refused {
+            eprintln!("widebag: skipped a newer checkpoint: {r}");
+        }
+        eprintln!(
+            "widebag: resuming {} from {} (step {})",
+            path.display(),
+            ckpt.display(),
+            manifest.step
+        );
+        options.resume = Some(ckpt);
+        options.checkpoints = Some(CheckpointPlan {
+            root: dir.checkpoints(),
+            every,
+        });
+        return Ok(Some((dir, Some(manifest.step))));
+    }
+    let Some(path) = &req.out else {
+        return Ok(None);
+    };
+    if path.join("summary.json").exists() || path.join("checkpoints").exists() {
+        return Err(Failure::usage(anyhow::anyhow!(
+            "--out {}: already holds a run; continue it with --resume {} or choose another \
+             directory",
+            path.display(),
+            path.display()
+        )));
+    }
+    let dir = RunDir::create(path).map_err(Failure::run)?;
+    options.checkpoints = Some(CheckpointPlan {
+        root: dir.checkpoints(),
+        every,
+    });
+    Ok(Some((dir, None)))
 }
 
 /// The prepared run's warnings, bands and data file, on stderr.
@@ -157,6 +251,13 @@ fn write_summary(out: &mut String, s: &RunSummary) -> std::fmt::Result {
             out,
             "  validation loss    {l:.4} over {} held-out rows",
             s.eval_rows
+        )?;
+    }
+    if let Some(e) = s.evaluations.last() {
+        writeln!(
+            out,
+            "  evaluation         {} (after step {})",
+            e.line, e.step
         )?;
     }
     if let Some(d) = &s.data {

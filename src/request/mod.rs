@@ -127,10 +127,29 @@ pub struct TrainRequest {
     pub profile: bool,
     /// `--budget`: plan first with these flags.
     pub plan: Option<SolverFlags>,
+    /// `--out`: the run directory to write.
+    pub out: Option<PathBuf>,
+    /// `--resume`: the run directory to continue.
+    pub resume: Option<PathBuf>,
 }
 
 pub fn train(args: &TrainArgs) -> Result<TrainRequest, Failure> {
-    let config = load_args(&args.config, device_flag(&args.device).as_slice())?;
+    let flags = device_flag(&args.device);
+    let config = match &args.resume {
+        // A resumed run keeps its own config (the device may change).
+        Some(dir) => {
+            let file = dir.join("config.toml");
+            if !file.is_file() {
+                return Err(Failure::usage(anyhow::anyhow!(
+                    "--resume {}: no config.toml there (not a run directory written by \
+                     `widebag train --out`)",
+                    dir.display()
+                )));
+            }
+            load(Some(&file), &[], flags.as_slice())?
+        }
+        None => load_args(&args.config, flags.as_slice())?,
+    };
     let plan = match budget_flag(args.budget.as_ref())? {
         Some(budget) => Some(SolverFlags {
             budget: Some(budget),
@@ -144,6 +163,8 @@ pub fn train(args: &TrainArgs) -> Result<TrainRequest, Failure> {
         json: args.json,
         profile: args.profile,
         plan,
+        out: args.out.clone(),
+        resume: args.resume.clone(),
     })
 }
 

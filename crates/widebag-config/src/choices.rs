@@ -141,3 +141,86 @@ impl TableOptim {
         }
     }
 }
+
+/// The hidden layers' activation.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Activation {
+    #[default]
+    Relu,
+    /// As Mult-DAE and Mult-VAE use.
+    Tanh,
+}
+
+impl Activation {
+    pub fn name(self) -> &'static str {
+        match self {
+            Activation::Relu => "relu",
+            Activation::Tanh => "tanh",
+        }
+    }
+}
+
+/// How the learning rate moves over a run (both the table's and the dense layers'), after a
+/// linear warm-up of `optim.warmup_steps` from 0.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Schedule {
+    /// The configured rate throughout (after the warm-up).
+    #[default]
+    Constant,
+    /// Half a cosine from the configured rate to 0 at the last step
+    /// (`transformers.get_cosine_schedule_with_warmup`).
+    Cosine,
+    /// A straight line from the configured rate to 0 at the last step
+    /// (`transformers.get_linear_schedule_with_warmup`).
+    Linear,
+}
+
+impl Schedule {
+    pub fn name(self) -> &'static str {
+        match self {
+            Schedule::Constant => "constant",
+            Schedule::Cosine => "cosine",
+            Schedule::Linear => "linear",
+        }
+    }
+
+    /// The multiplier of the configured rate at `step` (1-based) of `total` steps with `warmup`
+    /// warm-up steps, as `transformers`' schedules compute it through `LambdaLR` on the step's
+    /// 0-based index `i = step − 1`: `i / warmup` during the warm-up (the first step has rate 0
+    /// when `warmup > 0`), then the decay over the remaining `total − warmup` steps.
+    pub fn factor(self, step: u64, total: u64, warmup: u64) -> f64 {
+        let i = step.saturating_sub(1);
+        if i < warmup {
+            return i as f64 / warmup as f64;
+        }
+        let span = total.saturating_sub(warmup).max(1) as f64;
+        let progress = ((i - warmup) as f64 / span).min(1.0);
+        match self {
+            Schedule::Constant => 1.0,
+            Schedule::Cosine => 0.5 * (1.0 + (std::f64::consts::PI * progress).cos()),
+            Schedule::Linear => 1.0 - progress,
+        }
+    }
+}
+
+/// The recall denominator of ranking metrics.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RecallConvention {
+    /// LightGCN's and RecBole's: hits / |test items|.
+    #[default]
+    Lightgcn,
+    /// Mult-VAE's (dawenl/vae_cf): hits / min(K, |test items|).
+    Multvae,
+}
+
+impl RecallConvention {
+    pub fn name(self) -> &'static str {
+        match self {
+            RecallConvention::Lightgcn => "lightgcn",
+            RecallConvention::Multvae => "multvae",
+        }
+    }
+}

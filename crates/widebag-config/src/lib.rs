@@ -8,6 +8,7 @@
 
 pub use widebag_data::{Format, TargetKind, TextMode, TokenFormat};
 
+mod band_keys;
 pub mod bands;
 mod choices;
 mod error;
@@ -19,6 +20,7 @@ mod synthetic;
 pub mod units;
 mod validate;
 
+pub use band_keys::*;
 pub use choices::*;
 pub use error::{ConfigError, Origin};
 pub use loader::{ConfigLoader, known_keys, load, nearest_key, parse_override_value};

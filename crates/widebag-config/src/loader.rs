@@ -34,6 +34,7 @@ pub fn known_keys() -> Vec<String> {
     full.data.mode = Some(TextMode::Bow);
     full.data.zero_based = Some(true);
     full.optim.table_lr = Some(1.0);
+    full.train.epochs = Some(1);
     full.plan.budget = Some("1GiB".to_string());
     full.model.input_bands.budget = Some("1GiB".to_string());
     full.model.output_bands.budget = Some("1GiB".to_string());
@@ -203,6 +204,24 @@ impl ConfigLoader {
         );
         if config.data.path.is_some() && from_quickstart {
             config.data.n_classes = None;
+        }
+        // `train.epochs` replaces `train.steps`: both given by the user is a contradiction (the
+        // quickstart's steps give way).
+        let steps_given = match self.origin_of("train.steps") {
+            Origin::Default => false,
+            Origin::File { path, .. } => path != Path::new(QUICKSTART_NAME),
+            _ => true,
+        };
+        if config.train.epochs.is_some() && steps_given {
+            return Err(ConfigError::Invalid {
+                origin: self.origin_of("train.epochs"),
+                key: "train.epochs".to_string(),
+                message: format!(
+                    "train.steps is set too ({}, {}): give one of them",
+                    config.train.steps,
+                    self.origin_of("train.steps")
+                ),
+            });
         }
         if let Err((key, message)) = validate(&config) {
             return Err(ConfigError::Invalid {

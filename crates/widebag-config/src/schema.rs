@@ -7,8 +7,8 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 use crate::{
-    CpuKernels, DenseOptim, DeviceChoice, Format, Layout, TableOptim, TargetKind, TextMode,
-    TokenFormat,
+    Activation, CpuKernels, DenseOptim, DeviceChoice, Format, InputBands, Layout, OutputBands,
+    RecallConvention, Schedule, TableOptim, TargetKind, TextMode, TokenFormat,
 };
 
 /// `[data]`: where batches come from.
@@ -35,9 +35,12 @@ pub struct DataConfig {
     /// Format of `path`: `libsvm`, `npz`, `lightgcn`, `text` or `dictd`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub format: Option<Format>,
-    /// `lightgcn`: the held-out interactions file.
+    /// A held-out file in the same format, read with the training file's width, id numbering
+    /// and vocabulary (`lightgcn`: the held-out interactions of the training users).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub test_path: Option<PathBuf>,
+    /// Scale each input bag to unit L2 norm (Mult-DAE/Mult-VAE's `F.normalize`).
+    pub normalize: bool,
     /// `text`/`dictd`: `bow` (one row per document) or `cbow` (one row per word).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub mode: Option<TextMode>,
@@ -69,6 +72,7 @@ impl Default for DataConfig {
             path: None,
             format: None,
             test_path: None,
+            normalize: false,
             mode: None,
             window: 2,
             min_count: 1,
@@ -120,6 +124,11 @@ pub struct ModelConfig {
     /// The output objective: `full` softmax, `adaptive` softmax (`output_bands`), or
     /// `multinomial` (a target bag's counts, full or, with `output_bands`, adaptive).
     pub output: OutputKind,
+    /// The hidden layers' activation: `relu` or `tanh`.
+    pub activation: Activation,
+    /// Dropout on the input bag in training: each entry is dropped with this probability and
+    /// the rest scaled by `1 / (1 − p)` (Mult-DAE's input dropout). 0: none.
+    pub input_dropout: f64,
     /// Head/tail bands of the input ids (adaptive input).
     pub input_bands: InputBands,
     /// Head shortlist and tail clusters of the output classes (adaptive softmax).
@@ -191,142 +200,6 @@ impl BandPlacement {
     }
 }
 
-/// Band boundaries over frequency-sorted ids: `"auto"` (chosen from the data's frequencies and
-/// a byte budget) or explicit ascending cutoffs (`[20000, 80000]`: ids below 20,000 are the
-/// head, 20,000–79,999 the first tail band, the rest the second). Empty: one band.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub enum Cutoffs {
-    Auto,
-    #[default]
-    None,
-    Ids(Vec<usize>),
-}
-
-impl Cutoffs {
-    /// The explicit cutoffs (empty for `None`; `Auto` is resolved by `open_data`).
-    pub fn ids(&self) -> &[usize] {
-        match self {
-            Cutoffs::Ids(v) => v,
-            _ => &[],
-        }
-    }
-    pub fn is_split(&self) -> bool {
-        !matches!(self, Cutoffs::None)
-    }
-}
-
-impl Serialize for Cutoffs {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        match self {
-            Cutoffs::Auto => s.serialize_str("auto"),
-            Cutoffs::None => Vec::<usize>::new().serialize(s),
-            Cutoffs::Ids(v) => v.serialize(s),
-        }
-    }
-}
-
-impl<'de> Deserialize<'de> for Cutoffs {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> serde::de::Visitor<'de> for V {
-            type Value = Cutoffs;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                write!(f, "\"auto\" or a list of ascending ids")
-            }
-            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Cutoffs, E> {
-                if v == "auto" {
-                    Ok(Cutoffs::Auto)
-                } else {
-                    Err(E::custom(format!(
-                        "expected \"auto\" or a list of ascending ids, found \"{v}\""
-                    )))
-                }
-            }
-            fn visit_seq<A: serde::de::SeqAccess<'de>>(
-                self,
-                mut a: A,
-            ) -> Result<Cutoffs, A::Error> {
-                let mut out = Vec::new();
-                while let Some(x) = a.next_element::<usize>()? {
-                    out.push(x);
-                }
-                Ok(if out.is_empty() {
-                    Cutoffs::None
-                } else {
-                    Cutoffs::Ids(out)
-                })
-            }
-        }
-        d.deserialize_any(V)
-    }
-}
-
-/// `[model.input_bands]`: adaptive input. Band 0 (the head) has `model.dim`-wide rows; tail band
-/// `k` has `dim / factor^k`-wide rows (at least 1) and a learned `[dim_k, dim]` projection.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct InputBands {
-    pub cutoffs: Cutoffs,
-    pub factor: usize,
-    /// Placement of band k: `placement[min(k, len - 1)]`, so `["device", "host"]` keeps the
-    /// head on the device and every tail band in host memory.
-    pub placement: Vec<BandPlacement>,
-    /// `"frequency"` renumbers the ids by their frequency in the data before the cut.
-    pub order: IdOrder,
-    /// `cutoffs = "auto"`: bytes the bands' tables, projections and table-optimizer state may
-    /// take (units as `plan.budget`); unset: a fifth of the unsplit table's.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub budget: Option<String>,
-}
-
-impl Default for InputBands {
-    fn default() -> Self {
-        Self {
-            cutoffs: Cutoffs::None,
-            factor: 4,
-            placement: vec![BandPlacement::Device],
-            order: IdOrder::Frequency,
-            budget: None,
-        }
-    }
-}
-
-impl InputBands {
-    pub fn placement_of(&self, band: usize) -> BandPlacement {
-        self.placement
-            .get(band.min(self.placement.len().saturating_sub(1)))
-            .copied()
-            .unwrap_or_default()
-    }
-}
-
-/// `[model.output_bands]`: adaptive softmax. The head holds classes below the first cutoff plus
-/// one token per tail cluster, on the last hidden size `h`; tail cluster `k` projects `h` to
-/// `h / factor^k` (at least 1) and has its own softmax over its classes.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct OutputBands {
-    pub cutoffs: Cutoffs,
-    pub factor: usize,
-    /// `"frequency"` renumbers the classes by their frequency in the data before the cut.
-    pub order: IdOrder,
-    /// `cutoffs = "auto"`: bytes the output layer's parameters and dense-optimizer state may take;
-    /// unset: a fifth of the full output layer's.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub budget: Option<String>,
-}
-
-impl Default for OutputBands {
-    fn default() -> Self {
-        Self {
-            cutoffs: Cutoffs::None,
-            factor: 4,
-            order: IdOrder::Frequency,
-            budget: None,
-        }
-    }
-}
-
 impl Default for ModelConfig {
     fn default() -> Self {
         Self {
@@ -336,6 +209,8 @@ impl Default for ModelConfig {
             class_chunk: 0,
             max_buffer_mib: 0,
             output: OutputKind::Full,
+            activation: Activation::Relu,
+            input_dropout: 0.0,
             input_bands: InputBands::default(),
             output_bands: OutputBands::default(),
         }
@@ -348,12 +223,22 @@ impl Default for ModelConfig {
 pub struct TrainConfig {
     pub batch_size: usize,
     pub steps: usize,
+    /// Passes over a data file's training rows, reshuffled every epoch from the seed: an
+    /// alternative to `train.steps` (setting both is an error).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub epochs: Option<usize>,
     pub seed: u64,
     pub device: DeviceChoice,
     /// Held-out rows for the validation loss reported at the end of a run (0: none). Synthetic
     /// data draws them from a row range training never reaches; a data file sets aside that many
     /// rows, chosen by a seeded hash, and trains on the rest.
     pub eval_rows: usize,
+    /// Evaluate every this many steps (epochs when `train.epochs` is set), and at the end of
+    /// the run; 0: at the end only.
+    pub eval_every: usize,
+    /// Write a checkpoint every this many steps into the run directory (`--out`), and at the
+    /// end; 0: at the end only.
+    pub checkpoint_every: usize,
     /// On the CPU backend: the softmax, the dense optimizers and the table updates on widebag's
     /// host kernels (`"host"`, the default) or as burn's tensor operations (`"tensor"`, the
     /// reference path). No effect on wgpu.
@@ -365,9 +250,12 @@ impl Default for TrainConfig {
         Self {
             batch_size: 64,
             steps: 100,
+            epochs: None,
             seed: 0,
             device: DeviceChoice::Auto,
             eval_rows: 0,
+            eval_every: 0,
+            checkpoint_every: 0,
             cpu_kernels: CpuKernels::Host,
         }
     }
@@ -392,6 +280,13 @@ pub struct OptimConfig {
     pub momentum: f64,
     /// `adamw`: decoupled weight decay (PyTorch's AdamW default, 0.01). Other optimizers ignore it.
     pub weight_decay: f64,
+    /// The learning-rate schedule of both optimizers: `constant`, `cosine` or `linear` decay.
+    pub schedule: Schedule,
+    /// Steps of linear warm-up from 0 before the schedule.
+    pub warmup_steps: usize,
+    /// Steps the schedule spans: the run's `train.steps`, set by the trainer (not a key).
+    #[serde(skip)]
+    pub schedule_steps: u64,
 }
 
 impl Default for OptimConfig {
@@ -406,6 +301,9 @@ impl Default for OptimConfig {
             eps: 1e-8,
             momentum: 0.9,
             weight_decay: 0.01,
+            schedule: Schedule::Constant,
+            warmup_steps: 0,
+            schedule_steps: 0,
         }
     }
 }
@@ -413,6 +311,41 @@ impl Default for OptimConfig {
 impl OptimConfig {
     pub fn table_lr(&self) -> f64 {
         self.table_lr.unwrap_or(self.lr)
+    }
+
+    /// The dense layers' learning rate at `step` (1-based) under the schedule.
+    pub fn lr_at(&self, step: u64) -> f64 {
+        self.lr * self.factor_at(step)
+    }
+
+    /// The table's learning rate at `step` (1-based) under the schedule.
+    pub fn table_lr_at(&self, step: u64) -> f64 {
+        self.table_lr() * self.factor_at(step)
+    }
+
+    fn factor_at(&self, step: u64) -> f64 {
+        let total = self.schedule_steps.max(1);
+        self.schedule.factor(step, total, self.warmup_steps as u64)
+    }
+}
+
+/// `[eval]`: held-out evaluation's metrics.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct EvalConfig {
+    /// Cut-offs of the ranking metrics (Recall@K, NDCG@K).
+    pub k: Vec<usize>,
+    /// Recall's denominator: `lightgcn` (hits / |test items|) or `multvae`
+    /// (hits / min(K, |test items|)).
+    pub recall: RecallConvention,
+}
+
+impl Default for EvalConfig {
+    fn default() -> Self {
+        Self {
+            k: vec![20],
+            recall: RecallConvention::Lightgcn,
+        }
     }
 }
 
@@ -477,5 +410,6 @@ pub struct Config {
     pub model: ModelConfig,
     pub train: TrainConfig,
     pub optim: OptimConfig,
+    pub eval: EvalConfig,
     pub plan: PlanConfig,
 }

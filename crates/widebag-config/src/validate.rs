@@ -145,11 +145,6 @@ pub fn validate(c: &Config) -> Result<(), (&'static str, String)> {
             "applies to the text and dictd formats only",
         )?;
         check(
-            d.test_path.is_none() || f == Format::Lightgcn,
-            "data.test_path",
-            "applies to the lightgcn format only",
-        )?;
-        check(
             d.zero_based.is_none() || f == Format::Libsvm,
             "data.zero_based",
             "applies to the libsvm format only",
@@ -168,6 +163,35 @@ pub fn validate(c: &Config) -> Result<(), (&'static str, String)> {
     let t = &c.train;
     check(t.batch_size >= 1, "train.batch_size", "must be at least 1")?;
     check(t.steps >= 1, "train.steps", "must be at least 1")?;
+    if let Some(e) = t.epochs {
+        check(e >= 1, "train.epochs", "must be at least 1")?;
+        check(
+            d.path.is_some(),
+            "train.epochs",
+            "needs a data file (data.path); synthetic data has no epochs: use train.steps",
+        )?;
+    }
+    check(
+        d.test_path.is_none() || t.eval_rows == 0,
+        "train.eval_rows",
+        "held-out rows come from data.test_path already: leave train.eval_rows at 0",
+    )?;
+    check(
+        d.test_path.is_none() || d.path.is_some(),
+        "data.test_path",
+        "needs data.path (the training file it is read against)",
+    )?;
+    check(
+        m.input_dropout.is_finite() && (0.0..1.0).contains(&m.input_dropout),
+        "model.input_dropout",
+        "must be within [0, 1)",
+    )?;
+    let e = &c.eval;
+    check(
+        !e.k.is_empty() && e.k.iter().all(|&k| (1..=100_000).contains(&k)),
+        "eval.k",
+        "must list at least one cut-off, each between 1 and 100000",
+    )?;
     let o = &c.optim;
     check(
         o.lr.is_finite() && o.lr > 0.0,

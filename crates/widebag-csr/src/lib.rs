@@ -7,6 +7,7 @@
 //! unique list. Assembly ([`CsrBatch::from_rows`]) normalises the rows in parallel with rayon.
 
 mod targets;
+mod transform;
 
 use rayon::prelude::*;
 use sprs::CsMatI;

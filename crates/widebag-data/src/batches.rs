@@ -61,6 +61,33 @@ impl EpochBatches {
     }
 }
 
+/// Where a batch source stands: what a checkpoint keeps to continue the same sequence of
+/// batches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DataPosition {
+    /// The synthetic stream's next row index.
+    Synthetic { next_row: u64 },
+    /// The 0-based epoch under way and the next row of its shuffled order.
+    Rows { epoch: u64, next: usize },
+}
+
+impl EpochBatches {
+    pub fn position(&self) -> DataPosition {
+        DataPosition::Rows {
+            epoch: self.epoch,
+            next: self.next,
+        }
+    }
+
+    /// Continues from `epoch` (0-based) at row `next` of its shuffled order.
+    pub fn seek(&mut self, epoch: u64, next: usize) {
+        self.epoch = epoch;
+        self.shuffle();
+        self.next = next.min(self.order.len());
+    }
+}
+
 /// Where training batches come from.
 #[derive(Clone)]
 pub enum BatchSource {
@@ -69,6 +96,33 @@ pub enum BatchSource {
 }
 
 impl BatchSource {
+    pub fn position(&self) -> DataPosition {
+        match self {
+            BatchSource::Synthetic(s) => DataPosition::Synthetic {
+                next_row: s.next_row(),
+            },
+            BatchSource::Rows(r) => r.position(),
+        }
+    }
+
+    /// Continues from `position`; an error when it belongs to the other kind of source.
+    pub fn seek(&mut self, position: DataPosition) -> Result<(), DataError> {
+        match (self, position) {
+            (BatchSource::Synthetic(s), DataPosition::Synthetic { next_row }) => {
+                s.seek(next_row);
+                Ok(())
+            }
+            (BatchSource::Rows(r), DataPosition::Rows { epoch, next }) => {
+                r.seek(epoch, next);
+                Ok(())
+            }
+            (_, p) => Err(DataError::InvalidSpec {
+                key: "data",
+                message: format!("a saved data position {p:?} does not fit this run's data"),
+            }),
+        }
+    }
+
     pub fn next_batch(&mut self, batch_size: usize) -> Result<CsrBatch, DataError> {
         match self {
             BatchSource::Synthetic(s) => s.next_batch(batch_size),

@@ -1,9 +1,11 @@
 //! Data sources that produce CSR batches: the seeded synthetic generator and the file readers
 //! (libsvm, scipy npz, LightGCN interaction lists, text corpora, dictd), statistics, conversion.
 
+pub mod atomic;
 pub mod batches;
 pub mod dataset;
 pub mod dictd;
+pub mod held_out;
 pub mod libsvm;
 pub mod lightgcn;
 pub mod lines;
@@ -17,8 +19,9 @@ pub mod text;
 
 use std::path::PathBuf;
 
-pub use batches::{BatchSource, EpochBatches};
+pub use batches::{BatchSource, DataPosition, EpochBatches};
 pub use dataset::{Dataset, RowStore};
+pub use held_out::{HeldOut, load_held_out};
 pub use order::{Relabel, Renumbering};
 pub use source::{Format, Loaded, Source, load};
 pub use text::{TextMode, TextOptions, TokenFormat, Vocabulary};

@@ -22,11 +22,11 @@ use crate::{DataError, ReadOptions};
 /// One parsed line: class labels, raw (not yet rebased) ids and their values, and the byte
 /// column where each id token starts (for error messages).
 #[derive(Debug, Default, PartialEq)]
-struct ParsedLine {
-    labels: Vec<u32>,
-    ids: Vec<u32>,
-    values: Vec<f32>,
-    columns: Vec<u32>,
+pub(crate) struct ParsedLine {
+    pub(crate) labels: Vec<u32>,
+    pub(crate) ids: Vec<u32>,
+    pub(crate) values: Vec<f32>,
+    pub(crate) columns: Vec<u32>,
 }
 
 fn parse_u32(tok: &[u8]) -> Option<u32> {
@@ -170,21 +170,65 @@ fn read_header(path: &Path) -> Header {
     h
 }
 
-/// Reads a libsvm file.
-pub fn read_libsvm(path: &Path, options: &ReadOptions) -> Result<Dataset, DataError> {
+/// A libsvm file's lines before ids are rebased or checked.
+pub(crate) struct ParsedFile {
+    /// The caller's options, unset ones filled from the file's widebag header.
+    pub(crate) options: ReadOptions,
+    /// `(line number, line)` of every non-blank line.
+    pub(crate) lines: Vec<(usize, ParsedLine)>,
+    /// Lines skipped as bad under `skip_bad_lines`.
+    pub(crate) skipped: usize,
+}
+
+/// Parses every line of `path` (blocks in parallel), after its widebag header if any.
+pub(crate) fn parse_file(path: &Path, options: &ReadOptions) -> Result<ParsedFile, DataError> {
     let header = read_header(path);
-    let options = &ReadOptions {
+    let options = ReadOptions {
         zero_based: options.zero_based.or(header.zero_based),
         width: options.width.or(header.width),
         n_classes: options.n_classes.or(header.n_classes),
         skip_bad_lines: options.skip_bad_lines,
     };
-    let (parsed, mut skipped) = parse_lines(path, options.skip_bad_lines, |line| {
+    let (lines, skipped) = parse_lines(path, options.skip_bad_lines, |line| {
         if header.blank_lines_are_rows && line.iter().all(u8::is_ascii_whitespace) {
             return Ok(Some(ParsedLine::default()));
         }
         parse_line(line)
     })?;
+    Ok(ParsedFile {
+        options,
+        lines,
+        skipped,
+    })
+}
+
+/// The note a read dataset carries about its index base.
+fn base_note(zero_based: bool, set: bool) -> String {
+    let how = if set { "set" } else { "detected" };
+    format!("{}-based ids ({how})", u32::from(!zero_based))
+}
+
+/// Whether a dataset [`read_libsvm`] returned had 0-based ids (from its notes), or `None` for a
+/// dataset without that note.
+pub fn zero_based_of(dataset: &Dataset) -> Option<bool> {
+    dataset
+        .notes
+        .iter()
+        .find_map(|n| match n.split_once("-based ids (") {
+            Some(("0", _)) => Some(true),
+            Some(("1", _)) => Some(false),
+            _ => None,
+        })
+}
+
+/// Reads a libsvm file.
+pub fn read_libsvm(path: &Path, options: &ReadOptions) -> Result<Dataset, DataError> {
+    let ParsedFile {
+        options,
+        lines: parsed,
+        mut skipped,
+    } = parse_file(path, options)?;
+    let options = &options;
     let min_id = parsed.iter().flat_map(|(_, p)| p.ids.iter()).min().copied();
     let zero_based = options.zero_based.unwrap_or(min_id == Some(0));
     let base = u32::from(!zero_based);
@@ -252,15 +296,7 @@ pub fn read_libsvm(path: &Path, options: &ReadOptions) -> Result<Dataset, DataEr
         n_classes,
         rows,
         skipped_lines: skipped,
-        notes: vec![format!(
-            "{}-based ids ({})",
-            base,
-            if options.zero_based.is_some() {
-                "set"
-            } else {
-                "detected"
-            }
-        )],
+        notes: vec![base_note(zero_based, options.zero_based.is_some())],
     })
 }
 

@@ -16,7 +16,8 @@ pub struct Interactions {
     pub test: Option<RowStore>,
 }
 
-type UserItems = (u32, Vec<u32>);
+/// A user id and the items of one line.
+pub(crate) type UserItems = (u32, Vec<u32>);
 
 fn parse_line(line: &[u8]) -> Result<Option<UserItems>, LineError> {
     let text = std::str::from_utf8(line).map_err(|e| {
@@ -54,7 +55,11 @@ fn parse_line(line: &[u8]) -> Result<Option<UserItems>, LineError> {
     Ok(Some((user, items)))
 }
 
-fn read_file(path: &Path, options: &ReadOptions) -> Result<(Vec<UserItems>, usize), DataError> {
+/// The lines of one interaction file (in file order) and the number skipped as bad.
+pub(crate) fn read_file(
+    path: &Path,
+    options: &ReadOptions,
+) -> Result<(Vec<UserItems>, usize), DataError> {
     let (lines, skipped) = parse_lines(path, options.skip_bad_lines, parse_line)?;
     Ok((lines.into_iter().map(|(_, u)| u).collect(), skipped))
 }

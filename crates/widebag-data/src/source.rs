@@ -202,7 +202,7 @@ pub fn save_sidecar(data: &Path, suffix: &str, contents: &str) -> Result<PathBuf
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).map_err(io)?;
     }
-    std::fs::write(&path, contents).map_err(io)?;
+    crate::atomic::write_atomic(&path, contents.as_bytes()).map_err(io)?;
     Ok(path)
 }
 

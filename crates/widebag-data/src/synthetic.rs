@@ -235,6 +235,16 @@ impl SyntheticStream {
     }
 
     /// The next `n_rows` rows of the stream.
+    /// The index of the next row [`Self::next_batch`] draws.
+    pub fn next_row(&self) -> u64 {
+        self.next_row
+    }
+
+    /// Continues the stream at row `next_row`.
+    pub fn seek(&mut self, next_row: u64) {
+        self.next_row = next_row;
+    }
+
     pub fn next_batch(&mut self, n_rows: usize) -> Result<CsrBatch, DataError> {
         let batch = self.batch_at(self.next_row, n_rows)?;
         self.next_row += n_rows as u64;

@@ -216,13 +216,12 @@ pub fn file_documents(dir: &Path, skip_bad_lines: bool) -> Result<(Vec<String>, 
     Ok((docs, skipped))
 }
 
-/// Builds the vocabulary (counted in parallel) and the rows of `docs`.
-pub fn build(
+/// Counts the words of `docs` (in parallel) and keeps those `options` allow.
+pub fn count_vocabulary(
     source: &Path,
     docs: &[String],
     options: &TextOptions,
-    skipped_lines: usize,
-) -> Result<(Dataset, Vocabulary), DataError> {
+) -> Result<Vocabulary, DataError> {
     let tokens = options.tokens;
     let counts = docs
         .par_iter()
@@ -255,18 +254,46 @@ pub fn build(
             path: source.to_path_buf(),
         });
     }
-    let doc_ids: Vec<Vec<u32>> = docs
+    Ok(vocab)
+}
+
+/// Rows formed over a given vocabulary, and what was left out.
+#[derive(Clone, Debug)]
+pub struct FormedRows {
+    pub dataset: Dataset,
+    /// Word tokens the vocabulary does not hold (left out before rows are formed).
+    pub unknown_tokens: u64,
+    /// Bow documents with no in-vocabulary word, left out under `drop_empty_documents`.
+    pub dropped_documents: u64,
+}
+
+/// Forms the rows of `docs` over `vocab`: the one path training (with the vocabulary it counted)
+/// and held-out data (with the training vocabulary) share. Words `vocab` does not hold are left
+/// out first, so CBOW windows span the in-vocabulary words. In bow mode a document with no
+/// in-vocabulary word is an empty row, or left out when `drop_empty_documents` is set.
+pub fn form_rows(
+    source: &Path,
+    docs: &[String],
+    options: &TextOptions,
+    skipped_lines: usize,
+    vocab: &Vocabulary,
+    drop_empty_documents: bool,
+) -> FormedRows {
+    let tokens = options.tokens;
+    let doc_ids: Vec<(Vec<u32>, u64)> = docs
         .par_iter()
         .map(|d| {
-            tokenize(d, tokens)
-                .iter()
-                .filter_map(|w| vocab.id(w))
-                .collect()
+            let words = tokenize(d, tokens);
+            let ids: Vec<u32> = words.iter().filter_map(|w| vocab.id(w)).collect();
+            let unknown = (words.len() - ids.len()) as u64;
+            (ids, unknown)
         })
         .collect();
     let mut rows = RowStore::new();
-    for ids in &doc_ids {
+    let mut dropped_documents = 0;
+    for (ids, _) in &doc_ids {
         match options.mode {
+            TextMode::Bow if ids.is_empty() && drop_empty_documents => dropped_documents += 1,
             TextMode::Bow => {
                 // Distinct words with their counts, as input values and as target weights.
                 let bag = SparseRow::bag(ids.clone()).canonical();
@@ -284,9 +311,9 @@ pub fn build(
             }
         }
     }
-    let tokens_total: usize = doc_ids.iter().map(Vec::len).sum();
-    Ok((
-        Dataset {
+    let tokens_total: usize = doc_ids.iter().map(|(ids, _)| ids.len()).sum();
+    FormedRows {
+        dataset: Dataset {
             source: source.to_path_buf(),
             width: vocab.len(),
             n_classes: vocab.len(),
@@ -299,8 +326,34 @@ pub fn build(
                 vocab.len()
             )],
         },
-        vocab,
-    ))
+        unknown_tokens: doc_ids.iter().map(|(_, u)| u).sum(),
+        dropped_documents,
+    }
+}
+
+/// Builds the vocabulary of `docs` ([`count_vocabulary`]) and their rows ([`form_rows`]).
+pub fn build(
+    source: &Path,
+    docs: &[String],
+    options: &TextOptions,
+    skipped_lines: usize,
+) -> Result<(Dataset, Vocabulary), DataError> {
+    let vocab = count_vocabulary(source, docs, options)?;
+    let formed = form_rows(source, docs, options, skipped_lines, &vocab, false);
+    Ok((formed.dataset, vocab))
+}
+
+/// Documents of a text corpus: one per line of a file, or one per file when `path` is a
+/// directory; and the number of lines (or files) skipped as bad.
+pub fn corpus_documents(
+    path: &Path,
+    skip_bad_lines: bool,
+) -> Result<(Vec<String>, usize), DataError> {
+    if path.is_dir() {
+        file_documents(path, skip_bad_lines)
+    } else {
+        line_documents(path, skip_bad_lines)
+    }
 }
 
 /// Reads a text corpus: one document per line of a file, or one per file when `path` is a
@@ -310,11 +363,7 @@ pub fn read_text(
     read: &ReadOptions,
     options: &TextOptions,
 ) -> Result<(Dataset, Vocabulary), DataError> {
-    let (docs, skipped) = if path.is_dir() {
-        file_documents(path, read.skip_bad_lines)?
-    } else {
-        line_documents(path, read.skip_bad_lines)?
-    };
+    let (docs, skipped) = corpus_documents(path, read.skip_bad_lines)?;
     build(path, &docs, options, skipped)
 }
 

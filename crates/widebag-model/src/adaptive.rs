@@ -82,7 +82,7 @@ fn weighted_pick(logp: Tensor<2>, entries: &[(u32, u32, f32)], device: &Device) 
 }
 
 /// A cluster's logits `(h proj) weight + bias`.
-fn cluster_logits(h: Tensor<2>, c: &Cluster<Tensor<2>>) -> Tensor<2> {
+pub(crate) fn cluster_logits(h: Tensor<2>, c: &Cluster<Tensor<2>>) -> Tensor<2> {
     h.matmul(c.proj.clone()).matmul(c.weight.clone()) + c.bias.clone()
 }
 

@@ -2,6 +2,7 @@
 //! with a zero gradient, so that a row-sparse AdamW follows dense AdamW exactly.
 
 use rayon::prelude::*;
+use widebag_config::OptimConfig;
 
 use crate::ModelError;
 use crate::dense_optim::AdamStep;
@@ -14,9 +15,10 @@ use crate::tensors::{floats, to_vec};
 const CATCH_UP_NEGLIGIBLE: f64 = 1e-12;
 
 /// Replays the `from..to` (exclusive) steps a row missed, as dense AdamW runs them with a zero
-/// gradient: `w ← w(1 − lr·wd)`, `m ← β1 m`, `v ← β2 v`, `w ← w − lr/bc1 · m / (√v/√bc2 + eps)`
-/// with the bias corrections of each step. Once `β1^s` is negligible the moment term is below
-/// f32 resolution and the rest is decay only: `w(1 − lr·wd)^left`, `m β1^left`, `v β2^left`.
+/// gradient: `w ← w(1 − lr_s·wd)`, `m ← β1 m`, `v ← β2 v`, `w ← w − lr_s/bc1 · m / (√v/√bc2 +
+/// eps)` with each step's bias corrections and scheduled rate `lr_s` (`config.table_lr_at(s)`).
+/// Once `β1^s` is negligible the moment term is below f32 resolution and the rest is decay
+/// only: `w ∏(1 − lr_s·wd)`, `m β1^left`, `v β2^left`.
 fn catch_up(
     w: &mut [f32],
     m: &mut [f32],
@@ -24,9 +26,9 @@ fn catch_up(
     from: u64,
     to: u64,
     a: &AdamStep,
-    wd: f64,
+    config: &OptimConfig,
 ) {
-    let decay = 1.0 - a.lr * wd;
+    let wd = config.weight_decay;
     let mut s = from;
     // A zero first moment stays zero: nothing but decay to replay.
     let mut b1_pow = if m.iter().all(|&x| x == 0.0) {
@@ -35,12 +37,14 @@ fn catch_up(
         1.0f64
     };
     while s < to && b1_pow >= CATCH_UP_NEGLIGIBLE {
+        let lr = config.table_lr_at(s);
+        let decay = 1.0 - lr * wd;
         let bc1 = 1.0 - a.beta1.powi(s as i32);
         let bc2 = (1.0 - a.beta2.powi(s as i32)).sqrt();
         for i in 0..w.len() {
             let mi = m[i] as f64 * a.beta1;
             let vi = v[i] as f64 * a.beta2;
-            let wi = w[i] as f64 * decay - a.lr / bc1 * mi / (vi.sqrt() / bc2 + a.eps);
+            let wi = w[i] as f64 * decay - lr / bc1 * mi / (vi.sqrt() / bc2 + a.eps);
             (w[i], m[i], v[i]) = (wi as f32, mi as f32, vi as f32);
         }
         b1_pow *= a.beta1;
@@ -48,12 +52,27 @@ fn catch_up(
     }
     if s < to {
         let left = (to - s) as i32;
-        let (fw, fm, fv) = (decay.powi(left), a.beta1.powi(left), a.beta2.powi(left));
+        let fw = decay_product(config, s, to);
+        let (fm, fv) = (a.beta1.powi(left), a.beta2.powi(left));
         for i in 0..w.len() {
             w[i] = (w[i] as f64 * fw) as f32;
             m[i] = (m[i] as f64 * fm) as f32;
             v[i] = (v[i] as f64 * fv) as f32;
         }
+    }
+}
+
+/// `∏_{s ∈ from..to} (1 − lr_s·wd)`: a power under a constant rate, else step by step.
+fn decay_product(config: &OptimConfig, from: u64, to: u64) -> f64 {
+    let wd = config.weight_decay;
+    let constant =
+        config.schedule == widebag_config::Schedule::Constant && from > config.warmup_steps as u64;
+    if constant {
+        (1.0 - config.table_lr_at(from) * wd).powi((to - from) as i32)
+    } else {
+        (from..to)
+            .map(|s| 1.0 - config.table_lr_at(s) * wd)
+            .product()
     }
 }
 
@@ -67,7 +86,7 @@ pub(crate) fn replay(
     last_step: &mut [u64],
     ids: SortedIds,
     a: &AdamStep,
-    weight_decay: f64,
+    config: &OptimConfig,
 ) -> Result<(), ModelError> {
     let step = a.step;
     if ids.is_empty() {
@@ -84,7 +103,7 @@ pub(crate) fn replay(
         .zip(vv.par_chunks_mut(rows))
         .zip(ids.as_slice().par_iter())
         .for_each(|(((w, m), v), &id)| {
-            catch_up(w, m, v, last_step[id as usize] + 1, step, a, weight_decay);
+            catch_up(w, m, v, last_step[id as usize] + 1, step, a, config);
         });
     for &id in ids.as_slice() {
         last_step[id as usize] = step - 1;
@@ -113,13 +132,18 @@ mod tests {
             eps: 1e-8,
             step: 1,
         };
+        let config = OptimConfig {
+            lr: 0.1,
+            weight_decay: 0.01,
+            ..OptimConfig::default()
+        };
         let (mut w1, mut m1, mut v1) = (vec![1.0f32], vec![0.0f32], vec![0.0f32]);
-        catch_up(&mut w1, &mut m1, &mut v1, 1, 200, &a, 0.01);
+        catch_up(&mut w1, &mut m1, &mut v1, 1, 200, &a, &config);
         let want = (1.0f64 - 0.1 * 0.01).powi(199) as f32;
         assert!((w1[0] - want).abs() < 1e-6, "{} vs {want}", w1[0]);
         // With moments, the switch to closed form agrees with replaying every step.
         let (mut w2, mut m2, mut v2) = (vec![1.0f32], vec![0.3f32], vec![0.02f32]);
-        catch_up(&mut w2, &mut m2, &mut v2, 1, 200, &a, 0.01);
+        catch_up(&mut w2, &mut m2, &mut v2, 1, 200, &a, &config);
         let (mut w, mut m, mut v) = (1.0f64, 0.3f32 as f64, 0.02f32 as f64);
         for s in 1..200 {
             let bc1 = 1.0 - a.beta1.powi(s);

@@ -5,7 +5,6 @@
 //! layout, so the two give the same numbers on the same batch. The log-softmax is reduced one
 //! class chunk at a time (burn 0.22's `log_softmax` over 240,000 columns was wrong on lavapipe).
 
-use burn::tensor::activation::relu;
 use burn::tensor::{Device, Tensor};
 use widebag_config::bands::ModelBands;
 use widebag_config::{Config, OptimConfig};
@@ -20,7 +19,7 @@ use crate::memory::{MemoryMeter, Point, Stage};
 use crate::model::{ModelSpec, StepStats};
 use crate::params::{DenseParams, Linear, OutputParams, n_values};
 use crate::softmax::{self, ClassChunk, RunningLse};
-use crate::tensors::{floats, scalar};
+use crate::tensors::{activate, floats, scalar};
 use crate::{Compute, ModelError, init};
 
 /// Shapes of the dense model.
@@ -38,6 +37,7 @@ pub struct DenseSpec {
     pub reduce_cols: usize,
     /// Host kernels (flex) or burn's tensor operations for the softmax and the updates.
     pub kernels: Kernels,
+    pub activation: widebag_config::Activation,
 }
 
 /// Loss and dense gradients of one batch.
@@ -148,7 +148,7 @@ impl DenseModel {
             &s,
             input_weight,
             params,
-            &config.optim,
+            &crate::model::scheduled(config),
             device,
         ))
     }
@@ -171,6 +171,7 @@ impl DenseModel {
             class_chunk: s.class_chunk,
             reduce_cols: s.reduce_cols,
             kernels: s.kernels,
+            activation: s.activation,
         };
         Self {
             spec,
@@ -226,6 +227,26 @@ impl DenseModel {
         Ok((rows > 0).then(|| sum / rows as f64))
     }
 
+    /// The full `[rows, classes]` logits of `batch`, off autodiff (evaluation).
+    pub fn logits(&self, batch: &CsrBatch) -> Result<Tensor<2>, ModelError> {
+        self.check_batch(batch)?;
+        let s = &self.spec;
+        let x = floats(batch.to_dense(), [batch.n_rows(), s.width], &self.device);
+        let act = s.activation;
+        let p = &self.params;
+        let mut h = activate(
+            x.matmul(self.input_weight.value.clone()) + p.bag_bias.value.clone(),
+            act,
+        );
+        for Linear { weight, bias } in &p.hidden {
+            h = activate(h.matmul(weight.value.clone()) + bias.value.clone(), act);
+        }
+        let OutputParams::Full { chunks } = &p.output else {
+            unreachable!("the dense layout's output is the full softmax");
+        };
+        Ok(h.matmul(chunks[0].weight.value.clone()) + chunks[0].bias.value.clone())
+    }
+
     /// Loss and gradients; with `host` (flex), the output layer runs on the host kernel,
     /// keeping the full logits as the tensor path does.
     fn forward_backward(
@@ -254,9 +275,13 @@ impl DenseModel {
         let input_weight = leaf(&self.input_weight);
         let leaves = self.params.map(leaf);
         // 3. forward.
-        let mut h = relu(x.matmul(input_weight.clone()) + leaves.bag_bias.clone());
+        let act = s.activation;
+        let mut h = activate(
+            x.matmul(input_weight.clone()) + leaves.bag_bias.clone(),
+            act,
+        );
         for Linear { weight, bias } in &leaves.hidden {
-            h = relu(h.matmul(weight.clone()) + bias.clone());
+            h = activate(h.matmul(weight.clone()) + bias.clone(), act);
         }
         let OutputParams::Full { chunks } = &leaves.output else {
             unreachable!("the dense layout's output is the full softmax");
@@ -304,9 +329,13 @@ impl DenseModel {
         let leaf = |p: &DenseParam| p.value.clone().autodiff().require_grad();
         let input_weight = leaf(&self.input_weight);
         let leaves = self.params.map_split(leaf, |p| p.value.clone());
-        let mut h = relu(x.matmul(input_weight.clone()) + leaves.bag_bias.clone());
+        let act = s.activation;
+        let mut h = activate(
+            x.matmul(input_weight.clone()) + leaves.bag_bias.clone(),
+            act,
+        );
         for Linear { weight, bias } in &leaves.hidden {
-            h = relu(h.matmul(weight.clone()) + bias.clone());
+            h = activate(h.matmul(weight.clone()) + bias.clone(), act);
         }
         meter.lap(Stage::Forward);
         let h_host = HostMatrix::take(h.clone().inner())?;

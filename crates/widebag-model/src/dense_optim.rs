@@ -131,11 +131,11 @@ fn advance(
     step: u64,
 ) -> (Tensor<2>, DenseState) {
     match state {
-        DenseState::Sgd => (value - grad.mul_scalar(config.lr), DenseState::Sgd),
+        DenseState::Sgd => (value - grad.mul_scalar(config.lr_at(step)), DenseState::Sgd),
         DenseState::Momentum(buf) => {
             let buf = (*buf).mul_scalar(config.momentum) + grad;
             (
-                value - buf.clone().mul_scalar(config.lr),
+                value - buf.clone().mul_scalar(config.lr_at(step)),
                 DenseState::Momentum(Box::new(buf)),
             )
         }
@@ -144,9 +144,9 @@ fn advance(
             decoupled_decay,
         } => {
             let Moments { m, v } = *moments;
-            let a = AdamStep::new(config, config.lr, step);
+            let a = AdamStep::new(config, config.lr_at(step), step);
             let value = if decoupled_decay && config.weight_decay > 0.0 {
-                value.mul_scalar(1.0 - config.lr * config.weight_decay)
+                value.mul_scalar(1.0 - config.lr_at(step) * config.weight_decay)
             } else {
                 value
             };

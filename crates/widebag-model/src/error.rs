@@ -14,6 +14,9 @@ pub enum ModelError {
     /// Row ids handed to a table that are not sorted and distinct, or out of its range.
     #[error("row ids must be sorted, distinct and within the table: {0}")]
     Ids(String),
+    /// A checkpoint that cannot be written, or is refused when read (it names the file).
+    #[error("checkpoint: {0}")]
+    Checkpoint(String),
     #[error(transparent)]
     Data(#[from] widebag_data::DataError),
 }

@@ -5,9 +5,11 @@ use widebag_config::bands::ModelBands;
 use widebag_config::{Config, Layout};
 use widebag_csr::CsrBatch;
 
+use crate::checkpoint::slots::Named;
 use crate::dense::DenseModel;
 use crate::memory::MemoryMeter;
 use crate::model::{StepStats, WideModel};
+use crate::scores::{ScoreKind, Visit};
 use crate::{Compute, ModelError};
 
 /// What a run reports about its model's sizes and host traffic.
@@ -49,6 +51,23 @@ pub trait TrainLayout {
 
     /// Sizes and traffic for the run's summary.
     fn facts(&self) -> LayoutFacts;
+
+    /// Every weight and optimizer state by name (checkpoints).
+    fn slots(&mut self) -> Vec<Named<'_>>;
+
+    /// `sparse` or `dense`.
+    fn name(&self) -> &'static str;
+
+    /// Sets the count of steps taken (a resumed run).
+    fn set_step(&mut self, step: u64);
+
+    /// Visits the class scores of `batch`'s rows chunk by chunk, weights up to date
+    /// ([`crate::scores`]).
+    fn score_chunks(
+        &mut self,
+        batch: &CsrBatch,
+        visit: &mut Visit<'_>,
+    ) -> Result<ScoreKind, ModelError>;
 }
 
 /// The configured layout with the resolved `bands`.
@@ -78,6 +97,26 @@ impl TrainLayout for WideModel {
 
     fn eval_loss(&mut self, batches: &[CsrBatch]) -> Result<Option<f64>, ModelError> {
         WideModel::eval_loss(self, batches)
+    }
+
+    fn score_chunks(
+        &mut self,
+        batch: &CsrBatch,
+        visit: &mut Visit<'_>,
+    ) -> Result<ScoreKind, ModelError> {
+        WideModel::score_chunks(self, batch, visit)
+    }
+
+    fn slots(&mut self) -> Vec<Named<'_>> {
+        WideModel::slots(self)
+    }
+
+    fn name(&self) -> &'static str {
+        "sparse"
+    }
+
+    fn set_step(&mut self, step: u64) {
+        self.step = step;
     }
 
     fn facts(&self) -> LayoutFacts {
@@ -113,6 +152,26 @@ impl TrainLayout for DenseModel {
 
     fn eval_loss(&mut self, batches: &[CsrBatch]) -> Result<Option<f64>, ModelError> {
         DenseModel::eval_loss(self, batches)
+    }
+
+    fn score_chunks(
+        &mut self,
+        batch: &CsrBatch,
+        visit: &mut Visit<'_>,
+    ) -> Result<ScoreKind, ModelError> {
+        DenseModel::score_chunks(self, batch, visit)
+    }
+
+    fn slots(&mut self) -> Vec<Named<'_>> {
+        DenseModel::slots(self)
+    }
+
+    fn name(&self) -> &'static str {
+        "dense"
+    }
+
+    fn set_step(&mut self, step: u64) {
+        self.step = step;
     }
 
     fn facts(&self) -> LayoutFacts {

@@ -7,11 +7,13 @@ mod adaptive_host;
 pub mod bag;
 mod catch_up;
 pub mod caught;
+pub mod checkpoint;
 pub mod cpu;
 pub mod dense;
 pub mod dense_optim;
 pub mod device;
 pub mod error;
+pub mod eval;
 mod host_rows;
 pub mod ids;
 pub mod init;
@@ -22,9 +24,11 @@ pub mod params;
 pub mod profile;
 #[cfg(any(test, feature = "test-support"))]
 pub mod reference;
+pub mod scores;
 pub mod softmax;
 pub mod step;
 pub mod table;
+mod table_io;
 pub mod table_optim;
 pub mod tensors;
 pub mod train;
@@ -41,4 +45,6 @@ pub use model::{ModelSpec, StepStats, WideModel};
 pub use params::DenseParams;
 pub use profile::{ProfileReport, Stage, StepProfile};
 pub use step::Grads;
-pub use train::{RunOptions, RunSummary, run_training, run_training_with};
+pub use train::{
+    CheckpointPlan, Evaluation, RunOptions, RunSummary, run_training, run_training_with,
+};

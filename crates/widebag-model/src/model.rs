@@ -33,6 +33,8 @@ pub struct ModelSpec {
     pub kernels: Kernels,
     pub seed: u64,
     pub output: OutputKind,
+    /// The hidden layers' activation.
+    pub activation: widebag_config::Activation,
     /// Input bands (one: the unsplit table) and output clusters (one: the full softmax; more:
     /// the adaptive softmax's head and tails), as run preparation resolved them.
     pub bands: ModelBands,
@@ -86,6 +88,7 @@ impl ModelSpec {
             kernels: Kernels::choose(&compute.device, config.train.cpu_kernels),
             seed: config.train.seed,
             output: config.model.output,
+            activation: config.model.activation,
             bands: bands.clone(),
         })
     }
@@ -108,6 +111,14 @@ impl ModelSpec {
     }
 }
 
+/// The optimizer settings with the schedule spanning the run's steps.
+pub(crate) fn scheduled(config: &Config) -> OptimConfig {
+    OptimConfig {
+        schedule_steps: config.train.steps as u64,
+        ..config.optim.clone()
+    }
+}
+
 /// What one training step did.
 #[derive(Clone, Debug, Serialize)]
 pub struct StepStats {
@@ -121,6 +132,17 @@ pub struct StepStats {
     /// Peak bytes in use read so far in the run, after the warm-up (set by the training loop;
     /// `None` without allocator counters).
     pub peak_in_use_bytes: Option<u64>,
+    /// The dense layers' learning rate this step (the schedule's; set by the training loop).
+    pub lr: f64,
+    /// The epoch this step belongs to (data files; set by the training loop).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub epoch: Option<u64>,
+    /// The evaluation run after this step, if any (set by the training loop).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub eval: Option<widebag_eval::EvalReport>,
+    /// The checkpoint written after this step, if any (set by the training loop).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub checkpoint: Option<std::path::PathBuf>,
 }
 
 impl StepStats {
@@ -133,6 +155,10 @@ impl StepStats {
             n_unique: batch.unique_ids().len(),
             step_s: 0.0,
             peak_in_use_bytes: None,
+            lr: 0.0,
+            epoch: None,
+            eval: None,
+            checkpoint: None,
         }
     }
 }
@@ -186,7 +212,7 @@ impl WideModel {
             chunks,
             bands,
             dense,
-            optim: config.optim.clone(),
+            optim: scheduled(config),
             step: 0,
             device,
         })

@@ -93,7 +93,7 @@ pub struct SoftmaxGrads {
     pub chunks: Vec<(Tensor<2>, Tensor<2>)>,
 }
 
-fn logits(h: &Tensor<2>, w: &Tensor<2>, b: &Tensor<2>) -> Tensor<2> {
+pub(crate) fn logits(h: &Tensor<2>, w: &Tensor<2>, b: &Tensor<2>) -> Tensor<2> {
     h.clone().matmul(w.clone()) + b.clone()
 }
 

@@ -2,7 +2,6 @@
 //! row updates → dense updates → measure; and the same forward and backward without an update
 //! (`gradients`, `loss`, `eval_loss`).
 
-use burn::tensor::activation::relu;
 use burn::tensor::{Gradients, Tensor};
 use widebag_csr::CsrBatch;
 
@@ -17,7 +16,7 @@ use crate::memory::{MemoryMeter, Point, Stage};
 use crate::model::{StepStats, WideModel};
 use crate::params::{Cluster, DenseParams, Linear, OutputParams};
 use crate::softmax::{self, ChunkTargets};
-use crate::tensors::{floats, scalar, to_vec};
+use crate::tensors::{activate, floats, scalar, to_vec};
 
 /// Gradients of one batch, off autodiff: the touched rows and every dense parameter.
 pub struct Grads {
@@ -189,9 +188,10 @@ impl WideModel {
         inputs: &BagInputs,
     ) -> Tensor<2> {
         let x = self.bag_sum(rows, &params.projections, inputs);
-        let mut h = relu(x + params.bag_bias.clone());
+        let act = self.spec.activation;
+        let mut h = activate(x + params.bag_bias.clone(), act);
         for Linear { weight, bias } in &params.hidden {
-            h = relu(h.matmul(weight.clone()) + bias.clone());
+            h = activate(h.matmul(weight.clone()) + bias.clone(), act);
         }
         h
     }

@@ -22,7 +22,7 @@ use crate::tensors::{floats, ints, row_indices, to_vec};
 
 /// Where the rows live.
 #[derive(Debug)]
-enum Storage {
+pub(crate) enum Storage {
     /// Device row shards, each within the buffer limit.
     Device(Vec<Tensor<2>>),
     /// Row-major host rows: a host-placed band's, or on flex (whose device is the host) every
@@ -33,9 +33,9 @@ enum Storage {
 /// Row-sharded table. Not `Clone`: an update is in place only while its shards have one handle.
 #[derive(Debug)]
 pub struct ShardedTable {
-    storage: Storage,
+    pub(crate) storage: Storage,
     device: Device,
-    rows_per_shard: usize,
+    pub(crate) rows_per_shard: usize,
     n_rows: usize,
     dim: usize,
     /// Host rows that are the device's own (flex): no traffic, and placed on the device.

@@ -86,14 +86,14 @@ impl TableState {
             .collect();
         let (stale, a) = (
             SortedIdBuf::new(stale)?,
-            AdamStep::new(config, config.table_lr(), step),
+            AdamStep::new(config, config.table_lr_at(step), step),
         );
         for seg in table.segments(stale.ids()) {
             for first in (seg.start..seg.end).step_by(CATCH_UP_ROWS) {
                 let ids = stale
                     .ids()
                     .range(first..(first + CATCH_UP_ROWS).min(seg.end));
-                replay(table, m, v, last_step, ids, &a, config.weight_decay)?;
+                replay(table, m, v, last_step, ids, &a, config)?;
             }
         }
         Ok(())
@@ -130,10 +130,10 @@ impl TableState {
         self.catch_up(table, uniq, config, step)?;
         match self {
             TableState::Sgd => {
-                if row_update::sgd(table, uniq, &grad_rows, config.table_lr())? {
+                if row_update::sgd(table, uniq, &grad_rows, config.table_lr_at(step))? {
                     return Ok(());
                 }
-                let delta = grad_rows.mul_scalar(-config.table_lr());
+                let delta = grad_rows.mul_scalar(-config.table_lr_at(step));
                 meter.probe(Point::TableUpdate);
                 table.scatter_add(uniq, delta)?;
             }
@@ -141,7 +141,7 @@ impl TableState {
                 // buf_r ← μ buf_r + g_r for the touched rows only; w_r ← w_r − lr buf_r.
                 let old = buf.gather(uniq)?;
                 let dbuf = old.clone().mul_scalar(config.momentum - 1.0) + grad_rows;
-                let delta = (old + dbuf.clone()).mul_scalar(-config.table_lr());
+                let delta = (old + dbuf.clone()).mul_scalar(-config.table_lr_at(step));
                 meter.probe(Point::TableUpdate);
                 buf.scatter_add(uniq, dbuf)?;
                 table.scatter_add(uniq, delta)?;
@@ -151,13 +151,13 @@ impl TableState {
                 let g2 = grad_rows.clone().square().sum_dim(1).div_scalar(n);
                 let acc_new = acc.gather(uniq)? + g2.clone();
                 let delta = (grad_rows / acc_new.sqrt().add_scalar(config.eps))
-                    .mul_scalar(-config.table_lr());
+                    .mul_scalar(-config.table_lr_at(step));
                 meter.probe(Point::TableUpdate);
                 acc.scatter_add(uniq, g2)?;
                 table.scatter_add(uniq, delta)?;
             }
             TableState::Adam { m, v } => {
-                let a = AdamStep::new(config, config.table_lr(), step);
+                let a = AdamStep::new(config, config.table_lr_at(step), step);
                 // Resident tables (host kernels): in place, one pass.
                 if row_update::adam(table, (m, v), uniq, &grad_rows, &a)? {
                     return Ok(());
@@ -176,14 +176,14 @@ impl TableState {
             }
             TableState::AdamW { m, v, last_step } => {
                 // This step, as dense AdamW: decoupled decay, then the Adam update.
-                let a = AdamStep::new(config, config.table_lr(), step);
+                let a = AdamStep::new(config, config.table_lr_at(step), step);
                 let w_old = table.gather(uniq)?;
                 let m_old = m.gather(uniq)?;
                 let v_old = v.gather(uniq)?;
                 let dm = (grad_rows.clone() - m_old.clone()).mul_scalar(1.0 - a.beta1);
                 let dv = (grad_rows.square() - v_old.clone()).mul_scalar(1.0 - a.beta2);
                 let delta = a.delta(m_old + dm.clone(), v_old + dv.clone())
-                    - w_old.mul_scalar(config.table_lr() * config.weight_decay);
+                    - w_old.mul_scalar(config.table_lr_at(step) * config.weight_decay);
                 meter.probe(Point::TableUpdate);
                 m.scatter_add(uniq, dm)?;
                 v.scatter_add(uniq, dv)?;

@@ -30,3 +30,11 @@ pub fn to_vec<const D: usize>(t: Tensor<D>) -> Result<Vec<f32>, ModelError> {
 pub fn scalar(t: Tensor<1>) -> Result<f32, ModelError> {
     Ok(to_vec(t)?.first().copied().unwrap_or(f32::NAN))
 }
+
+/// The hidden layers' activation.
+pub(crate) fn activate(x: Tensor<2>, activation: widebag_config::Activation) -> Tensor<2> {
+    match activation {
+        widebag_config::Activation::Relu => burn::tensor::activation::relu(x),
+        widebag_config::Activation::Tanh => burn::tensor::activation::tanh(x),
+    }
+}

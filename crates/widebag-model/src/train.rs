@@ -8,16 +8,19 @@ use std::time::Instant;
 
 use serde::Serialize;
 use widebag_csr::CsrBatch;
-use widebag_data::{BatchSource, DataError};
+use widebag_data::{BatchSource, DataError, DataPosition};
 use widebag_prepare::{DataSummary, Prepared};
 
 use widebag_config::Layout;
 
+use crate::checkpoint::{self, RunPoint};
+use crate::eval::{EvalSet, eval_spec, evaluate};
 use crate::layout::{self, TrainLayout};
 use crate::memory::{MemoryMeter, MeterMode, Phase, Point, Stage, StepProfile};
 use crate::model::StepStats;
 use crate::profile::ProfileReport;
 use crate::{BackendKind, Compute, ModelError};
+use widebag_eval::EvalReport;
 
 /// What a run measured.
 #[derive(Clone, Debug, Serialize)]
@@ -82,6 +85,13 @@ pub struct RunSummary {
     pub epochs: Option<u64>,
     /// Where the timed steps' time went, by stage of the step.
     pub profile: ProfileReport,
+    /// The last evaluation's metrics (held-out rows: `train.eval_rows` or `data.test_path`).
+    pub eval: Option<EvalReport>,
+    /// Every evaluation of the run (`train.eval_every`, and the end).
+    pub evaluations: Vec<Evaluation>,
+    /// The checkpoint step this run continued from (`--resume`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resumed_from: Option<u64>,
 }
 
 /// The process's peak resident set size (`VmHWM` in `/proc/self/status`), where Linux has it.
@@ -92,16 +102,62 @@ pub fn peak_rss_bytes() -> Option<u64> {
     Some(kib * 1024)
 }
 
-/// Streams `steps` batches from a background thread (two in flight).
+/// What the model does to a training batch's input bag before its first layer.
+#[derive(Clone, Copy, Debug)]
+struct InputTransform {
+    normalize: bool,
+    dropout: f64,
+    seed: u64,
+}
+
+impl InputTransform {
+    fn of(config: &widebag_config::Config) -> Self {
+        Self {
+            normalize: config.data.normalize,
+            dropout: config.model.input_dropout,
+            seed: config.train.seed,
+        }
+    }
+
+    /// Step `step`'s batch (1-based): normalised, then its dropout mask, a pure function of
+    /// the seed and the step.
+    fn train(&self, batch: CsrBatch, step: u64) -> CsrBatch {
+        let batch = self.eval(batch);
+        if self.dropout > 0.0 {
+            let seed = widebag_data::rng::hash2(self.seed ^ 0x000d_4090_u64, step);
+            batch.dropout(self.dropout, seed)
+        } else {
+            batch
+        }
+    }
+
+    /// A held-out batch: normalised, never dropped out.
+    fn eval(&self, batch: CsrBatch) -> CsrBatch {
+        if self.normalize {
+            batch.l2_normalized()
+        } else {
+            batch
+        }
+    }
+}
+
+/// A training batch and where the data stands after it.
+type Fetched = Result<(CsrBatch, DataPosition), DataError>;
+
+/// Streams the batches of steps `first..=last` from a background thread (two in flight).
 fn prefetch(
     mut stream: BatchSource,
     batch_size: usize,
-    steps: usize,
-) -> mpsc::Receiver<Result<CsrBatch, DataError>> {
+    steps: std::ops::RangeInclusive<u64>,
+    transform: InputTransform,
+) -> mpsc::Receiver<Fetched> {
     let (tx, rx) = mpsc::sync_channel(2);
     std::thread::spawn(move || {
-        for _ in 0..steps {
-            if tx.send(stream.next_batch(batch_size)).is_err() {
+        for step in steps {
+            let batch = stream
+                .next_batch(batch_size)
+                .map(|b| (transform.train(b, step), stream.position()));
+            if tx.send(batch).is_err() {
                 break;
             }
         }
@@ -109,8 +165,17 @@ fn prefetch(
     rx
 }
 
+/// Where and how often a run writes checkpoints.
+#[derive(Clone, Debug)]
+pub struct CheckpointPlan {
+    /// The run directory's `checkpoints/`.
+    pub root: std::path::PathBuf,
+    /// Every this many steps (0: only at the end); always after the last step.
+    pub every: u64,
+}
+
 /// How a run is watched.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct RunOptions {
     pub meter: MeterMode,
     /// Steps whose memory readings are discarded (the first steps compile kernels and create
@@ -122,6 +187,10 @@ pub struct RunOptions {
     /// Whether each stage boundary of the profile waits for the device (exact stage times on
     /// wgpu, at some cost in throughput; flex is exact without it).
     pub profile_sync: bool,
+    /// Checkpoints to write.
+    pub checkpoints: Option<CheckpointPlan>,
+    /// A checkpoint directory to continue from.
+    pub resume: Option<std::path::PathBuf>,
 }
 
 /// Trains the configured model on the prepared batches. `on_step` sees every step's stats.
@@ -146,6 +215,7 @@ pub fn run_training_with(
         batches: stream,
         data,
         eval,
+        eval_seen,
         bands,
         model_bands,
         ..
@@ -171,19 +241,47 @@ pub fn run_training_with(
     let mut model: Box<dyn TrainLayout> = layout::build(config, &model_bands, compute)?;
     meter.sample(Point::Setup);
     let setup_s = setup_start.elapsed().as_secs_f64();
+    let transform = InputTransform::of(config);
+    let eval = EvalSet {
+        batches: eval.into_iter().map(|b| transform.eval(b)).collect(),
+        seen: eval_seen,
+    };
+    let eval_spec = eval_spec(config);
+    let total = config.train.steps as u64;
+    let rates = crate::model::scheduled(config);
+    let every = eval_interval(config);
+    let mut evaluations = Vec::new();
 
-    let batches = prefetch(stream, config.train.batch_size, config.train.steps);
+    let mut stream = stream;
+    let mut start = 0u64;
+    let mut resumed_from = None;
+    if let Some(dir) = &options.resume {
+        let m = checkpoint::load(model.as_mut(), dir, config)?;
+        stream.seek(m.position)?;
+        start = m.step;
+        resumed_from = Some(m.step);
+    }
+    let mut rows_seen = rows_before(&stream.position(), &data);
+    let batches = prefetch(
+        stream,
+        config.train.batch_size,
+        start + 1..=total,
+        transform,
+    );
     let train_start = Instant::now();
     let mut warm_start = train_start;
     let mut losses = Vec::with_capacity(config.train.steps);
-    let (mut rows_seen, mut first_rows) = (0usize, 0usize);
-    for step in 0..config.train.steps {
+    let mut first_rows = rows_seen;
+    let run_rows_start = rows_seen;
+    let timed_after = timed_after + start as usize;
+    for step in start as usize..config.train.steps {
         meter.profile.start();
-        let batch = batches
+        let (batch, position) = batches
             .recv()
             .map_err(|_| ModelError::Execution("batch producer stopped".into()))??;
         meter.lap(Stage::Data);
         rows_seen += batch.n_rows();
+        let step = step - start as usize;
         if step > 0 && step == options.detailed_steps {
             meter.mode = options.meter;
         }
@@ -195,6 +293,8 @@ pub fn run_training_with(
         meter.profile.end_step();
         stats.step_s = step_start.elapsed().as_secs_f64();
         stats.peak_in_use_bytes = meter.available().then_some(meter.peak_in_use_bytes);
+        stats.lr = rates.lr_at(stats.step);
+        stats.epoch = epoch_of(&data, rows_seen);
         if !stats.loss.is_finite() {
             return Err(ModelError::Execution(format!(
                 "loss became {} at step {}",
@@ -202,8 +302,24 @@ pub fn run_training_with(
             )));
         }
         losses.push(stats.loss);
+        let done = stats.step;
+        if every > 0 && done % every == 0 && done < total && !eval.batches.is_empty() {
+            let report = evaluate(model.as_mut(), &eval, &eval_spec, compute.backend)?;
+            evaluations.push(Evaluation::new(done, stats.epoch, report.clone()));
+            stats.eval = Some(report);
+        }
+        if let Some(plan) = &options.checkpoints
+            && ((plan.every > 0 && done % plan.every == 0) || done == total)
+        {
+            let point = RunPoint {
+                step: done,
+                epoch: stats.epoch,
+                position,
+            };
+            stats.checkpoint = Some(checkpoint::save(model.as_mut(), point, config, &plan.root)?);
+        }
         on_step(&stats);
-        if step == timed_after {
+        if step + start as usize == timed_after {
             warm_start = Instant::now();
             first_rows = rows_seen;
             meter.profile.reset();
@@ -214,8 +330,13 @@ pub fn run_training_with(
     let examples_per_s = if warm_steps > 0 {
         (rows_seen - first_rows) as f64 / warm_start.elapsed().as_secs_f64()
     } else {
-        rows_seen as f64 / train_s
+        (rows_seen - run_rows_start) as f64 / train_s
     };
+    if losses.is_empty() {
+        return Err(ModelError::Execution(format!(
+            "nothing to train: the checkpoint is at step {start} of {total}"
+        )));
+    }
     let tail = &losses[losses.len().saturating_sub(10)..];
     let has_counters = meter.available();
     // The training steps' sizes and traffic; then the updates still deferred land before the
@@ -223,7 +344,12 @@ pub fn run_training_with(
     let facts = model.facts();
     model.flush_deferred()?;
     let steps = config.train.steps.max(1) as f64;
-    let eval_loss = model.eval_loss(&eval)?;
+    let eval_loss = model.eval_loss(&eval.batches)?;
+    if !eval.batches.is_empty() {
+        let report = evaluate(model.as_mut(), &eval, &eval_spec, compute.backend)?;
+        let epoch = epoch_of(&data, rows_seen);
+        evaluations.push(Evaluation::new(total, epoch, report));
+    }
     Ok(RunSummary {
         backend: compute.backend,
         adapter: compute.adapter.clone(),
@@ -254,7 +380,7 @@ pub fn run_training_with(
         train_s,
         output: config.model.output,
         eval_loss,
-        eval_rows: eval.iter().map(|b| b.n_rows()).sum(),
+        eval_rows: eval.batches.iter().map(|b| b.n_rows()).sum(),
         table_parameters: facts.table_parameters,
         output_parameters: facts.output_parameters,
         host_bytes: facts.host_bytes,
@@ -263,10 +389,62 @@ pub fn run_training_with(
         bands,
         peak_rss_bytes: peak_rss_bytes(),
         // Batches never straddle epochs, so the epochs started follow from the rows seen.
-        epochs: data
-            .as_ref()
-            .map(|d| (rows_seen as u64).div_ceil(d.rows.max(1) as u64)),
+        epochs: epoch_of(&data, rows_seen),
         data,
         profile: meter.profile.report(),
+        eval: evaluations.last().map(|e| e.report.clone()),
+        resumed_from,
+        evaluations,
     })
+}
+
+/// One evaluation of a run: after which step (and epoch), and its metrics.
+#[derive(Clone, Debug, Serialize)]
+pub struct Evaluation {
+    pub step: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub epoch: Option<u64>,
+    #[serde(flatten)]
+    pub report: EvalReport,
+    /// The report in one line.
+    pub line: String,
+}
+
+impl Evaluation {
+    pub fn new(step: u64, epoch: Option<u64>, report: EvalReport) -> Self {
+        Self {
+            step,
+            epoch,
+            line: report.line(),
+            report,
+        }
+    }
+}
+
+/// Training rows drawn before `position` (epochs before it times the data's rows, plus its
+/// place in the current one; the synthetic stream's row index).
+fn rows_before(position: &DataPosition, data: &Option<DataSummary>) -> usize {
+    match position {
+        DataPosition::Synthetic { next_row } => *next_row as usize,
+        DataPosition::Rows { epoch, next } => {
+            let rows = data.as_ref().map_or(0, |d| d.rows);
+            *epoch as usize * rows + next
+        }
+    }
+}
+
+/// Epochs started after `rows_seen` training rows (batches never straddle epochs).
+fn epoch_of(data: &Option<DataSummary>, rows_seen: usize) -> Option<u64> {
+    data.as_ref()
+        .map(|d| (rows_seen as u64).div_ceil(d.rows.max(1) as u64))
+}
+
+/// Steps between evaluations: `train.eval_every` steps, or epochs when `train.epochs` is set
+/// (0: at the end only).
+fn eval_interval(config: &widebag_config::Config) -> u64 {
+    let every = config.train.eval_every as u64;
+    match config.train.epochs {
+        Some(e) if e > 0 => every * (config.train.steps as u64 / e as u64),
+        _ => every,
+    }
 }

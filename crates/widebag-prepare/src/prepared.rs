@@ -75,8 +75,12 @@ pub struct Prepared {
     pub data: Option<DataSummary>,
     /// Non-fatal problems (e.g. a sidecar file that could not be written).
     pub warnings: Vec<String>,
-    /// Held-out validation batches (`train.eval_rows`), at the run's batch size.
+    /// Held-out validation batches (`train.eval_rows` or `data.test_path`), at the run's batch
+    /// size.
     pub eval: Vec<CsrBatch>,
+    /// Per held-out batch, each row's seen classes (sorted; a LightGCN user's training items,
+    /// masked from its ranking); empty when rows have none.
+    pub eval_seen: Vec<Vec<Vec<u32>>>,
     /// The head/tail bands of each split side, with their coverage.
     pub bands: Vec<BandReport>,
     /// Both sides' bands, resolved once here and carried to the trainer, ledger and solver.
@@ -119,7 +123,19 @@ pub fn open_data(config: &Config, options: &PrepareOptions) -> Result<Prepared, 
     let Some(src) = config.data.source() else {
         return open_synthetic(config);
     };
-    let loaded = widebag_data::load(&src).map_err(PrepareError::data("data.path"))?;
+    let test_path = src.test_path.clone();
+    let loaded = widebag_data::load(&widebag_data::Source {
+        test_path: None,
+        ..src.clone()
+    })
+    .map_err(PrepareError::data("data.path"))?;
+    let mut held = match &test_path {
+        Some(p) => Some(
+            widebag_data::load_held_out(&src, p, &loaded)
+                .map_err(PrepareError::data("data.test_path"))?,
+        ),
+        None => None,
+    };
     let mut dataset = loaded.dataset;
     if let Some(n) = config.data.n_classes
         && n != dataset.n_classes
@@ -194,10 +210,40 @@ pub fn open_data(config: &Config, options: &PrepareOptions) -> Result<Prepared, 
         let relabel = freq.renumber(config);
         bands = resolve_bands(&mut resolved, &freq, &relabel)?;
         relabel.dataset(&mut dataset);
+        if let Some(h) = &mut held {
+            relabel.dataset(&mut h.dataset);
+            if let (Some(seen), Some(classes)) = (&mut h.seen, &relabel.classes) {
+                seen.ids.iter_mut().for_each(|c| *c = classes.map(*c));
+            }
+        }
     }
     let mut eval = Vec::new();
+    let mut eval_seen = Vec::new();
     let n_eval = config.train.eval_rows;
-    if n_eval > 0 {
+    if let Some(h) = held {
+        for n in &h.notes {
+            warnings.push(format!("{}: {n}", h.dataset.source.display()));
+        }
+        let all: Vec<usize> = (0..h.dataset.n_rows()).collect();
+        for rows in all.chunks(bs.max(1)) {
+            eval.push(
+                h.dataset
+                    .batch(rows)
+                    .map_err(|e| PrepareError::data("data.test_path")(e.into()))?,
+            );
+            eval_seen.push(match &h.seen {
+                Some(seen) => rows
+                    .iter()
+                    .map(|&r| {
+                        let mut ids = seen.row(r).0.to_vec();
+                        ids.sort_unstable();
+                        ids
+                    })
+                    .collect(),
+                None => Vec::new(),
+            });
+        }
+    } else if n_eval > 0 {
         if n_eval >= dataset.n_rows() {
             return Err(PrepareError::setting(
                 "train.eval_rows",
@@ -218,6 +264,9 @@ pub fn open_data(config: &Config, options: &PrepareOptions) -> Result<Prepared, 
         }
         dataset = train;
     }
+    if let Some(epochs) = config.train.epochs {
+        resolved.train.steps = epochs * dataset.n_rows().div_ceil(bs.max(1));
+    }
     let batches = EpochBatches::new(Arc::new(dataset), config.train.seed);
     let model_bands = model_bands(&resolved)?;
     Ok(Prepared {
@@ -226,6 +275,7 @@ pub fn open_data(config: &Config, options: &PrepareOptions) -> Result<Prepared, 
         data: Some(summary),
         warnings,
         eval,
+        eval_seen,
         bands,
         model_bands,
     })
@@ -264,6 +314,7 @@ fn open_synthetic(config: &Config) -> Result<Prepared, PrepareError> {
         data: None,
         warnings: Vec::new(),
         eval,
+        eval_seen: Vec::new(),
         bands,
         model_bands,
     })

@@ -59,6 +59,7 @@ fn measured_peak(
         data: prepared.data.clone(),
         warnings: Vec::new(),
         eval: Vec::new(),
+        eval_seen: Vec::new(),
         bands: prepared.bands.clone(),
         model_bands: prepared.model_bands.clone(),
     };

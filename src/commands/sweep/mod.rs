@@ -147,6 +147,7 @@ fn train_point(
         warmup_steps: 1,
         detailed_steps: 3,
         profile_sync: false,
+        ..RunOptions::default()
     };
     let summary = run_training_with(prepared, compute, options, |s| {
         let line = serde_json::json!({

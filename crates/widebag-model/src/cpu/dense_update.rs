@@ -23,7 +23,7 @@ pub fn update(
 ) -> Result<(), ModelError> {
     let g = HostMatrix::take(grad)?;
     let g = g.as_slice();
-    let lr = config.lr as f32;
+    let lr = config.lr_at(step) as f32;
     match &mut p.state {
         DenseState::Sgd => update_in_place(&mut p.value, |v| {
             v.par_chunks_mut(TASK)
@@ -51,10 +51,10 @@ pub fn update(
             moments,
             decoupled_decay,
         } => {
-            let a = AdamStep::new(config, config.lr, step);
+            let a = AdamStep::new(config, config.lr_at(step), step);
             let (bc1, bc2) = a.bias_corrections();
             let decay = if *decoupled_decay && config.weight_decay > 0.0 {
-                (1.0 - config.lr * config.weight_decay) as f32
+                (1.0 - config.lr_at(step) * config.weight_decay) as f32
             } else {
                 1.0
             };

@@ -1,0 +1,115 @@
+//! What a model does to its input bag before the first layer: L2 normalisation (Mult-DAE's
+//! `F.normalize`) and, in training, dropout of entries with the survivors scaled by 1/(1 − p),
+//! drawn from a counter-based hash so a batch's mask is a pure function of seed, step and entry.
+
+use sprs::CsMatI;
+
+use crate::CsrBatch;
+
+/// SplitMix64's finaliser: a well-mixed 64-bit hash of `z`.
+fn mix64(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+impl CsrBatch {
+    /// Each row's values scaled to unit L2 norm (rows of norm 0 unchanged), as
+    /// `torch.nn.functional.normalize(x, dim=1)` with its `eps = 1e-12` floor.
+    pub fn l2_normalized(&self) -> CsrBatch {
+        let mut values = self.values().to_vec();
+        let ptr = self.row_ptr();
+        for r in 0..self.n_rows() {
+            let row = &mut values[ptr[r]..ptr[r + 1]];
+            let norm = row.iter().map(|&v| v as f64 * v as f64).sum::<f64>().sqrt();
+            let scale = 1.0 / norm.max(1e-12);
+            row.iter_mut().for_each(|v| *v = (*v as f64 * scale) as f32);
+        }
+        self.with_values(values)
+    }
+
+    /// Input dropout: each entry kept with probability `1 − p` (scaled by `1 / (1 − p)`) or
+    /// removed, by a hash of `(seed, entry)`; the targets are kept whole (a denoising
+    /// autoencoder reconstructs the full bag). `p = 0` returns the batch unchanged.
+    pub fn dropout(&self, p: f64, seed: u64) -> CsrBatch {
+        if p <= 0.0 {
+            return self.clone();
+        }
+        let threshold = (p * (u64::MAX as f64)) as u64;
+        let scale = (1.0 / (1.0 - p)) as f32;
+        let (ids, values, ptr) = (self.ids(), self.values(), self.row_ptr());
+        let (mut out_ptr, mut out_ids, mut out_values) = (vec![0usize], Vec::new(), Vec::new());
+        for r in 0..self.n_rows() {
+            for e in ptr[r]..ptr[r + 1] {
+                if mix64(seed ^ mix64(e as u64)) >= threshold {
+                    out_ids.push(ids[e]);
+                    out_values.push(values[e] * scale);
+                }
+            }
+            out_ptr.push(out_ids.len());
+        }
+        let shape = (self.n_rows(), self.width());
+        let matrix = CsMatI::new(shape, out_ptr, out_ids, out_values);
+        CsrBatch::from_parts(matrix, self.targets().clone())
+    }
+
+    fn with_values(&self, values: Vec<f32>) -> CsrBatch {
+        let m = self.matrix();
+        let shape = (m.rows(), m.cols());
+        let matrix = CsMatI::new(shape, self.row_ptr().to_vec(), self.ids().to_vec(), values);
+        CsrBatch::from_parts(matrix, self.targets().clone())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{CsrBatch, RowTarget, SparseRow};
+
+    fn batch() -> CsrBatch {
+        let rows = vec![
+            SparseRow {
+                ids: vec![0, 3, 5],
+                values: vec![3.0, 4.0, 0.0],
+            },
+            SparseRow {
+                ids: vec![],
+                values: vec![],
+            },
+        ];
+        let targets = vec![RowTarget::Class(1), RowTarget::Class(2)];
+        CsrBatch::from_rows(&rows, &targets, 8, 4).unwrap()
+    }
+
+    #[test]
+    fn rows_scale_to_unit_norm_and_empty_rows_stay() {
+        let b = batch().l2_normalized();
+        assert_eq!(b.values(), &[0.6, 0.8, 0.0]);
+        assert_eq!(b.row_ptr(), &[0, 3, 3]);
+    }
+
+    #[test]
+    fn dropout_keeps_about_1_minus_p_scaled_and_is_a_function_of_the_seed() {
+        let rows: Vec<SparseRow> = (0..200)
+            .map(|r| SparseRow {
+                ids: (0..50).map(|i| (r * 7 + i * 13) % 1000).collect(),
+                values: vec![1.0; 50],
+            })
+            .collect();
+        let targets = vec![RowTarget::Class(0); 200];
+        let b = CsrBatch::from_rows(&rows, &targets, 1000, 2).unwrap();
+        let d = b.dropout(0.5, 7);
+        let kept = d.nnz() as f64 / b.nnz() as f64;
+        assert!((kept - 0.5).abs() < 0.03, "{kept}");
+        assert!(d.values().iter().all(|&v| v == 2.0));
+        assert_eq!(d.targets(), b.targets());
+        assert_eq!(d.ids(), b.dropout(0.5, 7).ids());
+        assert_ne!(d.ids(), b.dropout(0.5, 8).ids());
+        // Every kept id is one of the row's, and the unique ids are those kept.
+        let mut want: Vec<u32> = d.ids().to_vec();
+        want.sort_unstable();
+        want.dedup();
+        assert_eq!(d.unique_ids(), &want[..]);
+        assert_eq!(b.dropout(0.0, 7).ids(), b.ids());
+    }
+}

@@ -1,0 +1,350 @@
+//! Held-out (test) files read against a training file: the training width, id numbering, index
+//! base and vocabulary apply, and what training does not know is dropped and counted, not refused.
+//!
+//! Per format:
+//! - **libsvm**: ids are rebased with the training file's index base (an explicit
+//!   `zero_based` setting wins, then the held-out file's own widebag header, then the base the
+//!   training read set or detected). Ids at or past the training width and labels at or past the
+//!   training classes are dropped; a row left with no label is dropped.
+//! - **npz**: read with its own shape, then the same drops as libsvm.
+//! - **lightgcn**: `user item item …` lines of held-out items. One row per user with at least one
+//!   known held-out item, in user order: input = the user's training items (value 1; empty for a
+//!   user past the training rows), targets = the held-out items (weight 1 each), `seen` = the
+//!   training items. Users without held-out items are no rows (noted, not counted as dropped).
+//! - **text** and **dictd**: documents tokenized as in training and formed into rows by the same
+//!   code ([`text::form_rows`]) over the training vocabulary. Bow targets are the document's own
+//!   bag (text formats have no other classes); a document with no known word is dropped. CBOW
+//!   windows span the known words, as in training. The held-out path of dictd is another dictd
+//!   database (any of `NAME.index`, `NAME.dict`, `NAME.dict.dz`, `NAME`).
+//!
+//! Rows are in the loaded training numbering, before any frequency [`crate::Relabel`]; apply the
+//! training's relabel to `dataset` (and its class renumbering to `seen`) as to the training rows.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use crate::dataset::{Dataset, RowStore};
+use crate::source::{Format, Loaded, Source};
+use crate::{DataError, ReadOptions, dictd, libsvm, lightgcn, npz, text};
+
+/// Held-out rows read against a training file.
+#[derive(Clone, Debug)]
+pub struct HeldOut {
+    /// Rows in the training numbering (ids < training width, classes < training n_classes);
+    /// `dataset.source` is the held-out path and `dataset.notes` the reader's notes.
+    pub dataset: Dataset,
+    /// lightgcn: for each held-out row (same order as `dataset`), the class ids the model must not
+    /// recommend (the user's training items) as that row's `ids` (values 1, no targets).
+    /// `None` for the other formats.
+    pub seen: Option<RowStore>,
+    /// Input id occurrences unknown to training, dropped (text: unknown word tokens).
+    pub dropped_ids: u64,
+    /// Target class occurrences unknown to training, dropped. Text: unknown word tokens too (each
+    /// would have been a target: in bow part of the document's bag, in cbow a centre word).
+    pub dropped_targets: u64,
+    /// Rows left with no target at all, dropped (a lightgcn user whose held-out items are all
+    /// unknown, a libsvm row with no known label, a bow document with no known word).
+    pub dropped_rows: u64,
+    /// Human-readable notes, e.g. "2 unknown word tokens dropped".
+    pub notes: Vec<String>,
+}
+
+/// What was dropped while rows were kept.
+#[derive(Default)]
+struct Drops {
+    ids: u64,
+    targets: u64,
+    rows: u64,
+}
+
+/// Reads `test_path` (a file in `source.format`) against `train`, the loaded training `source`.
+pub fn load_held_out(
+    source: &Source,
+    test_path: &Path,
+    train: &Loaded,
+) -> Result<HeldOut, DataError> {
+    let (mut held, notes) = match source.format {
+        Format::Libsvm => read_libsvm(source, test_path, train)?,
+        Format::Npz => read_npz(test_path, &train.dataset)?,
+        Format::Lightgcn => read_lightgcn(source, test_path, &train.dataset)?,
+        Format::Text | Format::Dictd => read_text(source, test_path, train)?,
+    };
+    held.dataset.source = test_path.to_path_buf();
+    held.notes = dropped_notes(&held, source.format);
+    held.notes.extend(notes);
+    Ok(held)
+}
+
+/// The non-zero drop counts, worded for `format`.
+fn dropped_notes(held: &HeldOut, format: Format) -> Vec<String> {
+    let (w, k) = (held.dataset.width, held.dataset.n_classes);
+    let mut notes = Vec::new();
+    let mut note = |n: u64, what: String| {
+        if n > 0 {
+            notes.push(format!("{n} {what} dropped"));
+        }
+    };
+    if format.is_text() {
+        note(held.dropped_ids, "unknown word tokens".into());
+        note(held.dropped_rows, "documents with no known word".into());
+        return notes;
+    }
+    if format != Format::Lightgcn {
+        note(
+            held.dropped_ids,
+            format!("ids beyond the training width {w}"),
+        );
+    }
+    note(
+        held.dropped_targets,
+        format!("targets beyond the training classes {k}"),
+    );
+    note(held.dropped_rows, "rows left with no target".into());
+    notes
+}
+
+/// A held-out result around `rows`, in the training's width and classes.
+fn held_out(test_path: &Path, train: &Dataset, rows: RowStore, skipped: usize) -> HeldOut {
+    HeldOut {
+        dataset: Dataset {
+            source: test_path.to_path_buf(),
+            width: train.width,
+            n_classes: train.n_classes,
+            rows,
+            skipped_lines: skipped,
+            notes: Vec::new(),
+        },
+        seen: None,
+        dropped_ids: 0,
+        dropped_targets: 0,
+        dropped_rows: 0,
+        notes: Vec::new(),
+    }
+}
+
+/// Appends the known part of one row to `out`, or counts it dropped when no target is left.
+fn push_known(
+    out: &mut RowStore,
+    drops: &mut Drops,
+    (ids, values): (&[u32], &[f32]),
+    (targets, weights): (&[u32], &[f32]),
+    (width, n_classes): (usize, usize),
+) {
+    let (kept_ids, kept_values): (Vec<u32>, Vec<f32>) = ids
+        .iter()
+        .zip(values)
+        .filter(|&(&i, _)| (i as usize) < width)
+        .unzip();
+    let (kept_targets, kept_weights): (Vec<u32>, Vec<f32>) = targets
+        .iter()
+        .zip(weights)
+        .filter(|&(&c, _)| (c as usize) < n_classes)
+        .unzip();
+    drops.ids += (ids.len() - kept_ids.len()) as u64;
+    drops.targets += (targets.len() - kept_targets.len()) as u64;
+    if kept_targets.is_empty() {
+        drops.rows += 1;
+    } else {
+        out.push(&kept_ids, &kept_values, &kept_targets, &kept_weights);
+    }
+}
+
+impl HeldOut {
+    fn with_drops(mut self, drops: Drops) -> Self {
+        self.dropped_ids = drops.ids;
+        self.dropped_targets = drops.targets;
+        self.dropped_rows = drops.rows;
+        self
+    }
+}
+
+/// libsvm: the training file's index base, width and classes.
+fn read_libsvm(
+    source: &Source,
+    test_path: &Path,
+    train: &Loaded,
+) -> Result<(HeldOut, Vec<String>), DataError> {
+    let train_zero_based = source
+        .read
+        .zero_based
+        .or_else(|| libsvm::zero_based_of(&train.dataset))
+        .ok_or_else(|| DataError::InvalidSpec {
+            key: "data.zero_based",
+            message: format!(
+                "the index base of the training file {} is unknown (its dataset carries no base                  note); set it",
+                source.path.display()
+            ),
+        })?;
+    // An explicit setting, else the held-out file's own widebag header, else the training base.
+    let parse_options = ReadOptions {
+        zero_based: source.read.zero_based,
+        width: None,
+        n_classes: None,
+        skip_bad_lines: source.read.skip_bad_lines,
+    };
+    let parsed = libsvm::parse_file(test_path, &parse_options)?;
+    if parsed.lines.is_empty() && parsed.skipped == 0 {
+        return Err(DataError::Empty {
+            path: test_path.to_path_buf(),
+        });
+    }
+    let zero_based = parsed.options.zero_based.unwrap_or(train_zero_based);
+    let base = u32::from(!zero_based);
+    let shape = (train.dataset.width, train.dataset.n_classes);
+    let mut skipped = parsed.skipped;
+    let mut rows = RowStore::new();
+    let mut drops = Drops::default();
+    for (line, p) in &parsed.lines {
+        if let Some(i) = p.ids.iter().position(|&id| id < base) {
+            if source.read.skip_bad_lines {
+                skipped += 1;
+                continue;
+            }
+            return Err(DataError::Parse {
+                path: test_path.to_path_buf(),
+                line: *line,
+                column: p.columns[i] as usize,
+                message: "index 0 in a 1-based file (the training file's ids are 1-based; set                           the index base to 0 if both are 0-based)"
+                    .into(),
+            });
+        }
+        let ids: Vec<u32> = p.ids.iter().map(|&i| i - base).collect();
+        let ones = vec![1.0; p.labels.len()];
+        let row = (&ids[..], &p.values[..]);
+        push_known(&mut rows, &mut drops, row, (&p.labels, &ones), shape);
+    }
+    let mut held = held_out(test_path, &train.dataset, rows, skipped).with_drops(drops);
+    let how = match (source.read.zero_based, parsed.options.zero_based) {
+        (Some(_), _) => "set",
+        (None, Some(_)) => "from its header",
+        (None, None) => "the training file's",
+    };
+    held.dataset.notes = vec![format!("{base}-based ids ({how})")];
+    Ok((held, Vec::new()))
+}
+
+/// npz: read with its own shape, then kept to the training width and classes.
+fn read_npz(test_path: &Path, train: &Dataset) -> Result<(HeldOut, Vec<String>), DataError> {
+    let test = npz::read_npz(test_path, &ReadOptions::default())?;
+    let shape = (train.width, train.n_classes);
+    let mut rows = RowStore::new();
+    let mut drops = Drops::default();
+    for r in 0..test.n_rows() {
+        let (row, targets) = (test.rows.row(r), test.rows.row_targets(r));
+        push_known(&mut rows, &mut drops, row, targets, shape);
+    }
+    let mut held = held_out(test_path, train, rows, 0).with_drops(drops);
+    held.dataset.notes = test.notes;
+    Ok((held, Vec::new()))
+}
+
+/// lightgcn: one row per user with known held-out items.
+fn read_lightgcn(
+    source: &Source,
+    test_path: &Path,
+    train: &Dataset,
+) -> Result<(HeldOut, Vec<String>), DataError> {
+    let (lines, skipped) = lightgcn::read_file(test_path, &source.read)?;
+    if lines.is_empty() && skipped == 0 {
+        return Err(DataError::Empty {
+            path: test_path.to_path_buf(),
+        });
+    }
+    let mut by_user: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
+    for (user, items) in lines {
+        by_user.entry(user).or_default().extend(items);
+    }
+    let mut rows = RowStore::new();
+    let mut seen = RowStore::new();
+    let mut drops = Drops::default();
+    let (mut users_with_items, mut beyond) = (0usize, 0usize);
+    for (user, mut items) in by_user {
+        items.sort_unstable();
+        items.dedup();
+        if items.is_empty() {
+            continue;
+        }
+        let (train_items, ones): (&[u32], &[f32]) = match user as usize {
+            u if u < train.n_rows() => train.rows.row(u),
+            _ => (&[], &[]),
+        };
+        let before = drops.rows;
+        let weights = vec![1.0; items.len()];
+        let row = (train_items, ones);
+        push_known(
+            &mut rows,
+            &mut drops,
+            row,
+            (&items, &weights),
+            (train.width, train.n_classes),
+        );
+        if drops.rows == before {
+            seen.push(train_items, ones, &[], &[]);
+            if (user as usize) < train.n_rows() {
+                users_with_items += 1;
+            } else {
+                beyond += 1;
+            }
+        }
+    }
+    let mut notes = Vec::new();
+    let without = train.n_rows() - users_with_items;
+    if without > 0 {
+        notes.push(format!(
+            "{without} of {} training users have no known held-out items (not rows)",
+            train.n_rows()
+        ));
+    }
+    if beyond > 0 {
+        notes.push(format!(
+            "{beyond} held-out users are past the {} training users (empty input)",
+            train.n_rows()
+        ));
+    }
+    let mut held = held_out(test_path, train, rows, skipped).with_drops(drops);
+    held.seen = Some(seen);
+    Ok((held, notes))
+}
+
+/// text and dictd: the training tokenizer, row forming and vocabulary.
+fn read_text(
+    source: &Source,
+    test_path: &Path,
+    train: &Loaded,
+) -> Result<(HeldOut, Vec<String>), DataError> {
+    let vocab = train
+        .vocabulary
+        .as_ref()
+        .ok_or_else(|| DataError::InvalidSpec {
+            key: "data.format",
+            message: format!(
+                "the loaded training data {} has no vocabulary to read {} with",
+                source.path.display(),
+                test_path.display()
+            ),
+        })?;
+    let skip = source.read.skip_bad_lines;
+    let (docs, skipped) = match source.format {
+        Format::Dictd => {
+            let (docs, skipped, _) = dictd::dictd_documents(test_path, skip)?;
+            (docs, skipped)
+        }
+        _ => text::corpus_documents(test_path, skip)?,
+    };
+    if docs.is_empty() && skipped == 0 {
+        return Err(DataError::Empty {
+            path: test_path.to_path_buf(),
+        });
+    }
+    let formed = text::form_rows(test_path, &docs, &source.text, skipped, vocab, true);
+    let mut held = held_out(test_path, &train.dataset, formed.dataset.rows, skipped);
+    held.dataset.notes = formed.dataset.notes;
+    held.dropped_ids = formed.unknown_tokens;
+    held.dropped_targets = formed.unknown_tokens;
+    held.dropped_rows = formed.dropped_documents;
+    Ok((held, Vec::new()))
+}
+
+#[cfg(test)]
+#[path = "held_out_tests.rs"]
+mod tests;

@@ -1,0 +1,107 @@
+//! A checkpoint's `state.json`: the format and version, the step, epoch and data position to
+//! continue from, the config it belongs to (by hash), and each file's size and CRC-32, so a
+//! truncated or altered checkpoint is refused before any of it is loaded.
+
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+use widebag_data::DataPosition;
+
+use crate::ModelError;
+
+pub const FORMAT: &str = "widebag-checkpoint";
+pub const VERSION: u32 = 1;
+
+/// Size and checksum of one file.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileSum {
+    pub bytes: u64,
+    pub crc32: u32,
+}
+
+/// `state.json`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Manifest {
+    pub format: String,
+    pub version: u32,
+    /// Training steps taken.
+    pub step: u64,
+    /// Epochs started (data files).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub epoch: Option<u64>,
+    /// Where the training batches continue.
+    pub position: DataPosition,
+    /// `sparse` or `dense`.
+    pub layout: String,
+    /// CRC-32 of the resolved config as JSON ([`config_hash`]).
+    pub config_hash: String,
+    pub widebag_version: String,
+    pub files: BTreeMap<String, FileSum>,
+}
+
+/// The resolved config's fingerprint: CRC-32 of its JSON, the device left out (a run may go on
+/// on another device).
+pub fn config_hash(config: &widebag_config::Config) -> String {
+    let mut c = config.clone();
+    c.train.device = widebag_config::DeviceChoice::Auto;
+    let json = serde_json::to_string(&c).unwrap_or_default();
+    format!("{:08x}", crc32fast::hash(json.as_bytes()))
+}
+
+/// Size and CRC-32 of a file, read in 1 MiB pieces.
+pub fn sum_file(path: &Path) -> Result<FileSum, ModelError> {
+    let io = |e: std::io::Error| ModelError::Checkpoint(format!("{}: {e}", path.display()));
+    let mut f = std::fs::File::open(path).map_err(io)?;
+    let mut h = crc32fast::Hasher::new();
+    let mut buf = vec![0u8; 1 << 20];
+    let mut bytes = 0u64;
+    loop {
+        let n = f.read(&mut buf).map_err(io)?;
+        if n == 0 {
+            break;
+        }
+        h.update(&buf[..n]);
+        bytes += n as u64;
+    }
+    Ok(FileSum {
+        bytes,
+        crc32: h.finalize(),
+    })
+}
+
+impl Manifest {
+    /// Reads `DIR/state.json` and checks the format, the version and every file's sum.
+    pub fn read_verified(dir: &Path) -> Result<Self, ModelError> {
+        let path = dir.join("state.json");
+        let bad = |m: String| ModelError::Checkpoint(format!("{}: {m}", path.display()));
+        let text = std::fs::read_to_string(&path).map_err(|e| bad(e.to_string()))?;
+        let m: Manifest = serde_json::from_str(&text)
+            .map_err(|e| bad(format!("not a checkpoint manifest: {e}")))?;
+        if m.format != FORMAT || m.version != VERSION {
+            return Err(bad(format!(
+                "format {} version {}; this widebag reads {FORMAT} version {VERSION}",
+                m.format, m.version
+            )));
+        }
+        for (name, want) in &m.files {
+            if name.contains('/') || name.contains("..") {
+                return Err(bad(format!("file name `{name}` leaves the checkpoint")));
+            }
+            let got = sum_file(&dir.join(name))?;
+            if &got != want {
+                return Err(ModelError::Checkpoint(format!(
+                    "{}: {} bytes with CRC-32 {:08x}, the manifest says {} bytes with {:08x} \
+                     (truncated or altered)",
+                    dir.join(name).display(),
+                    got.bytes,
+                    got.crc32,
+                    want.bytes,
+                    want.crc32
+                )));
+            }
+        }
+        Ok(m)
+    }
+}

@@ -1,0 +1,201 @@
+//! Checkpoints: every weight and optimizer state of a layout (safetensors, loadable by numpy
+//! and PyTorch), the data position, the step and the config, written into a temporary
+//! directory, synced and renamed into place, so the last good checkpoint is never damaged; and
+//! read back after their sums, format and config are checked. Layout on disk:
+//! `RUN/checkpoints/step-00000100/{weights.safetensors, optimizer.safetensors, state.json}`.
+
+pub mod files;
+pub mod manifest;
+pub mod slots;
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+
+use widebag_config::Config;
+use widebag_data::DataPosition;
+
+use crate::ModelError;
+use crate::layout::TrainLayout;
+pub use manifest::{Manifest, config_hash};
+use slots::Part;
+
+/// Checkpoints kept in a run directory (older ones are removed once a newer one is complete).
+pub const KEEP: usize = 2;
+
+const PARTS: [(&str, Part); 2] = [
+    ("weights.safetensors", Part::Weights),
+    ("optimizer.safetensors", Part::Optimizer),
+];
+
+fn io(path: &Path) -> impl Fn(std::io::Error) -> ModelError + '_ {
+    move |e| ModelError::Checkpoint(format!("{}: {e}", path.display()))
+}
+
+/// Where the run stands when a checkpoint is taken.
+#[derive(Clone, Copy, Debug)]
+pub struct RunPoint {
+    pub step: u64,
+    pub epoch: Option<u64>,
+    pub position: DataPosition,
+}
+
+/// The directory name of the checkpoint after `step`.
+pub fn step_dir_name(step: u64) -> String {
+    format!("step-{step:08}")
+}
+
+/// Writes a checkpoint of `layout` at `point` under `root` (deferred updates are applied
+/// first) and removes all but the newest [`KEEP`]. Returns its directory.
+pub fn save(
+    layout: &mut dyn TrainLayout,
+    point: RunPoint,
+    config: &Config,
+    root: &Path,
+) -> Result<PathBuf, ModelError> {
+    layout.flush_deferred()?;
+    std::fs::create_dir_all(root).map_err(io(root))?;
+    let name = step_dir_name(point.step);
+    let tmp = root.join(format!(".{name}.tmp"));
+    let dst = root.join(&name);
+    if tmp.exists() {
+        std::fs::remove_dir_all(&tmp).map_err(io(&tmp))?;
+    }
+    std::fs::create_dir(&tmp).map_err(io(&tmp))?;
+    let result = write_into(layout, point, config, &tmp);
+    if let Err(e) = result {
+        let _ = std::fs::remove_dir_all(&tmp);
+        return Err(e);
+    }
+    if dst.exists() {
+        std::fs::remove_dir_all(&dst).map_err(io(&dst))?;
+    }
+    std::fs::rename(&tmp, &dst).map_err(io(&dst))?;
+    widebag_data::atomic::sync_dir(root).map_err(io(root))?;
+    prune(root, KEEP)?;
+    Ok(dst)
+}
+
+fn write_into(
+    layout: &mut dyn TrainLayout,
+    point: RunPoint,
+    config: &Config,
+    dir: &Path,
+) -> Result<(), ModelError> {
+    // One key: safetensors writes a map's keys in no fixed order, and identical runs should
+    // write identical files.
+    let mut metadata = HashMap::new();
+    metadata.insert(
+        "widebag".to_string(),
+        format!(
+            "{} {} step {}",
+            manifest::FORMAT,
+            manifest::VERSION,
+            point.step
+        ),
+    );
+    let mut files = BTreeMap::new();
+    {
+        let slots = layout.slots();
+        for (file, part) in PARTS {
+            let path = dir.join(file);
+            files::write(&slots, part, metadata.clone(), &path)?;
+            std::fs::File::open(&path)
+                .and_then(|f| f.sync_all())
+                .map_err(io(&path))?;
+            files.insert(file.to_string(), manifest::sum_file(&path)?);
+        }
+    }
+    let m = Manifest {
+        format: manifest::FORMAT.to_string(),
+        version: manifest::VERSION,
+        step: point.step,
+        epoch: point.epoch,
+        position: point.position,
+        layout: layout.name().to_string(),
+        config_hash: config_hash(config),
+        widebag_version: env!("CARGO_PKG_VERSION").to_string(),
+        files,
+    };
+    let path = dir.join("state.json");
+    let json = serde_json::to_string_pretty(&m).expect("a manifest serialises");
+    widebag_data::atomic::write_atomic(&path, json.as_bytes()).map_err(io(&path))
+}
+
+/// Complete checkpoints under `root`, oldest first: `(step, directory)`.
+pub fn list(root: &Path) -> Vec<(u64, PathBuf)> {
+    let mut out: Vec<(u64, PathBuf)> = std::fs::read_dir(root)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().into_string().ok()?;
+            let step = name.strip_prefix("step-")?.parse().ok()?;
+            Some((step, e.path()))
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+fn prune(root: &Path, keep: usize) -> Result<(), ModelError> {
+    let all = list(root);
+    for (_, dir) in &all[..all.len().saturating_sub(keep)] {
+        std::fs::remove_dir_all(dir).map_err(io(dir))?;
+    }
+    Ok(())
+}
+
+/// The newest checkpoint under `root` that passes its checks, with the reasons newer ones
+/// were refused; an error naming every refusal when none passes.
+pub fn latest_good(root: &Path) -> Result<(PathBuf, Manifest, Vec<String>), ModelError> {
+    let mut refused = Vec::new();
+    for (_, dir) in list(root).into_iter().rev() {
+        match Manifest::read_verified(&dir) {
+            Ok(m) => return Ok((dir, m, refused)),
+            Err(e) => refused.push(e.to_string()),
+        }
+    }
+    Err(ModelError::Checkpoint(if refused.is_empty() {
+        format!("no checkpoint under {}", root.display())
+    } else {
+        format!(
+            "no usable checkpoint under {}: {}",
+            root.display(),
+            refused.join("; ")
+        )
+    }))
+}
+
+/// Loads the checkpoint in `dir` into `layout` (built from `config`) after checking it; returns
+/// its manifest.
+pub fn load(
+    layout: &mut dyn TrainLayout,
+    dir: &Path,
+    config: &Config,
+) -> Result<Manifest, ModelError> {
+    let m = Manifest::read_verified(dir)?;
+    if m.config_hash != config_hash(config) {
+        return Err(ModelError::Checkpoint(format!(
+            "{}: written for config {} but this run's config is {} (resume with the run \
+             directory's own config.toml)",
+            dir.display(),
+            m.config_hash,
+            config_hash(config)
+        )));
+    }
+    if m.layout != layout.name() {
+        return Err(ModelError::Checkpoint(format!(
+            "{}: a {} layout's checkpoint, not {}'s",
+            dir.display(),
+            m.layout,
+            layout.name()
+        )));
+    }
+    let mut slots = layout.slots();
+    for (file, part) in PARTS {
+        files::Reader::open(&dir.join(file))?.load(&mut slots, part)?;
+    }
+    drop(slots);
+    layout.set_step(m.step);
+    Ok(m)
+}

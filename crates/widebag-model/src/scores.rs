@@ -1,0 +1,88 @@
+//! Class scores of a batch, one class chunk at a time, for evaluation and prediction: the
+//! sparse layout's full softmax by its class chunks (logits), the adaptive softmax by head and
+//! tail cluster (log-probabilities), the dense layout by the same chunks of its full logits.
+//! Deferred row updates are applied first, so the weights read are up to date.
+
+use burn::tensor::Tensor;
+use widebag_csr::CsrBatch;
+
+use crate::ModelError;
+use crate::adaptive::{cluster_logits, log_softmax_rows};
+use crate::dense::DenseModel;
+use crate::model::WideModel;
+use crate::params::OutputParams;
+use crate::softmax;
+
+/// What the visited scores are.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ScoreKind {
+    /// Logits: `log p = score − logsumexp(all scores of the row)`.
+    Logits,
+    /// Log-probabilities already.
+    LogProbs,
+}
+
+/// Receives `[rows, n]` scores of the classes `class_start..class_start + n`.
+pub type Visit<'a> = dyn FnMut(usize, Tensor<2>) -> Result<(), ModelError> + 'a;
+
+impl WideModel {
+    /// Visits the scores of every class of `batch`'s rows, chunk by chunk.
+    pub fn score_chunks(
+        &mut self,
+        batch: &CsrBatch,
+        visit: &mut Visit<'_>,
+    ) -> Result<ScoreKind, ModelError> {
+        self.flush_deferred()?;
+        self.check_batch(batch)?;
+        let ids = self.band_ids(batch)?;
+        let (inputs, rows) = self.upload_and_gather(batch, &ids)?;
+        let params = self
+            .dense
+            .map_split(|p| p.value.clone().autodiff(), |p| p.value.clone());
+        let h = self.forward_hidden(&rows, &params, &inputs).inner();
+        drop((inputs, rows));
+        match &params.output {
+            OutputParams::Full { .. } => {
+                for (chunk, (w, b)) in self.chunks.iter().zip(params.full_chunks()) {
+                    visit(chunk.offset, softmax::logits(&h, w, b))?;
+                }
+                Ok(ScoreKind::Logits)
+            }
+            OutputParams::Adaptive { head, clusters } => {
+                let bands = &self.spec.bands.output;
+                let head_n = bands[0].n_rows();
+                let cols = self.spec.reduce_cols;
+                let head_lp = log_softmax_rows(
+                    h.clone().matmul(head.weight.clone()) + head.bias.clone(),
+                    cols,
+                );
+                visit(0, head_lp.clone().narrow(1, 0, head_n))?;
+                for (k, cluster) in clusters.iter().enumerate() {
+                    let z = cluster_logits(h.clone(), cluster);
+                    let lp = log_softmax_rows(z, cols) + head_lp.clone().narrow(1, head_n + k, 1);
+                    visit(bands[k + 1].start, lp)?;
+                }
+                Ok(ScoreKind::LogProbs)
+            }
+        }
+    }
+}
+
+impl DenseModel {
+    /// Visits the chunks of the dense layout's full logits (which it holds whole, as in
+    /// training).
+    pub fn score_chunks(
+        &mut self,
+        batch: &CsrBatch,
+        visit: &mut Visit<'_>,
+    ) -> Result<ScoreKind, ModelError> {
+        let logits = self.logits(batch)?;
+        for chunk in softmax::class_chunks(self.spec.n_classes, self.spec.class_chunk) {
+            visit(
+                chunk.offset,
+                logits.clone().narrow(1, chunk.offset, chunk.n),
+            )?;
+        }
+        Ok(ScoreKind::Logits)
+    }
+}
