@@ -4,6 +4,7 @@
 
 use std::path::PathBuf;
 
+pub use crate::run_args::{EvalArgs, ExportArgs, PredictArgs, RunArgs};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 #[derive(Parser)]
@@ -35,6 +36,15 @@ pub enum Command {
         #[command(subcommand)]
         command: BenchCommand,
     },
+    /// Evaluate a trained run (its last good checkpoint) on held-out rows: the run's own
+    /// (data.test_path or train.eval_rows), or a file given with --data.
+    Eval(EvalArgs),
+    /// Export a trained run's model as safetensors and .npy files (ids in the data's own
+    /// numbering, head/tail bands projected to the full dim) with its vocabulary.
+    Export(ExportArgs),
+    /// The top-K classes or items of each row of a data file, from a trained run, as CSV or
+    /// JSON lines.
+    Predict(PredictArgs),
     /// Inspect data files.
     Data {
         #[command(subcommand)]

@@ -11,6 +11,7 @@ mod output;
 mod prerun;
 mod process;
 mod request;
+mod run_args;
 mod run_dir;
 
 use std::process::ExitCode;
@@ -29,6 +30,9 @@ fn dispatch(command: &Command) -> Outcome {
         Command::Bench {
             command: BenchCommand::SparseVsDense(args),
         } => commands::bench::run(&request::bench(args)?),
+        Command::Eval(args) => commands::eval::run(args),
+        Command::Export(args) => commands::export::run(args),
+        Command::Predict(args) => commands::predict::run(args),
         Command::Data { command } => commands::data::run(command),
     }
 }

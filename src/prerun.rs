@@ -77,8 +77,19 @@ pub fn predict_batches(
     Ok((spec, ledger))
 }
 
-/// Refuses a step whose largest allocation exceeds the device's buffer limit, with the numbers.
+/// Refuses a step (or its evaluation pass) whose largest allocation exceeds the device's buffer
+/// limit, with the numbers.
 pub fn check_fits(ledger: &Ledger, spec: &StepSpec) -> anyhow::Result<()> {
+    let eval = widebag_ledger::step::eval_peak(spec, ledger, 20);
+    if eval.largest_bytes > spec.device.max_buffer_bytes {
+        anyhow::bail!(
+            "does not fit: evaluation needs one {} buffer, over the device's largest buffer of {} \
+             (an evaluation pass peaks at {})",
+            format_bytes(eval.largest_bytes),
+            format_bytes(spec.device.max_buffer_bytes),
+            format_bytes(eval.peak_bytes)
+        );
+    }
     if let Some((name, bytes)) = ledger.largest_allocation()
         && bytes > spec.device.max_buffer_bytes
     {

@@ -49,9 +49,15 @@ impl RunDir {
         self.write(name, json.as_bytes())
     }
 
-    /// Writes `config.toml`.
+    /// Writes `config.toml` (`train.steps` left out when `train.epochs` replaces it).
     pub fn write_config(&self, config: &Config) -> anyhow::Result<()> {
-        let text = toml::to_string(config).context("serialising the config")?;
+        let mut table = toml::Table::try_from(config).context("serialising the config")?;
+        if config.train.epochs.is_some()
+            && let Some(toml::Value::Table(train)) = table.get_mut("train")
+        {
+            train.remove("steps");
+        }
+        let text = toml::to_string(&table).context("serialising the config")?;
         self.write("config.toml", text.as_bytes())
     }
 
@@ -111,9 +117,13 @@ impl MetricsLog {
             let line = serde_json::json!({"step": s.step, "epoch": s.epoch, "eval": report});
             self.line(&line);
         }
-        if s.checkpoint.is_some() {
-            // A checkpoint's metrics are on disk with it.
-            if let Err(e) = self.out.flush() {
+        if s.checkpoint_due {
+            // The lines a checkpoint covers are on disk before it is written.
+            if let Err(e) = self
+                .out
+                .flush()
+                .and_then(|_| self.out.get_ref().sync_data())
+            {
                 self.error.get_or_insert(e);
             }
         }

@@ -1,9 +1,12 @@
 //! The commands, one module each: a command takes its validated request, runs it and prints its
-//! own output. (`eval`, `export` and `predict` are to come, each as a module here.)
+//! own output.
 
 pub mod bench;
 pub mod data;
+pub mod eval;
 pub mod explain;
+pub mod export;
 pub mod plan;
+pub mod predict;
 pub mod sweep;
 pub mod train;

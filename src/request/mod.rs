@@ -18,9 +18,11 @@ use crate::commands::bench::DEFAULT_WIDTHS;
 use crate::failure::Failure;
 
 mod plan;
+mod saved;
 
 use plan::budget_flag;
 pub use plan::{Calibrate, OnePlan, PlanGrid, PlanRequest, SolverFlags, calibration, plan};
+pub use saved::saved_run;
 
 /// A flag that sets a config key: `--min-batch 8` is `plan.min_batch=8`.
 struct FlagOverride {

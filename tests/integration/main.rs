@@ -14,5 +14,7 @@ mod kernels;
 mod ledger;
 mod numerics;
 mod plan;
+mod results;
+mod results_eval;
 mod sweep;
 mod tidy;

@@ -85,6 +85,7 @@ fn a_sweep_writes_run_directories_results_and_plots_and_resumes() {
         "plan.json",
         "metrics.jsonl",
         "summary.json",
+        "row.json",
     ] {
         assert!(run_dir.join(file).is_file(), "{file}");
     }

@@ -224,3 +224,29 @@ impl RecallConvention {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn schedules_follow_the_transformers_formulas() {
+        // 10 warm-up steps of 110: step s (1-based) has index i = s − 1.
+        let f = |s: Schedule, step| s.factor(step, 110, 10);
+        assert_eq!(f(Schedule::Constant, 1), 0.0);
+        assert_eq!(f(Schedule::Constant, 6), 0.5);
+        assert_eq!(f(Schedule::Constant, 11), 1.0);
+        assert_eq!(f(Schedule::Constant, 110), 1.0);
+        // After the warm-up, progress (i − 10) / 100.
+        assert_eq!(f(Schedule::Linear, 11), 1.0);
+        assert!((f(Schedule::Linear, 61) - 0.5).abs() < 1e-12);
+        assert!((f(Schedule::Cosine, 61) - 0.5).abs() < 1e-12);
+        assert!(
+            (f(Schedule::Cosine, 36) - 0.5 * (1.0 + (0.25 * std::f64::consts::PI).cos())).abs()
+                < 1e-12
+        );
+        assert!(f(Schedule::Cosine, 110) > 0.0 && f(Schedule::Cosine, 110) < 1e-3);
+        // Without warm-up the first step has the full rate.
+        assert_eq!(Schedule::Cosine.factor(1, 50, 0), 1.0);
+    }
+}

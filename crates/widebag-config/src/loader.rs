@@ -250,8 +250,39 @@ pub fn load(file: Option<&Path>, overrides: &[String]) -> Result<Config, ConfigE
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn epochs_and_steps_together_are_refused_and_epochs_need_a_file() {
+        let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let err = load(None, &args(&["train.steps=5", "train.epochs=2"])).unwrap_err();
+        let msg = err.to_string();
+        assert!(
+            msg.contains("train.epochs") && msg.contains("train.steps"),
+            "{msg}"
+        );
+        let err = load(None, &args(&["train.epochs=2"]))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("data.path"), "{err}");
+        let ok = load(
+            None,
+            &args(&[
+                "data.path=\"x.svm\"",
+                "data.format=\"libsvm\"",
+                "train.epochs=2",
+            ]),
+        )
+        .unwrap();
+        assert_eq!(ok.train.epochs, Some(2));
+        let err = load(None, &args(&["model.input_dropout=1.0"]))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("model.input_dropout"), "{err}");
+        let err = load(None, &args(&["eval.k=[]"])).unwrap_err().to_string();
+        assert!(err.contains("eval.k"), "{err}");
+    }
+
     use super::*;
-    use crate::DenseOptim;
+    use crate::{DenseOptim, TokenFormat};
     use std::io::Write;
 
     fn sets(args: &[&str]) -> Result<Config, ConfigError> {
@@ -359,6 +390,80 @@ mod tests {
             let msg = sets(args).unwrap_err().to_string();
             assert!(msg.contains(key), "{args:?}: {msg}");
         }
+    }
+
+    #[test]
+    fn file_name_label_keys() {
+        let keys = known_keys();
+        for key in ["data.label", "data.label_chars"] {
+            assert!(keys.iter().any(|k| k == key), "{key} missing from {keys:?}");
+        }
+        let brown = [
+            "data.path=~/brown",
+            "data.format=text",
+            "data.label=file_name",
+        ];
+        let c = sets(&[&brown[..], &["data.label_chars=[1, 2]"]].concat()).unwrap();
+        let s = c.data.source().unwrap();
+        assert_eq!(s.label, widebag_data::LabelOptions::file_name(1, 2));
+        if let Some(home) = std::env::var_os("HOME") {
+            assert_eq!(s.path, PathBuf::from(home).join("brown"));
+        }
+        let bag = sets(&["data.path=x", "data.format=text"]).unwrap();
+        assert_ne!(bag.data.source().unwrap().variant(), s.variant());
+        let dir = std::env::temp_dir().join(format!("widebag-config-lab-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("corpus.txt");
+        std::fs::write(&file, "a b\n").unwrap();
+        let file_set = format!("data.path={}", file.display());
+        for (args, key, why) in [
+            (
+                &["data.label_chars=[2, 1]"][..],
+                "data.label_chars",
+                "start must be below",
+            ),
+            (
+                &["data.label_chars=[1, 1]"][..],
+                "data.label_chars",
+                "start must be below",
+            ),
+            (
+                &["data.label=bag"][..],
+                "data.label_chars",
+                "applies to label",
+            ),
+            (
+                &["data.format=dictd"][..],
+                "data.label",
+                "format = \"text\"",
+            ),
+            (&["data.mode=cbow"][..], "data.label", "bow"),
+            (&[file_set.as_str()][..], "data.label", "not a file"),
+            (&["data.label=files"][..], "data.label", "unknown variant"),
+        ] {
+            let all = [&brown[..], &["data.label_chars=[1, 2]"], args].concat();
+            let msg = sets(&all).unwrap_err().to_string();
+            assert!(msg.contains(key) && msg.contains(why), "{args:?}: {msg}");
+        }
+        // label_chars is refused without file_name labels, and [0, 0] is the whole name.
+        let msg = sets(&["data.label_chars=[1, 2]"]).unwrap_err().to_string();
+        assert!(msg.contains("data.label_chars"), "{msg}");
+        let whole = sets(&brown).unwrap();
+        let label = whole.data.source().unwrap().label;
+        assert_eq!((label.start, label.end), (0, 0));
+    }
+
+    #[test]
+    fn brown_config_is_a_file_name_classifier() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs/brown.toml");
+        let c = load(Some(&path), &[]).unwrap();
+        let s = c.data.source().unwrap();
+        assert_eq!(s.label, widebag_data::LabelOptions::file_name(1, 2));
+        assert_eq!(
+            (s.format, s.text.tokens),
+            (Format::Text, TokenFormat::Tagged)
+        );
+        assert_eq!((c.train.eval_rows, c.train.epochs), (100, Some(30)));
     }
 
     #[test]

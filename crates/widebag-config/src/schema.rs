@@ -5,6 +5,7 @@
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
+use widebag_data::LabelMode;
 
 use crate::{
     Activation, CpuKernels, DenseOptim, DeviceChoice, Format, InputBands, Layout, OutputBands,
@@ -29,7 +30,8 @@ pub struct DataConfig {
     pub signal_share: f64,
     pub target: TargetKind,
     /// A data file (or directory, for `text`) to train on instead of synthetic data. The file
-    /// then decides the width and the classes; the synthetic keys above are not used.
+    /// then decides the width and the classes; the synthetic keys above are not used. Relative
+    /// to the working directory; a leading `~/` is the home directory (`$HOME`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub path: Option<PathBuf>,
     /// Format of `path`: `libsvm`, `npz`, `lightgcn`, `text` or `dictd`.
@@ -52,6 +54,13 @@ pub struct DataConfig {
     pub max_vocab: usize,
     /// `text`/`dictd`: `plain`, or `tagged` for `word/TAG` tokens (Brown corpus).
     pub tokens: TokenFormat,
+    /// `text` in bow mode: a document's target is its own bag of words (`bag`), or one class
+    /// (`file_name`: the label cut from the document's file name by `label_chars`; classes are
+    /// the sorted distinct labels of the training documents, so `data.path` is a directory).
+    pub label: LabelMode,
+    /// `label = "file_name"`: the characters `[start, end)` of the file name that are the label
+    /// (Brown's genre letter of `ca01`: `[1, 2]`); `[0, 0]` takes the whole name.
+    pub label_chars: [usize; 2],
     /// `libsvm`: ids are 0-based (true) or 1-based (false); detected when unset.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub zero_based: Option<bool>,
@@ -78,6 +87,8 @@ impl Default for DataConfig {
             min_count: 1,
             max_vocab: 0,
             tokens: TokenFormat::Plain,
+            label: LabelMode::Bag,
+            label_chars: [0, 0],
             zero_based: None,
             skip_bad_lines: false,
         }
@@ -92,8 +103,8 @@ impl DataConfig {
     /// The data file to read, when the run trains on one (validated: `format` is set).
     pub fn source(&self) -> Option<widebag_data::Source> {
         let (path, format) = (self.path.as_ref()?, self.format?);
-        let mut s = widebag_data::Source::new(path, format);
-        s.test_path = self.test_path.clone();
+        let mut s = widebag_data::Source::new(home(path), format);
+        s.test_path = self.test_path.as_deref().map(home);
         s.read.zero_based = self.zero_based;
         s.read.skip_bad_lines = self.skip_bad_lines;
         s.text = widebag_data::TextOptions {
@@ -103,7 +114,20 @@ impl DataConfig {
             max_vocab: self.max_vocab,
             tokens: self.tokens,
         };
+        s.label = widebag_data::LabelOptions {
+            mode: self.label,
+            start: self.label_chars[0],
+            end: self.label_chars[1],
+        };
         Some(s)
+    }
+}
+
+/// `path` with a leading `~/` replaced by `$HOME` (when set); other paths as they are.
+fn home(path: &std::path::Path) -> PathBuf {
+    match (path.strip_prefix("~"), std::env::var_os("HOME")) {
+        (Ok(rest), Some(h)) => PathBuf::from(h).join(rest),
+        _ => path.to_path_buf(),
     }
 }
 

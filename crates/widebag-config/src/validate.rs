@@ -1,6 +1,11 @@
 //! Range checks of a built configuration; each failure names the key and why.
 
-use crate::{BandPlacement, Config, Format, Layout, ModelConfig, OutputKind, PLAN_KNOBS, units};
+use widebag_data::LabelMode;
+
+use crate::{
+    BandPlacement, Config, DataConfig, Format, Layout, ModelConfig, OutputKind, PLAN_KNOBS,
+    TextMode, units,
+};
 
 /// The head/tail keys of `[model]`.
 fn check_bands(m: &ModelConfig) -> Result<(), (&'static str, String)> {
@@ -81,6 +86,42 @@ fn check_bands(m: &ModelConfig) -> Result<(), (&'static str, String)> {
     Ok(())
 }
 
+/// `data.label` and `data.label_chars`.
+fn check_label(d: &DataConfig) -> Result<(), (&'static str, String)> {
+    let [start, end] = d.label_chars;
+    if start >= end && (start, end) != (0, 0) {
+        return Err((
+            "data.label_chars",
+            format!("[{start}, {end}]: start must be below end ([0, 0] takes the whole name)"),
+        ));
+    }
+    if d.label == LabelMode::Bag {
+        if d.label_chars != [0, 0] {
+            return Err((
+                "data.label_chars",
+                "applies to label = \"file_name\"".into(),
+            ));
+        }
+        return Ok(());
+    }
+    let err = |message: &str| Err(("data.label", message.to_string()));
+    if d.format != Some(Format::Text) {
+        return err(
+            "\"file_name\" applies to format = \"text\" (a directory, one document per file)",
+        );
+    }
+    if d.mode.unwrap_or_default() != TextMode::Bow {
+        return err("\"file_name\" needs mode = \"bow\" (one row per document)");
+    }
+    // A path that is not there yet is left to the reader, which names it.
+    if d.source().is_some_and(|s| s.path.is_file()) {
+        return err(
+            "\"file_name\" needs data.path to be a directory of documents (one per file), not a file",
+        );
+    }
+    Ok(())
+}
+
 /// Range checks; returns the first failing key and why.
 pub fn validate(c: &Config) -> Result<(), (&'static str, String)> {
     fn check(ok: bool, key: &'static str, msg: &str) -> Result<(), (&'static str, String)> {
@@ -150,6 +191,7 @@ pub fn validate(c: &Config) -> Result<(), (&'static str, String)> {
             "applies to the libsvm format only",
         )?;
     }
+    check_label(d)?;
     check(d.window >= 1, "data.window", "must be at least 1")?;
     check(d.min_count >= 1, "data.min_count", "must be at least 1")?;
     let m = &c.model;

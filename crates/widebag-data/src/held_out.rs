@@ -13,9 +13,13 @@
 //!   training items. Users without held-out items are no rows (noted, not counted as dropped).
 //! - **text** and **dictd**: documents tokenized as in training and formed into rows by the same
 //!   code ([`text::form_rows`]) over the training vocabulary. Bow targets are the document's own
-//!   bag (text formats have no other classes); a document with no known word is dropped. CBOW
-//!   windows span the known words, as in training. The held-out path of dictd is another dictd
-//!   database (any of `NAME.index`, `NAME.dict`, `NAME.dict.dz`, `NAME`).
+//!   bag; a document with no known word is dropped. CBOW windows span the known words, as in
+//!   training. The held-out path of dictd is another dictd database (any of `NAME.index`,
+//!   `NAME.dict`, `NAME.dict.dz`, `NAME`).
+//! - **text** with `data.label = "file_name"` ([`crate::labels`]): a directory whose documents
+//!   target the training class of their file-name label; a document whose label training never
+//!   saw is dropped (counted in `dropped_rows` and `dropped_targets`). A document with no known
+//!   word stays, an empty input with its class, as in training.
 //!
 //! Rows are in the loaded training numbering, before any frequency [`crate::Relabel`]; apply the
 //! training's relabel to `dataset` (and its class renumbering to `seen`) as to the training rows.
@@ -25,7 +29,8 @@ use std::path::Path;
 
 use crate::dataset::{Dataset, RowStore};
 use crate::source::{Format, Loaded, Source};
-use crate::{DataError, ReadOptions, dictd, libsvm, lightgcn, npz, text};
+use crate::text::DocClasses;
+use crate::{DataError, ReadOptions, dictd, labels, libsvm, lightgcn, npz, text};
 
 /// Held-out rows read against a training file.
 #[derive(Clone, Debug)]
@@ -40,10 +45,12 @@ pub struct HeldOut {
     /// Input id occurrences unknown to training, dropped (text: unknown word tokens).
     pub dropped_ids: u64,
     /// Target class occurrences unknown to training, dropped. Text: unknown word tokens too (each
-    /// would have been a target: in bow part of the document's bag, in cbow a centre word).
+    /// would have been a target: in bow part of the document's bag, in cbow a centre word); with
+    /// file-name labels, the documents whose label training never saw.
     pub dropped_targets: u64,
     /// Rows left with no target at all, dropped (a lightgcn user whose held-out items are all
-    /// unknown, a libsvm row with no known label, a bow document with no known word).
+    /// unknown, a libsvm row with no known label, a bow document with no known word or, with
+    /// file-name labels, with an unknown label).
     pub dropped_rows: u64,
     /// Human-readable notes, e.g. "2 unknown word tokens dropped".
     pub notes: Vec<String>,
@@ -85,8 +92,8 @@ fn dropped_notes(held: &HeldOut, format: Format) -> Vec<String> {
         }
     };
     if format.is_text() {
+        // The dropped documents are noted by `read_text`, which knows why.
         note(held.dropped_ids, "unknown word tokens".into());
-        note(held.dropped_rows, "documents with no known word".into());
         return notes;
     }
     if format != Format::Lightgcn {
@@ -324,25 +331,68 @@ fn read_text(
             ),
         })?;
     let skip = source.read.skip_bad_lines;
-    let (docs, skipped) = match source.format {
+    let (docs, classes, skipped) = match source.format {
         Format::Dictd => {
             let (docs, skipped, _) = dictd::dictd_documents(test_path, skip)?;
-            (docs, skipped)
+            (docs, None, skipped)
         }
-        _ => text::corpus_documents(test_path, skip)?,
+        _ if source.label.is_file_name() => {
+            let names = train
+                .labels
+                .as_ref()
+                .ok_or_else(|| DataError::InvalidSpec {
+                    key: "data.label",
+                    message: format!(
+                        "the loaded training data {} has no class labels to read {} with",
+                        source.path.display(),
+                        test_path.display()
+                    ),
+                })?;
+            let l = labels::held_out_documents(source, test_path, names)?;
+            (l.docs, Some(l.classes), l.skipped)
+        }
+        _ => {
+            let (docs, skipped) = text::corpus_documents(test_path, skip)?;
+            (docs, None, skipped)
+        }
     };
     if docs.is_empty() && skipped == 0 {
         return Err(DataError::Empty {
             path: test_path.to_path_buf(),
         });
     }
-    let formed = text::form_rows(test_path, &docs, &source.text, skipped, vocab, true);
+    let doc_classes = classes.as_deref().map(|ids| DocClasses {
+        ids,
+        n_classes: train.dataset.n_classes,
+    });
+    // Bag targets need a known word; a class target stands without one.
+    let vocab_rows = (vocab, classes.is_none());
+    let formed = text::form_rows_as(
+        test_path,
+        &docs,
+        &source.text,
+        skipped,
+        vocab_rows,
+        doc_classes,
+    );
     let mut held = held_out(test_path, &train.dataset, formed.dataset.rows, skipped);
     held.dataset.notes = formed.dataset.notes;
     held.dropped_ids = formed.unknown_tokens;
-    held.dropped_targets = formed.unknown_tokens;
-    held.dropped_rows = formed.dropped_documents;
-    Ok((held, Vec::new()))
+    held.dropped_targets = match classes {
+        Some(_) => formed.unknown_labels,
+        None => formed.unknown_tokens,
+    };
+    held.dropped_rows = formed.dropped_documents + formed.unknown_labels;
+    let mut notes = Vec::new();
+    for (n, why) in [
+        (formed.dropped_documents, "with no known word"),
+        (formed.unknown_labels, "with a label unknown to training"),
+    ] {
+        if n > 0 {
+            notes.push(format!("{n} documents {why} dropped"));
+        }
+    }
+    Ok((held, notes))
 }
 
 #[cfg(test)]

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::dataset::{Dataset, RowStore};
+use crate::labels::{self, LabelOptions};
 use crate::text::{TextMode, TextOptions, Vocabulary};
 use crate::{DataError, ReadOptions, dictd, libsvm, lightgcn, npz, text};
 
@@ -64,6 +65,9 @@ pub struct Source {
     pub test_path: Option<PathBuf>,
     pub read: ReadOptions,
     pub text: TextOptions,
+    /// `text` directories in bow mode: a document's target is its own bag, or one class from its
+    /// file name ([`crate::labels`]).
+    pub label: LabelOptions,
 }
 
 impl Source {
@@ -74,11 +78,18 @@ impl Source {
             test_path: None,
             read: ReadOptions::default(),
             text: TextOptions::default(),
+            label: LabelOptions::default(),
         }
     }
 
     /// A short label of how rows are formed, used to key the saved statistics.
+    /// The label mode is part of it (`-label-name1-2`; nothing for bags), so statistics saved
+    /// for one mode are not reused for another.
     pub fn variant(&self) -> String {
+        self.rows_variant() + &self.label.variant()
+    }
+
+    fn rows_variant(&self) -> String {
         match (self.format.is_text(), self.text.mode) {
             (false, _) => self.format.name().to_string(),
             (true, TextMode::Bow) => format!(
@@ -106,21 +117,35 @@ pub struct Loaded {
     pub vocabulary: Option<Vocabulary>,
     /// lightgcn: held-out items per user row.
     pub test: Option<RowStore>,
+    /// `text` with `data.label = "file_name"`: the class names, class id → label (sorted).
+    pub labels: Option<Vec<String>>,
+}
+
+impl Loaded {
+    /// The class names as the `labels.tsv` sidecar (`label<TAB>documents`, class id order), for
+    /// [`save_sidecar`] with [`labels::LABELS_SUFFIX`]; `None` when the rows have no named classes.
+    pub fn labels_tsv(&self) -> Option<String> {
+        let names = self.labels.as_ref()?;
+        Some(labels::labels_tsv(names, &self.dataset))
+    }
 }
 
 /// Reads `source` into memory.
 pub fn load(source: &Source) -> Result<Loaded, DataError> {
     let path = &source.path;
+    source.label.check(source.format, source.text.mode, path)?;
     let mut loaded = match source.format {
         Format::Libsvm => Loaded {
             dataset: libsvm::read_libsvm(path, &source.read)?,
             vocabulary: None,
             test: None,
+            labels: None,
         },
         Format::Npz => Loaded {
             dataset: npz::read_npz(path, &source.read)?,
             vocabulary: None,
             test: None,
+            labels: None,
         },
         Format::Lightgcn => {
             let i = lightgcn::read_lightgcn(path, source.test_path.as_deref(), &source.read)?;
@@ -128,6 +153,16 @@ pub fn load(source: &Source) -> Result<Loaded, DataError> {
                 dataset: i.train,
                 vocabulary: None,
                 test: i.test,
+                labels: None,
+            }
+        }
+        Format::Text if source.label.is_file_name() => {
+            let (dataset, vocab, names) = labels::read_labelled(source)?;
+            Loaded {
+                dataset,
+                vocabulary: Some(vocab),
+                test: None,
+                labels: Some(names),
             }
         }
         Format::Text => {
@@ -136,6 +171,7 @@ pub fn load(source: &Source) -> Result<Loaded, DataError> {
                 dataset,
                 vocabulary: Some(vocab),
                 test: None,
+                labels: None,
             }
         }
         Format::Dictd => {
@@ -145,6 +181,7 @@ pub fn load(source: &Source) -> Result<Loaded, DataError> {
                 dataset,
                 vocabulary: Some(vocab),
                 test: None,
+                labels: None,
             }
         }
     };

@@ -185,23 +185,33 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), DataError> {
 /// One document per file under `dir` (recursively, path order). A file that is not UTF-8 is an
 /// error naming it, its line and column, or is skipped and counted under `skip_bad_lines`.
 pub fn file_documents(dir: &Path, skip_bad_lines: bool) -> Result<(Vec<String>, usize), DataError> {
+    let (named, skipped) = named_file_documents(dir, skip_bad_lines)?;
+    Ok((named.into_iter().map(|(_, d)| d).collect(), skipped))
+}
+
+/// [`file_documents`] with each document's file path.
+pub fn named_file_documents(
+    dir: &Path,
+    skip_bad_lines: bool,
+) -> Result<(Vec<(PathBuf, String)>, usize), DataError> {
     let mut files = Vec::new();
     walk(dir, &mut files)?;
-    let read: Vec<Result<String, DataError>> = files
-        .par_iter()
+    let read: Vec<Result<(PathBuf, String), DataError>> = files
+        .into_par_iter()
         .map(|p| {
-            let bytes = std::fs::read(p).map_err(|source| DataError::Io {
+            let bytes = std::fs::read(&p).map_err(|source| DataError::Io {
                 path: p.clone(),
                 source,
             })?;
-            decode_utf8(&bytes)
-                .map(str::to_string)
-                .map_err(|(line, column)| DataError::Parse {
-                    path: p.clone(),
+            match decode_utf8(&bytes) {
+                Ok(text) => Ok((p, text.to_string())),
+                Err((line, column)) => Err(DataError::Parse {
+                    path: p,
                     line,
                     column,
                     message: "the file is not valid UTF-8".into(),
-                })
+                }),
+            }
         })
         .collect();
     let mut docs = Vec::with_capacity(read.len());
@@ -265,6 +275,17 @@ pub struct FormedRows {
     pub unknown_tokens: u64,
     /// Bow documents with no in-vocabulary word, left out under `drop_empty_documents`.
     pub dropped_documents: u64,
+    /// Bow documents with a class target whose class is unknown (`None`), left out.
+    pub unknown_labels: u64,
+}
+
+/// Bow documents' classes, for rows that target one class (weight 1) instead of their own bag.
+#[derive(Clone, Copy, Debug)]
+pub struct DocClasses<'a> {
+    /// Each document's class, in document order; `None`: unknown, the document is left out.
+    pub ids: &'a [Option<u32>],
+    /// The number of classes (the dataset's `n_classes`).
+    pub n_classes: usize,
 }
 
 /// Forms the rows of `docs` over `vocab`: the one path training (with the vocabulary it counted)
@@ -279,6 +300,20 @@ pub fn form_rows(
     vocab: &Vocabulary,
     drop_empty_documents: bool,
 ) -> FormedRows {
+    let vocab_rows = (vocab, drop_empty_documents);
+    form_rows_as(source, docs, options, skipped_lines, vocab_rows, None)
+}
+
+/// [`form_rows`], with bow rows targeting `classes` when given (text documents labelled by their
+/// file names) instead of their own bags.
+pub fn form_rows_as(
+    source: &Path,
+    docs: &[String],
+    options: &TextOptions,
+    skipped_lines: usize,
+    (vocab, drop_empty_documents): (&Vocabulary, bool),
+    classes: Option<DocClasses<'_>>,
+) -> FormedRows {
     let tokens = options.tokens;
     let doc_ids: Vec<(Vec<u32>, u64)> = docs
         .par_iter()
@@ -290,16 +325,23 @@ pub fn form_rows(
         })
         .collect();
     let mut rows = RowStore::new();
-    let mut dropped_documents = 0;
-    for (ids, _) in &doc_ids {
-        match options.mode {
-            TextMode::Bow if ids.is_empty() && drop_empty_documents => dropped_documents += 1,
-            TextMode::Bow => {
+    let (mut dropped_documents, mut unknown_labels) = (0, 0);
+    for (doc, (ids, _)) in doc_ids.iter().enumerate() {
+        // `Some(None)`: a class target, unknown; `None`: the document's own bag.
+        let class = classes.map(|c| c.ids.get(doc).copied().flatten());
+        match (options.mode, class) {
+            (TextMode::Bow, Some(None)) => unknown_labels += 1,
+            (TextMode::Bow, _) if ids.is_empty() && drop_empty_documents => dropped_documents += 1,
+            (TextMode::Bow, Some(Some(c))) => {
+                let bag = SparseRow::bag(ids.clone()).canonical();
+                rows.push(&bag.ids, &bag.values, &[c], &[1.0]);
+            }
+            (TextMode::Bow, None) => {
                 // Distinct words with their counts, as input values and as target weights.
                 let bag = SparseRow::bag(ids.clone()).canonical();
                 rows.push(&bag.ids, &bag.values, &bag.ids, &bag.values);
             }
-            TextMode::Cbow => {
+            (TextMode::Cbow, _) => {
                 let window = options.window;
                 for (i, &centre) in ids.iter().enumerate() {
                     let lo = i.saturating_sub(window);
@@ -316,7 +358,7 @@ pub fn form_rows(
         dataset: Dataset {
             source: source.to_path_buf(),
             width: vocab.len(),
-            n_classes: vocab.len(),
+            n_classes: classes.map_or(vocab.len(), |c| c.n_classes),
             rows,
             skipped_lines,
             notes: vec![format!(
@@ -328,6 +370,7 @@ pub fn form_rows(
         },
         unknown_tokens: doc_ids.iter().map(|(_, u)| u).sum(),
         dropped_documents,
+        unknown_labels,
     }
 }
 

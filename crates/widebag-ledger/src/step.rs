@@ -26,16 +26,20 @@
 //! temporaries (a logit block and a `dL/dh` partial per thread, the dense layout's kept logits)
 //! replace the chunk-wide ones above: `host`.
 //!
+//! An evaluation pass (held-out metrics) holds less than a training step: `eval`.
+//!
 //! What the ledger is told (device, batch, model) is in `spec`; how entries are written, in
 //! `builder`.
 
 mod adaptive;
 mod builder;
 mod dense;
+mod eval;
 mod host;
 mod sparse;
 mod spec;
 
+pub use eval::{EvalPeak, eval_peak};
 pub use spec::{BatchFacts, DeviceFacts, StepSpec};
 use widebag_config::{DenseOptim, Layout, TableOptim};
 

@@ -1,6 +1,7 @@
 //! A training layout as the training loop sees it: the sparse layout ([`WideModel`]) or the dense
 //! baseline ([`DenseModel`]), stepped, flushed, evaluated and measured through one trait.
 
+use burn::tensor::Tensor;
 use widebag_config::bands::ModelBands;
 use widebag_config::{Config, Layout};
 use widebag_csr::CsrBatch;
@@ -57,6 +58,12 @@ pub trait TrainLayout {
 
     /// `sparse` or `dense`.
     fn name(&self) -> &'static str;
+
+    /// The input embedding of sorted distinct ids, projected to the full dim, `[n, dim]`.
+    fn embedding_rows(&self, ids: &[u32]) -> Result<Vec<f32>, ModelError>;
+
+    /// Every dense parameter's name and value (the input weight of the dense layout aside).
+    fn dense_values(&self) -> Vec<(String, Tensor<2>)>;
 
     /// Sets the count of steps taken (a resumed run).
     fn set_step(&mut self, step: u64);
@@ -115,6 +122,17 @@ impl TrainLayout for WideModel {
         "sparse"
     }
 
+    fn embedding_rows(&self, ids: &[u32]) -> Result<Vec<f32>, ModelError> {
+        WideModel::embedding_rows(self, ids)
+    }
+
+    fn dense_values(&self) -> Vec<(String, Tensor<2>)> {
+        self.dense
+            .iter()
+            .map(|p| (p.name.clone(), p.value.clone()))
+            .collect()
+    }
+
     fn set_step(&mut self, step: u64) {
         self.step = step;
     }
@@ -168,6 +186,17 @@ impl TrainLayout for DenseModel {
 
     fn name(&self) -> &'static str {
         "dense"
+    }
+
+    fn embedding_rows(&self, ids: &[u32]) -> Result<Vec<f32>, ModelError> {
+        DenseModel::embedding_rows(self, ids)
+    }
+
+    fn dense_values(&self) -> Vec<(String, Tensor<2>)> {
+        self.params
+            .iter()
+            .map(|p| (p.name.clone(), p.value.clone()))
+            .collect()
     }
 
     fn set_step(&mut self, step: u64) {

@@ -14,6 +14,8 @@ pub mod dense_optim;
 pub mod device;
 pub mod error;
 pub mod eval;
+pub mod export;
+mod export_files;
 mod host_rows;
 pub mod ids;
 pub mod init;
@@ -24,6 +26,7 @@ pub mod params;
 pub mod profile;
 #[cfg(any(test, feature = "test-support"))]
 pub mod reference;
+pub mod saved;
 pub mod scores;
 pub mod softmax;
 pub mod step;

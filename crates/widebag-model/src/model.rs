@@ -140,9 +140,9 @@ pub struct StepStats {
     /// The evaluation run after this step, if any (set by the training loop).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub eval: Option<widebag_eval::EvalReport>,
-    /// The checkpoint written after this step, if any (set by the training loop).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub checkpoint: Option<std::path::PathBuf>,
+    /// Whether a checkpoint is written after this step (set by the training loop, which
+    /// writes it once the step's callback has returned).
+    pub checkpoint_due: bool,
 }
 
 impl StepStats {
@@ -158,7 +158,7 @@ impl StepStats {
             lr: 0.0,
             epoch: None,
             eval: None,
-            checkpoint: None,
+            checkpoint_due: false,
         }
     }
 }

@@ -104,14 +104,14 @@ pub fn peak_rss_bytes() -> Option<u64> {
 
 /// What the model does to a training batch's input bag before its first layer.
 #[derive(Clone, Copy, Debug)]
-struct InputTransform {
+pub(crate) struct InputTransform {
     normalize: bool,
     dropout: f64,
     seed: u64,
 }
 
 impl InputTransform {
-    fn of(config: &widebag_config::Config) -> Self {
+    pub(crate) fn of(config: &widebag_config::Config) -> Self {
         Self {
             normalize: config.data.normalize,
             dropout: config.model.input_dropout,
@@ -132,7 +132,7 @@ impl InputTransform {
     }
 
     /// A held-out batch: normalised, never dropped out.
-    fn eval(&self, batch: CsrBatch) -> CsrBatch {
+    pub(crate) fn eval(&self, batch: CsrBatch) -> CsrBatch {
         if self.normalize {
             batch.l2_normalized()
         } else {
@@ -256,7 +256,7 @@ pub fn run_training_with(
     let mut start = 0u64;
     let mut resumed_from = None;
     if let Some(dir) = &options.resume {
-        let m = checkpoint::load(model.as_mut(), dir, config)?;
+        let m = checkpoint::load(model.as_mut(), dir, config, checkpoint::Match::SameRun)?;
         stream.seek(m.position)?;
         start = m.step;
         resumed_from = Some(m.step);
@@ -308,17 +308,21 @@ pub fn run_training_with(
             evaluations.push(Evaluation::new(done, stats.epoch, report.clone()));
             stats.eval = Some(report);
         }
-        if let Some(plan) = &options.checkpoints
-            && ((plan.every > 0 && done % plan.every == 0) || done == total)
-        {
+        let checkpoint = options
+            .checkpoints
+            .as_ref()
+            .filter(|plan| (plan.every > 0 && done % plan.every == 0) || done == total);
+        // The step's metrics reach the log before the checkpoint that covers them exists.
+        stats.checkpoint_due = checkpoint.is_some();
+        on_step(&stats);
+        if let Some(plan) = checkpoint {
             let point = RunPoint {
                 step: done,
                 epoch: stats.epoch,
                 position,
             };
-            stats.checkpoint = Some(checkpoint::save(model.as_mut(), point, config, &plan.root)?);
+            checkpoint::save(model.as_mut(), point, config, &plan.root)?;
         }
-        on_step(&stats);
         if step + start as usize == timed_after {
             warm_start = Instant::now();
             first_rows = rows_seen;
@@ -427,7 +431,7 @@ fn rows_before(position: &DataPosition, data: &Option<DataSummary>) -> usize {
     match position {
         DataPosition::Synthetic { next_row } => *next_row as usize,
         DataPosition::Rows { epoch, next } => {
-            let rows = data.as_ref().map_or(0, |d| d.rows);
+            let rows = data.as_ref().map_or(0, |d| d.train_rows);
             *epoch as usize * rows + next
         }
     }
@@ -436,7 +440,7 @@ fn rows_before(position: &DataPosition, data: &Option<DataSummary>) -> usize {
 /// Epochs started after `rows_seen` training rows (batches never straddle epochs).
 fn epoch_of(data: &Option<DataSummary>, rows_seen: usize) -> Option<u64> {
     data.as_ref()
-        .map(|d| (rows_seen as u64).div_ceil(d.rows.max(1) as u64))
+        .map(|d| (rows_seen as u64).div_ceil(d.train_rows.max(1) as u64))
 }
 
 /// Steps between evaluations: `train.eval_every` steps, or epochs when `train.epochs` is set

@@ -9,7 +9,7 @@ use widebag_config::bands::ModelBands;
 use widebag_config::{Config, synthetic_spec};
 use widebag_csr::CsrBatch;
 use widebag_data::stats::{self, DataStats};
-use widebag_data::{BatchSource, EpochBatches, SyntheticStream, source};
+use widebag_data::{BatchSource, EpochBatches, Relabel, SyntheticStream, source};
 
 use crate::PrepareError;
 use crate::bands::{BandReport, Frequencies, resolve_bands, wants_frequencies};
@@ -51,6 +51,8 @@ pub struct DataSummary {
     pub path: PathBuf,
     pub format: widebag_data::Format,
     pub rows: usize,
+    /// Rows trained on: `rows` less those held out by `train.eval_rows`.
+    pub train_rows: usize,
     pub width: usize,
     pub n_classes: usize,
     pub nnz_total: usize,
@@ -85,6 +87,13 @@ pub struct Prepared {
     pub bands: Vec<BandReport>,
     /// Both sides' bands, resolved once here and carried to the trainer, ledger and solver.
     pub model_bands: ModelBands,
+    /// How ids and classes were renumbered (by frequency, for head/tail bands): export and
+    /// prediction undo it.
+    pub relabel: Relabel,
+    /// Text formats: the training vocabulary (id → word, in the data's own numbering).
+    pub vocabulary: Option<widebag_data::Vocabulary>,
+    /// `data.label = "file_name"`: class id → label.
+    pub labels: Option<Vec<String>>,
 }
 
 /// Statistics of `source`: the saved file when it still matches the data, else computed (and
@@ -136,6 +145,7 @@ pub fn open_data(config: &Config, options: &PrepareOptions) -> Result<Prepared, 
         ),
         None => None,
     };
+    let labels_tsv = loaded.labels_tsv();
     let mut dataset = loaded.dataset;
     if let Some(n) = config.data.n_classes
         && n != dataset.n_classes
@@ -172,6 +182,11 @@ pub fn open_data(config: &Config, options: &PrepareOptions) -> Result<Prepared, 
         }
         _ => None,
     };
+    if let (Some(tsv), Sidecars::Write) = (labels_tsv, options.sidecars)
+        && let Err(e) = source::save_sidecar(&src.path, widebag_data::LABELS_SUFFIX, &tsv)
+    {
+        warnings.push(format!("class labels not saved: {e}"));
+    }
     let (_, stats_file, stats_reused) = stats_for(&src, &dataset, options.sidecars, &mut warnings);
     let unique_ids_per_batch =
         stats::mean_unique_ids(&dataset, config.train.batch_size, 20, config.train.seed);
@@ -179,10 +194,11 @@ pub fn open_data(config: &Config, options: &PrepareOptions) -> Result<Prepared, 
     let mut resolved = config.clone();
     resolved.data.width = dataset.width;
     resolved.data.n_classes = Some(dataset.n_classes);
-    let summary = DataSummary {
+    let mut summary = DataSummary {
         path: src.path.clone(),
         format: src.format,
         rows: shape.rows,
+        train_rows: shape.rows,
         width: shape.width,
         n_classes: shape.n_classes,
         nnz_total: shape.nnz_total,
@@ -195,6 +211,7 @@ pub fn open_data(config: &Config, options: &PrepareOptions) -> Result<Prepared, 
         notes: dataset.notes.clone(),
     };
     let mut bands = Vec::new();
+    let mut relabel_used = Relabel::default();
     if wants_frequencies(config) {
         let mut freq = Frequencies {
             ids: vec![0.0; dataset.width],
@@ -216,6 +233,7 @@ pub fn open_data(config: &Config, options: &PrepareOptions) -> Result<Prepared, 
                 seen.ids.iter_mut().for_each(|c| *c = classes.map(*c));
             }
         }
+        relabel_used = relabel;
     }
     let mut eval = Vec::new();
     let mut eval_seen = Vec::new();
@@ -264,6 +282,7 @@ pub fn open_data(config: &Config, options: &PrepareOptions) -> Result<Prepared, 
         }
         dataset = train;
     }
+    summary.train_rows = dataset.n_rows();
     if let Some(epochs) = config.train.epochs {
         resolved.train.steps = epochs * dataset.n_rows().div_ceil(bs.max(1));
     }
@@ -278,6 +297,9 @@ pub fn open_data(config: &Config, options: &PrepareOptions) -> Result<Prepared, 
         eval_seen,
         bands,
         model_bands,
+        relabel: relabel_used,
+        vocabulary: loaded.vocabulary,
+        labels: loaded.labels,
     })
 }
 
@@ -289,12 +311,14 @@ fn open_synthetic(config: &Config) -> Result<Prepared, PrepareError> {
         SyntheticStream::new(synthetic_spec(config)).map_err(PrepareError::data("data"))?;
     let mut resolved = config.clone();
     let mut bands = Vec::new();
+    let mut relabel_used = Relabel::default();
     if wants_frequencies(config) {
         let (ids, classes) = stream.expected_frequencies();
         let mut freq = Frequencies { ids, classes };
         let relabel = freq.renumber(config);
         bands = resolve_bands(&mut resolved, &freq, &relabel)?;
-        stream = stream.with_relabel(relabel);
+        stream = stream.with_relabel(relabel.clone());
+        relabel_used = relabel;
     }
     let mut eval = Vec::new();
     let mut done = 0;
@@ -317,6 +341,9 @@ fn open_synthetic(config: &Config) -> Result<Prepared, PrepareError> {
         eval_seen: Vec::new(),
         bands,
         model_bands,
+        relabel: relabel_used,
+        vocabulary: None,
+        labels: None,
     })
 }
 

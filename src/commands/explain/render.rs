@@ -53,6 +53,16 @@ fn write_report(out: &mut String, r: &Report) -> std::fmt::Result {
         r.predicted_peak_bytes,
         r.predicted_peak_point.name()
     )?;
+    let largest = r.eval.temporaries.iter().max_by_key(|t| t.1);
+    writeln!(
+        out,
+        "  an evaluation pass peaks at {}: the parameters and state ({}) and its temporaries \
+         (largest: {}, {})",
+        format_bytes(r.eval.peak_bytes),
+        format_bytes(r.eval.persistent_bytes),
+        largest.map_or("-", |t| t.0.as_str()),
+        format_bytes(r.eval.largest_bytes)
+    )?;
     if r.predicted_sampled_peak_bytes != r.predicted_peak_bytes {
         writeln!(
             out,
@@ -370,6 +380,7 @@ mod tests {
               dense_update       341794304              -        -
 
             Predicted peak 384.71 MiB (403399328 B) at backward.logits
+              an evaluation pass peaks at 383.77 MiB: the parameters and state (266.44 MiB) and its temporaries (largest: masked scores [batch, chunk], 58.59 MiB)
             Host memory    8 B (bands placed on the host and host-side state); per step at most 0 B to the device and 0 B back
             Allocator reservation: estimated 395.89 MiB
         "#]].assert_eq(&render(&quickstart_report()));

@@ -57,6 +57,8 @@ pub struct Report {
     /// Where the measured steps' time went, by stage (each boundary waited for the device).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub profile: Option<widebag_model::ProfileReport>,
+    /// What an evaluation pass (top-20 ranking) holds: less than a step, as a rule.
+    pub eval: widebag_ledger::step::EvalPeak,
     pub ledger: Ledger,
 }
 
@@ -139,6 +141,7 @@ pub fn report(
         max_buffer_bytes: spec.device.max_buffer_bytes,
         measured_steps: measured.map(|m| m.steps),
         profile: measured.map(|m| m.profile.clone()),
+        eval: widebag_ledger::step::eval_peak(&spec, &ledger, 20),
         spec,
         ledger,
     }

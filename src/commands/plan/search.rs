@@ -62,6 +62,9 @@ fn measured_peak(
         eval_seen: Vec::new(),
         bands: prepared.bands.clone(),
         model_bands: prepared.model_bands.clone(),
+        relabel: prepared.relabel.clone(),
+        vocabulary: None,
+        labels: None,
     };
     let (spec, ledger) = predict(&probe, device_facts(compute))?;
     if check_fits(&ledger, &spec).is_err() {

@@ -1,19 +1,17 @@
-//! `widebag sweep`: runs every point of a sweep file in turn, each into its own directory (the
-//! resolved config, the ledger, the plan, per-step metrics, a summary), resumably, and writes the
-//! results as CSV, Markdown and SVG plots.
+//! `widebag sweep`: runs every point of a sweep file in turn, each into its own run directory
+//! (the layout `train --out` writes, through [`crate::run_dir`], plus `row.json`, the run's row
+//! of the results), resumably, and writes the results as CSV, Markdown and SVG plots.
 
 mod plots;
 mod results;
 
-use std::io::Write;
 use std::path::Path;
 
 use anyhow::Context;
-use serde::Serialize;
 use widebag_config::sweep::{Sweep, SweepPoint};
 use widebag_config::units::format_bytes;
 use widebag_ledger::Placement;
-use widebag_model::{Compute, MeterMode, RunOptions, run_training_with};
+use widebag_model::{CheckpointPlan, Compute, MeterMode, RunOptions, run_training_with};
 use widebag_solver::Calibration;
 
 use crate::commands::explain;
@@ -21,6 +19,7 @@ use crate::commands::plan::planner::{budget, make_plan};
 use crate::failure::{Failure, Outcome};
 use crate::prerun::{check_fits, device_facts, open_compute, predict};
 use crate::request::{SolverFlags, SweepRequest};
+use crate::run_dir::RunDir;
 use results::{RunRow, Status};
 
 pub fn run(req: &SweepRequest) -> Outcome {
@@ -39,7 +38,7 @@ pub fn run(req: &SweepRequest) -> Outcome {
     let failed = rows.iter().filter(|r| r.status == Status::Failed).count();
     if failed > 0 {
         return Err(Failure::run(anyhow::anyhow!(
-            "{failed} of {} runs failed (see their summary.json); run the sweep again to retry them",
+            "{failed} of {} runs failed (see their row.json); run the sweep again to retry them",
             rows.len()
         )));
     }
@@ -48,17 +47,9 @@ pub fn run(req: &SweepRequest) -> Outcome {
 
 /// A finished run (ok or refused) is skipped on resume; a failed one is run again.
 fn finished(dir: &Path) -> Option<RunRow> {
-    let text = std::fs::read_to_string(dir.join("summary.json")).ok()?;
+    let text = std::fs::read_to_string(dir.join("row.json")).ok()?;
     let row: RunRow = serde_json::from_str(&text).ok()?;
     (row.status != Status::Failed).then_some(row)
-}
-
-fn write_json(path: &Path, value: &impl Serialize) -> anyhow::Result<()> {
-    std::fs::write(
-        path,
-        serde_json::to_string_pretty(value).expect("serialises"),
-    )
-    .with_context(|| format!("writing {}", path.display()))
 }
 
 /// Runs one point into `dir`: config, ledger and plan first (refused when it does not fit),
@@ -69,13 +60,9 @@ fn run_point(
     compute: &Compute,
     calibration: &Calibration,
 ) -> anyhow::Result<RunRow> {
-    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let run_dir = RunDir::create(dir)?;
     let config = &point.config;
-    std::fs::write(
-        dir.join("config.toml"),
-        toml::to_string(config).context("serialising the config")?,
-    )
-    .with_context(|| format!("writing {}", dir.join("config.toml").display()))?;
+    run_dir.write_config(config)?;
     let mut row = RunRow::new(
         &point.name,
         Status::Refused,
@@ -93,8 +80,8 @@ fn run_point(
         .map(|(c, b)| (c.name().to_string(), b))
         .collect();
     let fits = check_fits(&ledger, &spec);
-    write_json(
-        &dir.join("ledger.json"),
+    run_dir.write_json(
+        "ledger.json",
         &explain::report(spec, ledger, &compute.adapter, None),
     )?;
     if let Err(e) = fits {
@@ -112,7 +99,7 @@ fn run_point(
         Ok(_) => {
             let flags = SolverFlags::with_calibration(calibration.clone());
             let report = make_plan(&mut prepared, &flags, &[], Some(compute))?.report;
-            write_json(&dir.join("plan.json"), &report)?;
+            run_dir.write_json("plan.json", &report)?;
             if !report.fits {
                 row.error = Some(format!(
                     "does not fit the {} budget: predicted peak {}",
@@ -124,22 +111,17 @@ fn run_point(
         }
         Err(e) => eprintln!("widebag: {}: no plan ({e:#})", point.name),
     }
-    train_point(prepared, dir, compute, row)
+    train_point(prepared, &run_dir, compute, row)
 }
 
-/// Trains a point that fits, writing metrics.jsonl and run.json into `dir`.
+/// Trains a point that fits, writing metrics.jsonl and summary.json into `dir`.
 fn train_point(
     prepared: widebag_prepare::Prepared,
-    dir: &Path,
+    dir: &RunDir,
     compute: &Compute,
     mut row: RunRow,
 ) -> anyhow::Result<RunRow> {
-    let metrics_path = dir.join("metrics.jsonl");
-    let mut metrics = std::io::BufWriter::new(
-        std::fs::File::create(&metrics_path)
-            .with_context(|| format!("creating {}", metrics_path.display()))?,
-    );
-    let mut write_error = None;
+    let mut metrics = dir.metrics(None)?;
     // Every point of the step is read in the first three steps (after the first, discarded as
     // warm-up), so the measured peak covers the peaks inside a step; the rest are timed.
     let options = RunOptions {
@@ -147,27 +129,19 @@ fn train_point(
         warmup_steps: 1,
         detailed_steps: 3,
         profile_sync: false,
+        checkpoints: (prepared.config.train.checkpoint_every > 0).then(|| CheckpointPlan {
+            root: dir.checkpoints(),
+            every: prepared.config.train.checkpoint_every as u64,
+        }),
         ..RunOptions::default()
     };
     let summary = run_training_with(prepared, compute, options, |s| {
-        let line = serde_json::json!({
-            "step": s.step,
-            "loss": s.loss,
-            "step_s": s.step_s,
-            "examples_per_s": s.n_rows as f64 / s.step_s.max(1e-12),
-            "peak_in_use_bytes": s.peak_in_use_bytes,
-        });
-        if let Err(e) = writeln!(metrics, "{line}") {
-            write_error.get_or_insert(e);
-        }
+        metrics.step(s);
         row.losses.push(s.loss);
     })
     .context("training")?;
-    metrics
-        .flush()
-        .and(write_error.map_or(Ok(()), Err))
-        .with_context(|| format!("writing {}", metrics_path.display()))?;
-    write_json(&dir.join("run.json"), &summary)?;
+    metrics.finish()?;
+    dir.write_json("summary.json", &summary)?;
     row.status = Status::Ok;
     row.measured_peak_bytes = summary.peak_in_use_bytes;
     row.examples_per_s = Some(summary.examples_per_s);
@@ -206,8 +180,7 @@ fn run_all(
                 point.config.train.batch_size,
             )
         });
-        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-        write_json(&dir.join("summary.json"), &row)?;
+        RunDir::create(&dir)?.write_json("row.json", &row)?;
         eprintln!(
             "widebag: [{}/{n}] {}: {}{}",
             i + 1,
@@ -226,13 +199,12 @@ fn run_all(
         rows.push(row);
     }
     let keys: Vec<String> = sweep.spec.grid.keys().cloned().collect();
-    std::fs::write(out.join("results.csv"), results::csv(&rows, &keys))
-        .with_context(|| format!("writing {}", out.join("results.csv").display()))?;
-    std::fs::write(
-        out.join("results.md"),
-        results::markdown(&rows, &keys, &compute.adapter),
-    )
-    .with_context(|| format!("writing {}", out.join("results.md").display()))?;
+    let results = RunDir::create(out)?;
+    results.write("results.csv", results::csv(&rows, &keys).as_bytes())?;
+    results.write(
+        "results.md",
+        results::markdown(&rows, &keys, &compute.adapter).as_bytes(),
+    )?;
     plots::plot_memory(&out.join("memory.svg"), &rows)?;
     plots::plot_losses(&out.join("loss.svg"), &rows)?;
     plots::plot_throughput(&out.join("throughput.svg"), &rows, &keys)?;

@@ -1,4 +1,4 @@
-//! A sweep's results as tables: one row per run (`RunRow`, also each run's `summary.json`),
+//! A sweep's results as tables: one row per run (`RunRow`, also each run's `row.json`),
 //! written as results.csv and results.md.
 
 use std::collections::BTreeMap;
@@ -26,7 +26,7 @@ impl Status {
     }
 }
 
-/// One run's row of the results (also its `summary.json`, which resuming reads back).
+/// One run's row of the results (also its `row.json`, which resuming reads back).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct RunRow {
     pub run: String,

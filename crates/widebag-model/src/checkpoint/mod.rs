@@ -103,6 +103,7 @@ fn write_into(
                 .and_then(|f| f.sync_all())
                 .map_err(io(&path))?;
             files.insert(file.to_string(), manifest::sum_file(&path)?);
+            fault_pause();
         }
     }
     let m = Manifest {
@@ -119,6 +120,17 @@ fn write_into(
     let path = dir.join("state.json");
     let json = serde_json::to_string_pretty(&m).expect("a manifest serialises");
     widebag_data::atomic::write_atomic(&path, json.as_bytes()).map_err(io(&path))
+}
+
+/// Fault injection for the tests: with `WIDEBAG_FAULT_CHECKPOINT_PAUSE_MS` set, a checkpoint
+/// write waits that long after each file, so a test can kill the process in mid-write.
+fn fault_pause() {
+    if let Some(ms) = std::env::var("WIDEBAG_FAULT_CHECKPOINT_PAUSE_MS")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+    {
+        std::thread::sleep(std::time::Duration::from_millis(ms));
+    }
 }
 
 /// Complete checkpoints under `root`, oldest first: `(step, directory)`.
@@ -166,15 +178,25 @@ pub fn latest_good(root: &Path) -> Result<(PathBuf, Manifest, Vec<String>), Mode
     }))
 }
 
+/// What a loaded checkpoint must agree with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Match {
+    /// The same run (resume): the whole config, the device aside.
+    SameRun,
+    /// The model only (evaluate, export, predict): every tensor's name and shape.
+    Shapes,
+}
+
 /// Loads the checkpoint in `dir` into `layout` (built from `config`) after checking it; returns
 /// its manifest.
 pub fn load(
     layout: &mut dyn TrainLayout,
     dir: &Path,
     config: &Config,
+    want: Match,
 ) -> Result<Manifest, ModelError> {
     let m = Manifest::read_verified(dir)?;
-    if m.config_hash != config_hash(config) {
+    if want == Match::SameRun && m.config_hash != config_hash(config) {
         return Err(ModelError::Checkpoint(format!(
             "{}: written for config {} but this run's config is {} (resume with the run \
              directory's own config.toml)",

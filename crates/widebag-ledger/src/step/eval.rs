@@ -1,0 +1,116 @@
+//! What an evaluation pass holds beside the parameters and optimizer state the run keeps: the
+//! held-out batch's buffers and gathered rows, each layer's activation (no autodiff: nothing is
+//! saved), and per class chunk (or adaptive cluster) its `[batch, chunk]` scores; on the tensor
+//! path also the masked copy, the chunk's top-K values and indices and the running
+//! log-sum-exp; flex's host path reads the scores in place and keeps `[batch, K]` on the host.
+//! The evaluation peak is the persistent bytes plus the largest of these at once.
+
+use serde::Serialize;
+
+use super::spec::StepSpec;
+use crate::shapes::{self, F32_BYTES};
+use crate::{Ledger, Placement, Point};
+
+/// An evaluation pass's device bytes.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct EvalPeak {
+    /// Parameters and optimizer state (the ledger's setup point).
+    pub persistent_bytes: u64,
+    /// What the pass adds, by name.
+    pub temporaries: Vec<(String, u64)>,
+    /// `persistent_bytes` plus every temporary.
+    pub peak_bytes: u64,
+    /// The largest single buffer among the temporaries (checked against the device's buffer
+    /// limit).
+    pub largest_bytes: u64,
+}
+
+/// The evaluation pass of `spec` with a top-`k` ranking, beside the training `ledger`.
+pub fn eval_peak(spec: &StepSpec, ledger: &Ledger, k: u64) -> EvalPeak {
+    let b = spec.batch.n_rows.max(1);
+    let persistent_bytes = ledger.live_bytes(Placement::Device, Point::Setup);
+    let mut t: Vec<(String, u64)> = Vec::new();
+    // The batch's index and value buffers, and the gathered unique rows.
+    t.push(("batch ids and values".into(), spec.batch.nnz * 2 * 4));
+    let rows: u64 = spec
+        .input_bands
+        .iter()
+        .map(|(band, _)| {
+            spec.batch.n_unique.min(band.n_rows() as u64) * band.dim as u64 * F32_BYTES
+        })
+        .sum();
+    t.push(("gathered rows".into(), rows));
+    // Two layers' activations at once (a layer's input and output).
+    let mut widest: Vec<u64> = spec.layer_sizes();
+    widest.sort_unstable();
+    let two: u64 = widest.iter().rev().take(2).sum();
+    t.push(("hidden activations".into(), b * two * F32_BYTES));
+    let chunk = if spec.adaptive() {
+        spec.output_bands
+            .iter()
+            .map(|c| c.n_rows() as u64)
+            .max()
+            .unwrap_or(1)
+            + spec.output_bands.len() as u64
+    } else {
+        shapes::class_chunk(
+            spec.class_chunk as usize,
+            spec.n_classes as usize,
+            spec.last_hidden() as usize,
+            spec.batch.n_rows as usize,
+            spec.device.max_buffer_bytes,
+        ) as u64
+    };
+    t.push(("class scores [batch, chunk]".into(), b * chunk * F32_BYTES));
+    if !spec.host_kernels() {
+        t.push(("masked scores [batch, chunk]".into(), b * chunk * F32_BYTES));
+        let k = k.min(chunk).max(1);
+        t.push((
+            "chunk top-K values and indices".into(),
+            b * k * (F32_BYTES + 4),
+        ));
+        t.push(("running log-sum-exp".into(), b * 2 * F32_BYTES));
+        t.push((
+            "target and mask indices".into(),
+            (spec.batch.n_targets + spec.batch.nnz) * 4,
+        ));
+    }
+    // Single buffers: one chunk's scores, one layer's activation (rows and entries go up in
+    // pieces within the limit, as in training).
+    let largest_bytes =
+        (b * chunk * F32_BYTES).max(b * widest.last().copied().unwrap_or(1) * F32_BYTES);
+    let peak_bytes = persistent_bytes + t.iter().map(|x| x.1).sum::<u64>();
+    EvalPeak {
+        persistent_bytes,
+        temporaries: t,
+        peak_bytes,
+        largest_bytes,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use widebag_config::{DenseOptim, Layout};
+
+    use super::super::spec::seed_spec;
+    use super::*;
+
+    #[test]
+    fn evaluating_the_seed_model_holds_less_than_a_training_step() {
+        let spec = seed_spec(Layout::Sparse, DenseOptim::Adam);
+        let ledger = super::super::ledger(&spec);
+        let e = eval_peak(&spec, &ledger, 20);
+        let train = ledger.peak(Placement::Device).bytes;
+        assert!(e.peak_bytes < train, "{} vs {train}", e.peak_bytes);
+        assert!(e.peak_bytes > e.persistent_bytes);
+        // The scores of one chunk: batch 128 × the chunk the buffer limit allows.
+        let chunk = shapes::class_chunk(0, 240_000, 512, 128, spec.device.max_buffer_bytes) as u64;
+        let scores = e
+            .temporaries
+            .iter()
+            .find(|t| t.0.starts_with("class scores"))
+            .unwrap();
+        assert_eq!(scores.1, 128 * chunk * 4);
+        assert!(e.largest_bytes <= spec.device.max_buffer_bytes);
+    }
+}

@@ -1,0 +1,33 @@
+//! `widebag export RUN_DIR --to DIR`: a trained run's model as safetensors and `.npy` files in
+//! the data's own id numbering, with its vocabulary (see `docs/checkpoints.md`).
+
+use anyhow::Context;
+
+use crate::args::ExportArgs;
+use crate::failure::{Failure, Outcome};
+use crate::prerun::open_compute;
+use crate::request::saved_run;
+
+pub fn run(args: &ExportArgs) -> Outcome {
+    let saved = saved_run(&args.run)?;
+    let prepared =
+        widebag_prepare::open_data(&saved.config, &widebag_prepare::PrepareOptions::READ_ONLY)
+            .map_err(Failure::usage)?;
+    let compute = open_compute(saved.config.train.device)?;
+    let mut model = widebag_model::saved::load(&prepared, &compute, &saved.checkpoint)
+        .context("loading the checkpoint")
+        .map_err(Failure::run)?;
+    let files = widebag_model::export::export(model.layout.as_mut(), &prepared, &args.to)
+        .context("exporting")
+        .map_err(Failure::run)?;
+    println!(
+        "widebag export: {} at step {} into {}",
+        saved.dir.display(),
+        model.manifest.step,
+        args.to.display()
+    );
+    for f in files {
+        println!("  {}  {}", f.file.display(), f.what);
+    }
+    Ok(())
+}

