@@ -247,3 +247,71 @@ fn damaged_checkpoints_are_refused_naming_the_file() {
     assert_eq!(out.status.code(), Some(2));
     let _ = std::fs::remove_dir_all(run);
 }
+
+#[test]
+fn resume_on_wgpu_is_the_uninterrupted_run_within_1e_5() {
+    if !common::has_wgpu("resume_on_wgpu") {
+        return;
+    }
+    let args = |out: &Path| -> Vec<String> {
+        let mut a = train_args(out, 30, 10);
+        let at = a.iter().position(|s| s == "cpu").unwrap();
+        a[at] = "wgpu".into();
+        a
+    };
+    let whole = tmp("wgpu-whole");
+    let o = widebag(&args(&whole).iter().map(|s| s.as_str()).collect::<Vec<_>>());
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    // The run stopped after step 20: its later checkpoint and log lines are gone.
+    let cut = tmp("wgpu-cut");
+    std::fs::remove_dir_all(&cut).unwrap();
+    std::process::Command::new("cp")
+        .args(["-r", whole.to_str().unwrap(), cut.to_str().unwrap()])
+        .status()
+        .unwrap();
+    std::fs::remove_dir_all(final_checkpoint(&cut, 30)).unwrap();
+    let o = widebag(&[
+        "train",
+        "--resume",
+        cut.to_str().unwrap(),
+        "--device",
+        "wgpu",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let (a, b) = (losses(&whole), losses(&cut));
+    assert_eq!(a.len(), b.len());
+    for ((s, x), (_, y)) in a.iter().zip(&b) {
+        let (x, y): (f64, f64) = (x.parse().unwrap(), y.parse().unwrap());
+        assert!(
+            (x - y).abs() <= 1e-5 * (1.0 + x.abs()),
+            "step {s}: {x} vs {y}"
+        );
+    }
+    let (w1, w2) = (final_checkpoint(&whole, 30), final_checkpoint(&cut, 30));
+    for f in ["weights.safetensors"] {
+        let read = |p: &Path| {
+            let bytes = std::fs::read(p.join(f)).unwrap();
+            let st = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+            let mut v: Vec<(String, Vec<f32>)> = st
+                .tensors()
+                .into_iter()
+                .map(|(n, t)| {
+                    let d = t
+                        .data()
+                        .chunks_exact(4)
+                        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                        .collect();
+                    (n, d)
+                })
+                .collect();
+            v.sort_by(|a, b| a.0.cmp(&b.0));
+            v
+        };
+        for ((n, x), (_, y)) in read(&w1).into_iter().zip(read(&w2)) {
+            common::assert_close(&n, &y, &x, 1e-5, 1e-5);
+        }
+    }
+    for d in [whole, cut] {
+        let _ = std::fs::remove_dir_all(d);
+    }
+}
