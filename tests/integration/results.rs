@@ -265,7 +265,7 @@ fn resume_on_wgpu_is_the_uninterrupted_run_within_1e_5() {
     // The run stopped after step 20: its later checkpoint and log lines are gone.
     let cut = tmp("wgpu-cut");
     std::fs::remove_dir_all(&cut).unwrap();
-    std::process::Command::new("cp")
+    Command::new("cp")
         .args(["-r", whole.to_str().unwrap(), cut.to_str().unwrap()])
         .status()
         .unwrap();
