@@ -60,7 +60,7 @@ pub struct PredictArgs {
     /// Leave out each row's own items (its input ids) from its ranking.
     #[arg(long)]
     pub exclude_seen: bool,
-    /// `csv` (row,rank,class,name,log_prob) or `jsonl` (one object per row).
+    /// `csv` (row,user,rank,class,name,log_prob) or `jsonl` (one object per row).
     #[arg(long, default_value = "csv")]
     pub output: String,
     /// Write to this file instead of stdout (atomically).

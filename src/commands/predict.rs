@@ -1,6 +1,7 @@
 //! `widebag predict RUN_DIR --data FILE --top-k K`: each row's best K classes or items from a
 //! trained run, in the data's own numbering with their names where the data has them, as CSV
-//! (`row,rank,class,name,log_prob`) or JSON lines; `--exclude-seen` leaves a row's own items out.
+//! (`row,user,rank,class,name,log_prob`; `user` for LightGCN files) or JSON lines;
+//! `--exclude-seen` leaves a row's own items out.
 
 use std::fmt::Write as _;
 
@@ -70,7 +71,7 @@ pub fn run(args: &PredictArgs) -> Outcome {
     };
     let mut out = String::new();
     if args.output == "csv" {
-        out.push_str("row,rank,class,name,log_prob\n");
+        out.push_str("row,user,rank,class,name,log_prob\n");
     }
     let transform_normalize = prepared.config.data.normalize;
     let mut row_index = 0usize;
@@ -113,10 +114,19 @@ pub fn run(args: &PredictArgs) -> Outcome {
                 .iter()
                 .map(|&(c, lp)| (class_of_position[c as usize], lp))
                 .collect();
+            let user = prepared
+                .eval_users
+                .as_ref()
+                .and_then(|u| u.get(row_index).copied());
+            let user_field = user.map_or(String::new(), |u| u.to_string());
             if args.output == "csv" {
                 for (rank, (c, lp)) in top.iter().enumerate() {
                     let n = name(*c).replace('"', "\"\"");
-                    let _ = writeln!(out, "{row_index},{},{c},\"{n}\",{lp}", rank + 1);
+                    let _ = writeln!(
+                        out,
+                        "{row_index},{user_field},{},{c},\"{n}\",{lp}",
+                        rank + 1
+                    );
                 }
             } else {
                 let items: Vec<serde_json::Value> = top
@@ -125,7 +135,7 @@ pub fn run(args: &PredictArgs) -> Outcome {
                         |&(c, lp)| serde_json::json!({"class": c, "name": name(c), "log_prob": lp}),
                     )
                     .collect();
-                let line = serde_json::json!({"row": row_index, "top": items});
+                let line = serde_json::json!({"row": row_index, "user": user, "top": items});
                 let _ = writeln!(out, "{line}");
             }
             row_index += 1;

@@ -319,3 +319,64 @@ fn a_head_tail_export_holds_what_the_bag_computes_for_each_id() {
     }
     let _ = std::fs::remove_dir_all(dir);
 }
+
+#[test]
+fn predict_writes_top_k_per_user_without_their_training_items() {
+    let dir = tmp("predict");
+    let (tr, te) = lightgcn_files(&dir);
+    let run = dir.join("run");
+    train(
+        &run,
+        &set(&[
+            &format!("data.path=\"{}\"", tr.display()),
+            "data.format=\"lightgcn\"",
+            "model.output=\"multinomial\"",
+            "train.steps=10",
+            "train.batch_size=32",
+        ]),
+    );
+    let out = dir.join("top.csv");
+    let o = widebag(&[
+        "predict",
+        run.to_str().unwrap(),
+        "--data",
+        te.to_str().unwrap(),
+        "--top-k",
+        "7",
+        "--exclude-seen",
+        "--out",
+        out.to_str().unwrap(),
+        "--device",
+        "cpu",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = std::fs::read_to_string(&out).unwrap();
+    let mut lines = text.lines();
+    assert_eq!(lines.next(), Some("row,user,rank,class,name,log_prob"));
+    let train_items: Vec<Vec<u32>> = std::fs::read_to_string(&tr)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            l.split_whitespace()
+                .skip(1)
+                .map(|x| x.parse().unwrap())
+                .collect()
+        })
+        .collect();
+    let mut per_user = std::collections::BTreeMap::<u32, usize>::new();
+    for l in lines {
+        let f: Vec<&str> = l.split(',').collect();
+        let (user, class): (u32, u32) = (f[1].parse().unwrap(), f[3].parse().unwrap());
+        assert!(
+            !train_items[user as usize].contains(&class),
+            "user {user} got training item {class}"
+        );
+        assert!(f[5].parse::<f64>().unwrap() < 0.0);
+        *per_user.entry(user).or_default() += 1;
+    }
+    // Every user with a test line, 7 items each.
+    let users = std::fs::read_to_string(&te).unwrap().lines().count();
+    assert_eq!(per_user.len(), users);
+    assert!(per_user.values().all(|&n| n == 7));
+    let _ = std::fs::remove_dir_all(dir);
+}

@@ -42,6 +42,8 @@ pub struct HeldOut {
     /// recommend (the user's training items) as that row's `ids` (values 1, no targets).
     /// `None` for the other formats.
     pub seen: Option<RowStore>,
+    /// lightgcn: the user id of each held-out row (same order as `dataset`).
+    pub users: Option<Vec<u32>>,
     /// Input id occurrences unknown to training, dropped (text: unknown word tokens).
     pub dropped_ids: u64,
     /// Target class occurrences unknown to training, dropped. Text: unknown word tokens too (each
@@ -122,6 +124,7 @@ fn held_out(test_path: &Path, train: &Dataset, rows: RowStore, skipped: usize) -
             notes: Vec::new(),
         },
         seen: None,
+        users: None,
         dropped_ids: 0,
         dropped_targets: 0,
         dropped_rows: 0,
@@ -263,6 +266,7 @@ fn read_lightgcn(
     }
     let mut rows = RowStore::new();
     let mut seen = RowStore::new();
+    let mut users = Vec::new();
     let mut drops = Drops::default();
     let (mut users_with_items, mut beyond) = (0usize, 0usize);
     for (user, mut items) in by_user {
@@ -287,6 +291,7 @@ fn read_lightgcn(
         );
         if drops.rows == before {
             seen.push(train_items, ones, &[], &[]);
+            users.push(user);
             if (user as usize) < train.n_rows() {
                 users_with_items += 1;
             } else {
@@ -310,6 +315,7 @@ fn read_lightgcn(
     }
     let mut held = held_out(test_path, train, rows, skipped).with_drops(drops);
     held.seen = Some(seen);
+    held.users = Some(users);
     Ok((held, notes))
 }
 

@@ -83,6 +83,8 @@ pub struct Prepared {
     /// Per held-out batch, each row's seen classes (sorted; a LightGCN user's training items,
     /// masked from its ranking); empty when rows have none.
     pub eval_seen: Vec<Vec<Vec<u32>>>,
+    /// LightGCN held-out files: the user id of each held-out row, in order.
+    pub eval_users: Option<Vec<u32>>,
     /// The head/tail bands of each split side, with their coverage.
     pub bands: Vec<BandReport>,
     /// Both sides' bands, resolved once here and carried to the trainer, ledger and solver.
@@ -237,8 +239,10 @@ pub fn open_data(config: &Config, options: &PrepareOptions) -> Result<Prepared, 
     }
     let mut eval = Vec::new();
     let mut eval_seen = Vec::new();
+    let mut eval_users = None;
     let n_eval = config.train.eval_rows;
     if let Some(h) = held {
+        eval_users = h.users.clone();
         for n in &h.notes {
             warnings.push(format!("{}: {n}", h.dataset.source.display()));
         }
@@ -295,6 +299,7 @@ pub fn open_data(config: &Config, options: &PrepareOptions) -> Result<Prepared, 
         warnings,
         eval,
         eval_seen,
+        eval_users,
         bands,
         model_bands,
         relabel: relabel_used,
@@ -339,6 +344,7 @@ fn open_synthetic(config: &Config) -> Result<Prepared, PrepareError> {
         warnings: Vec::new(),
         eval,
         eval_seen: Vec::new(),
+        eval_users: None,
         bands,
         model_bands,
         relabel: relabel_used,

@@ -60,6 +60,7 @@ fn measured_peak(
         warnings: Vec::new(),
         eval: Vec::new(),
         eval_seen: Vec::new(),
+        eval_users: None,
         bands: prepared.bands.clone(),
         model_bands: prepared.model_bands.clone(),
         relabel: prepared.relabel.clone(),
