@@ -28,7 +28,7 @@ headtail=(--set 'model.input_bands.cutoffs="auto"' --set 'model.output_bands.cut
           --set 'model.input_bands.placement=["device", "host"]')
 run gowalla --config configs/gowalla.toml
 run gowalla-headtail --config configs/gowalla.toml "${headtail[@]}"
-gcide=(--config configs/gcide-headtail.toml --set train.steps=${GCIDE_STEPS:-2000})
+gcide=(--config configs/gcide-headtail.toml --set train.steps=${GCIDE_STEPS:-4000})
 run gcide-headtail "${gcide[@]}"
 run gcide-full "${gcide[@]}" --set model.output=full --set 'model.input_bands.cutoffs=[]' --set 'model.output_bands.cutoffs=[]'
 run brown --config configs/brown.toml

@@ -55,6 +55,16 @@ pub fn run(req: &TrainRequest) -> Outcome {
         ..RunOptions::default()
     };
     let run_dir = run_directory(req, &mut options, &prepared.config)?;
+    if let Some((dir, Some(step))) = &run_dir
+        && *step >= prepared.config.train.steps as u64
+    {
+        eprintln!(
+            "widebag: {} is complete: its last checkpoint is at step {step} of {}",
+            dir.path.display(),
+            prepared.config.train.steps
+        );
+        return Ok(());
+    }
     let mut metrics = match &run_dir {
         Some((dir, resumed)) => {
             if resumed.is_none() {

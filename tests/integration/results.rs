@@ -315,3 +315,66 @@ fn resume_on_wgpu_is_the_uninterrupted_run_within_1e_5() {
         let _ = std::fs::remove_dir_all(d);
     }
 }
+
+#[test]
+fn every_layout_and_state_resumes_bit_for_bit() {
+    let cases: &[(&str, &[&str])] = &[
+        (
+            "hosttails",
+            &[
+                "model.output=\"adaptive\"",
+                "model.input_bands.cutoffs=[500, 4000]",
+                "model.output_bands.cutoffs=[100]",
+                "model.input_bands.placement=[\"device\", \"host\"]",
+                "model.max_buffer_mib=1",
+            ],
+        ),
+        (
+            "dense",
+            &["model.layout=\"dense\"", "optim.dense=\"momentum\""],
+        ),
+        (
+            "adagrad",
+            &["optim.table=\"rowwise_adagrad\"", "optim.dense=\"sgd\""],
+        ),
+        (
+            "momentum",
+            &["optim.table=\"momentum\"", "optim.dense=\"adamw\""],
+        ),
+    ];
+    for (name, sets) in cases {
+        let whole = tmp(&format!("{name}-whole"));
+        let mut args = train_args(&whole, 40, 20);
+        for s in *sets {
+            args.extend(["--set".to_string(), s.to_string()]);
+        }
+        let o = widebag(&args.iter().map(|s| s.as_str()).collect::<Vec<_>>());
+        assert!(
+            o.status.success(),
+            "{name}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let cut = tmp(&format!("{name}-cut"));
+        std::fs::remove_dir_all(&cut).unwrap();
+        Command::new("cp")
+            .args(["-r", whole.to_str().unwrap(), cut.to_str().unwrap()])
+            .status()
+            .unwrap();
+        std::fs::remove_dir_all(final_checkpoint(&cut, 40)).unwrap();
+        let o = widebag(&["train", "--resume", cut.to_str().unwrap()]);
+        assert!(
+            o.status.success(),
+            "{name}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        same_losses(&losses(&cut), &losses(&whole), name);
+        same_files(&final_checkpoint(&whole, 40), &final_checkpoint(&cut, 40));
+        // A finished run resumes as a no-op.
+        let o = widebag(&["train", "--resume", cut.to_str().unwrap()]);
+        assert!(o.status.success());
+        assert!(String::from_utf8_lossy(&o.stderr).contains("is complete"));
+        for d in [whole, cut] {
+            let _ = std::fs::remove_dir_all(d);
+        }
+    }
+}

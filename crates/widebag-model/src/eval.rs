@@ -298,14 +298,20 @@ pub fn evaluate(
 }
 
 /// The task a config trains for, and so its metrics: a bag of targets (LightGCN data,
-/// `data.target = "bag"`, the multinomial output) is recommendation; next-id targets
+/// `data.target = "bag"`, the multinomial output, a text document's own bag) is
+/// recommendation; next-id targets
 /// (synthetic) and CBOW rows are language modelling; one label per row is classification.
 pub fn eval_spec(config: &widebag_config::Config) -> EvalSpec {
     use widebag_config::{Format, OutputKind, TargetKind, TextMode};
     let d = &config.data;
+    // A text document's own bag as its target (bow without file-name labels) is a bag too.
+    let own_bag = d.format.is_some_and(|f| f.is_text())
+        && d.mode != Some(TextMode::Cbow)
+        && d.label == widebag_data::LabelMode::Bag;
     let task = if config.model.output == OutputKind::Multinomial
         || d.target == TargetKind::Bag && d.path.is_none()
         || d.format == Some(Format::Lightgcn)
+        || own_bag
     {
         Task::Recommendation
     } else if d.path.is_none() || d.mode == Some(TextMode::Cbow) {
