@@ -72,6 +72,27 @@ fn same_losses(got: &[(u64, String)], want: &[(u64, String)], what: &str) {
     }
 }
 
+/// A copy of the finished run `whole` cut back to before its checkpoint at `last`, resumed
+/// with `extra` flags; returns the copy.
+fn resume_cut_copy(whole: &Path, name: &str, last: u64, extra: &[&str]) -> PathBuf {
+    let cut = tmp(name);
+    std::fs::remove_dir_all(&cut).unwrap();
+    Command::new("cp")
+        .args(["-r", whole.to_str().unwrap(), cut.to_str().unwrap()])
+        .status()
+        .unwrap();
+    std::fs::remove_dir_all(final_checkpoint(&cut, last)).unwrap();
+    let mut args = vec!["train", "--resume", cut.to_str().unwrap()];
+    args.extend(extra);
+    let o = widebag(&args);
+    assert!(
+        o.status.success(),
+        "{name}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    cut
+}
+
 fn final_checkpoint(run: &Path, step: u64) -> PathBuf {
     run.join("checkpoints").join(format!("step-{step:08}"))
 }
@@ -263,21 +284,7 @@ fn resume_on_wgpu_is_the_uninterrupted_run_within_1e_5() {
     let o = widebag(&args(&whole).iter().map(|s| s.as_str()).collect::<Vec<_>>());
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     // The run stopped after step 20: its later checkpoint and log lines are gone.
-    let cut = tmp("wgpu-cut");
-    std::fs::remove_dir_all(&cut).unwrap();
-    Command::new("cp")
-        .args(["-r", whole.to_str().unwrap(), cut.to_str().unwrap()])
-        .status()
-        .unwrap();
-    std::fs::remove_dir_all(final_checkpoint(&cut, 30)).unwrap();
-    let o = widebag(&[
-        "train",
-        "--resume",
-        cut.to_str().unwrap(),
-        "--device",
-        "wgpu",
-    ]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let cut = resume_cut_copy(&whole, "wgpu-cut", 30, &["--device", "wgpu"]);
     let (a, b) = (losses(&whole), losses(&cut));
     assert_eq!(a.len(), b.len());
     for ((s, x), (_, y)) in a.iter().zip(&b) {
@@ -354,19 +361,7 @@ fn every_layout_and_state_resumes_bit_for_bit() {
             "{name}: {}",
             String::from_utf8_lossy(&o.stderr)
         );
-        let cut = tmp(&format!("{name}-cut"));
-        std::fs::remove_dir_all(&cut).unwrap();
-        Command::new("cp")
-            .args(["-r", whole.to_str().unwrap(), cut.to_str().unwrap()])
-            .status()
-            .unwrap();
-        std::fs::remove_dir_all(final_checkpoint(&cut, 40)).unwrap();
-        let o = widebag(&["train", "--resume", cut.to_str().unwrap()]);
-        assert!(
-            o.status.success(),
-            "{name}: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
+        let cut = resume_cut_copy(&whole, &format!("{name}-cut"), 40, &[]);
         same_losses(&losses(&cut), &losses(&whole), name);
         same_files(&final_checkpoint(&whole, 40), &final_checkpoint(&cut, 40));
         // A finished run resumes as a no-op.

@@ -308,14 +308,7 @@ impl WideModel {
     /// adaptive softmax evaluates every cluster here; evaluation only). Deferred row updates
     /// are applied first.
     pub fn log_probs(&mut self, batch: &CsrBatch) -> Result<Tensor<2>, ModelError> {
-        self.flush_deferred()?;
-        self.check_batch(batch)?;
-        let ids = self.band_ids(batch)?;
-        let (inputs, rows) = self.upload_and_gather(batch, &ids)?;
-        let params = self
-            .dense
-            .map_split(|p| p.value.clone().autodiff(), |p| p.value.clone());
-        let h = self.forward_hidden(&rows, &params, &inputs).inner();
+        let (h, params) = self.eval_hidden(batch)?;
         Ok(match &params.output {
             OutputParams::Full { .. } => {
                 softmax::log_probs(&h, &params.full_chunks(), self.spec.reduce_cols)
@@ -324,6 +317,24 @@ impl WideModel {
                 self.adaptive_log_probs(&h, head, clusters)
             }
         })
+    }
+
+    /// The last hidden representation of `batch` off autodiff, with the dense parameters it
+    /// was computed from (the output layer's among them), deferred row updates applied first:
+    /// what evaluation reads.
+    pub(crate) fn eval_hidden(
+        &mut self,
+        batch: &CsrBatch,
+    ) -> Result<(Tensor<2>, DenseParams<Tensor<2>>), ModelError> {
+        self.flush_deferred()?;
+        self.check_batch(batch)?;
+        let ids = self.band_ids(batch)?;
+        let (inputs, rows) = self.upload_and_gather(batch, &ids)?;
+        let params = self
+            .dense
+            .map_split(|p| p.value.clone().autodiff(), |p| p.value.clone());
+        let h = self.forward_hidden(&rows, &params, &inputs).inner();
+        Ok((h, params))
     }
 
     /// Values (f32) of the input bands' tables and projections.

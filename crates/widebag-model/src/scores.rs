@@ -32,15 +32,7 @@ impl WideModel {
         batch: &CsrBatch,
         visit: &mut Visit<'_>,
     ) -> Result<ScoreKind, ModelError> {
-        self.flush_deferred()?;
-        self.check_batch(batch)?;
-        let ids = self.band_ids(batch)?;
-        let (inputs, rows) = self.upload_and_gather(batch, &ids)?;
-        let params = self
-            .dense
-            .map_split(|p| p.value.clone().autodiff(), |p| p.value.clone());
-        let h = self.forward_hidden(&rows, &params, &inputs).inner();
-        drop((inputs, rows));
+        let (h, params) = self.eval_hidden(batch)?;
         match &params.output {
             OutputParams::Full { .. } => {
                 for (chunk, (w, b)) in self.chunks.iter().zip(params.full_chunks()) {
