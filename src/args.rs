@@ -335,8 +335,10 @@ pub struct SourceArgs {
     /// The data file (lightgcn: the training file; text: a file or a directory; dictd: the
     /// .index, the .dict(.dz), or their common stem).
     pub file: PathBuf,
+    /// The file's format; inferred from a known extension when left out (`.svm`, `.libsvm`:
+    /// libsvm; `.npz`; `.index`, `.dict`, `.dict.dz`: dictd).
     #[arg(long, value_enum)]
-    pub format: FormatArg,
+    pub format: Option<FormatArg>,
     /// text/dictd: bag-of-words documents or CBOW windows.
     #[arg(long, value_enum)]
     pub mode: Option<ModeArg>,

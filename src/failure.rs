@@ -33,5 +33,39 @@ impl Failure {
     }
 }
 
+/// The error and its causes on one line, each cause once: a cause whose text an outer message
+/// already holds (libraries put their source's text in their own message) is not repeated.
+pub fn render(error: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in error.chain() {
+        let text = cause.to_string();
+        if out.contains(&text) {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push_str(": ");
+        }
+        out.push_str(&text);
+    }
+    out
+}
+
 /// What every command returns.
 pub type Outcome = Result<(), Failure>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_cause_appears_once() {
+        let io = std::io::Error::new(std::io::ErrorKind::NotFound, "No such file or directory");
+        let inner = anyhow::Error::new(io).context("x.svm: No such file or directory");
+        let e = inner.context("data.path: x.svm: No such file or directory");
+        assert_eq!(render(&e), "data.path: x.svm: No such file or directory");
+        let e = anyhow::anyhow!("disk full")
+            .context("writing a.json")
+            .context("training");
+        assert_eq!(render(&e), "training: writing a.json: disk full");
+    }
+}

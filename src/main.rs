@@ -43,7 +43,7 @@ fn main() -> ExitCode {
     match dispatch(&cli.command) {
         Ok(()) => ExitCode::SUCCESS,
         Err(f) => {
-            eprintln!("error: {:#}", f.error);
+            eprintln!("error: {}", failure::render(&f.error));
             ExitCode::from(f.code)
         }
     }

@@ -278,13 +278,44 @@ pub fn bench(args: &BenchArgs) -> Result<BenchRequest, Failure> {
 }
 
 /// The data source of `data stats` and `data convert`.
+/// The format a file's extension names, if it names one.
+fn format_of(path: &Path) -> Option<Format> {
+    let name = path.file_name()?.to_string_lossy().to_ascii_lowercase();
+    [
+        (".svm", Format::Libsvm),
+        (".libsvm", Format::Libsvm),
+        (".npz", Format::Npz),
+        (".index", Format::Dictd),
+        (".dict", Format::Dictd),
+        (".dict.dz", Format::Dictd),
+    ]
+    .into_iter()
+    .find(|(ext, _)| name.ends_with(ext))
+    .map(|(_, f)| f)
+}
+
 pub fn source(args: &SourceArgs) -> Result<Source, Failure> {
     let format = match args.format {
-        FormatArg::Libsvm => Format::Libsvm,
-        FormatArg::Npz => Format::Npz,
-        FormatArg::Lightgcn => Format::Lightgcn,
-        FormatArg::Text => Format::Text,
-        FormatArg::Dictd => Format::Dictd,
+        Some(FormatArg::Libsvm) => Format::Libsvm,
+        Some(FormatArg::Npz) => Format::Npz,
+        Some(FormatArg::Lightgcn) => Format::Lightgcn,
+        Some(FormatArg::Text) => Format::Text,
+        Some(FormatArg::Dictd) => Format::Dictd,
+        None => {
+            let format = format_of(&args.file).ok_or_else(|| {
+                Failure::usage(anyhow::anyhow!(
+                    "{}: give --format (libsvm, npz, lightgcn, text or dictd): the extension \
+                     does not say",
+                    args.file.display()
+                ))
+            })?;
+            eprintln!(
+                "widebag: {}: read as {} (from its extension; --format to choose)",
+                args.file.display(),
+                format.name()
+            );
+            format
+        }
     };
     if args.mode.is_some() && !format.is_text() {
         return Err(Failure::usage(anyhow::anyhow!(

@@ -335,3 +335,39 @@ fn real_datasets_when_present() {
     );
     assert_eq!(v["width"], 216_859, "distinct lower-cased words");
 }
+
+#[test]
+fn data_stats_takes_the_format_from_a_known_extension_and_says_so() {
+    let dir = scratch("infer");
+    let p = dir.join("d.libsvm");
+    std::fs::write(&p, "1 1:1 3:2\n0 2:1\n").unwrap();
+    let out = ok(&["data", "stats", p.to_str().unwrap(), "--no-save"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("read as libsvm"), "{stderr}");
+    let q = dir.join("d.rows");
+    std::fs::write(&q, "1 1:1\n").unwrap();
+    let out = widebag(&["data", "stats", q.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr.contains("--format") && stderr.contains("d.rows"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_missing_file_is_one_clear_line_naming_the_key() {
+    let out = widebag(&[
+        "train",
+        "--set",
+        "data.path=\"no-such-file.svm\"",
+        "--set",
+        "data.format=\"libsvm\"",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        stderr.trim(),
+        "error: data.path: no-such-file.svm: No such file or directory (os error 2)"
+    );
+}
