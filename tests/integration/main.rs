@@ -9,6 +9,7 @@ mod bad_inputs;
 mod cli;
 mod data_files;
 mod device;
+mod faults;
 mod headtail;
 mod kernels;
 mod ledger;

@@ -1,0 +1,172 @@
+//! Faults: a disk that fills during a write (a small tmpfs; the tests mount one and skip with a
+//! notice where mounting is not allowed) leaves a clear error and the previous files intact —
+//! a statistics sidecar, and a run's checkpoints.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::common::widebag;
+
+/// A tmpfs of `kib` KiB, unmounted when dropped.
+struct SmallDisk(PathBuf);
+
+impl SmallDisk {
+    fn mount(name: &str, kib: u64) -> Option<Self> {
+        let dir = std::env::temp_dir().join(format!("widebag-disk-{name}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).ok()?;
+        let ok = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={kib}k"), "tmpfs"])
+            .arg(&dir)
+            .status()
+            .is_ok_and(|s| s.success());
+        if !ok {
+            eprintln!("{name}: skipped, cannot mount a tmpfs here (needs root)");
+            return None;
+        }
+        Some(Self(dir))
+    }
+
+    /// Fills the disk with a file until writing fails.
+    fn fill(&self) {
+        let chunk = vec![0u8; 4096];
+        let mut f = std::fs::File::create(self.0.join("filler")).unwrap();
+        use std::io::Write;
+        while f.write_all(&chunk).is_ok() {}
+        let _ = f.flush();
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).status();
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+#[test]
+fn a_full_disk_while_saving_statistics_keeps_the_old_sidecar() {
+    let Some(disk) = SmallDisk::mount("stats", 256) else {
+        return;
+    };
+    let data = disk.0.join("d.svm");
+    std::fs::write(&data, "1 1:1 3:2\n0 2:1\n").unwrap();
+    let out = widebag(&["data", "stats", data.to_str().unwrap()]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let sidecar = disk.0.join("d.svm.stats.json");
+    let before = std::fs::read_to_string(&sidecar).unwrap();
+    // The data changes (so the statistics are computed again), then the disk fills.
+    std::fs::write(&data, "1 1:1 3:2\n0 2:1\n1 4:1\n").unwrap();
+    disk.fill();
+    let out = widebag(&["data", "stats", data.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("not saved") && stderr.contains("No space left on device"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(
+        std::fs::read_to_string(&sidecar).unwrap(),
+        before,
+        "the old sidecar is intact"
+    );
+    serde_json::from_str::<serde_json::Value>(&before).unwrap();
+    let leftovers: Vec<_> = std::fs::read_dir(&disk.0)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains(".tmp"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+}
+
+fn checkpoints(run: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(run.join("checkpoints"))
+        .map(|d| {
+            d.map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
+#[test]
+fn a_full_disk_during_a_checkpoint_fails_clearly_and_keeps_the_last_good_one() {
+    let Some(disk) = SmallDisk::mount("ckpt", 8192) else {
+        return;
+    };
+    let run = disk.0.join("run");
+    let args = [
+        "train",
+        "--device",
+        "cpu",
+        "--out",
+        run.to_str().unwrap(),
+        "--set",
+        "data.width=4000",
+        "--set",
+        "data.n_classes=100",
+        "--set",
+        "model.dim=16",
+        "--set",
+        "model.hidden=[]",
+        "--set",
+        "train.steps=40",
+        "--set",
+        "train.checkpoint_every=10",
+    ];
+    // Leave room for the run's files and about one checkpoint.
+    let out = widebag(&args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let one: u64 = std::fs::read_dir(run.join("checkpoints/step-00000040"))
+        .unwrap()
+        .map(|e| e.unwrap().metadata().unwrap().len())
+        .sum();
+    std::fs::remove_dir_all(&run).unwrap();
+    let filler = disk.0.join("filler");
+    let free = fs_free(&disk.0);
+    let keep = one * 3 / 2 + 64 * 1024;
+    std::fs::write(&filler, vec![0u8; free.saturating_sub(keep) as usize]).unwrap();
+    let out = widebag(&args);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("No space left on device") && !stderr.contains("panicked"),
+        "{stderr}"
+    );
+    let kept = checkpoints(&run);
+    assert_eq!(
+        kept,
+        vec!["step-00000010".to_string()],
+        "no half-written directory is left"
+    );
+    // The checkpoint left behind is whole: it evaluates, and the run resumes from it once
+    // there is room.
+    std::fs::remove_file(&filler).unwrap();
+    let out = widebag(&["train", "--resume", run.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("step 10"), "{stderr}");
+}
+
+fn fs_free(path: &Path) -> u64 {
+    let out = Command::new("df")
+        .args(["-B1", "--output=avail"])
+        .arg(path)
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .nth(1)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
+}
