@@ -170,3 +170,120 @@ fn fs_free(path: &Path) -> u64 {
         .parse()
         .unwrap()
 }
+
+/// Runs widebag with `args` and `env`, waits until `ready()` holds, kills it with SIGKILL.
+fn kill_when(args: &[&str], env: &[(&str, &str)], ready: impl Fn() -> bool) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_widebag"))
+        .args(args)
+        .envs(env.iter().copied())
+        .env("XDG_RUNTIME_DIR", std::env::temp_dir())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let start = std::time::Instant::now();
+    while !ready() {
+        assert!(start.elapsed().as_secs() < 120, "never got there");
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!("ended ({status}) before it could be killed");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("widebag-faults-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+#[test]
+fn a_kill_while_stats_are_saved_leaves_no_sidecar_that_is_trusted() {
+    let dir = scratch("stats-kill");
+    let data = dir.join("d.svm");
+    std::fs::write(&data, "1 1:1 3:2\n0 2:1\n1 4:1\n").unwrap();
+    let sidecar = dir.join("d.svm.stats.json");
+    let pending = || {
+        std::fs::read_dir(&dir).unwrap().any(|e| {
+            e.unwrap()
+                .file_name()
+                .to_string_lossy()
+                .starts_with(".d.svm.stats.json.tmp")
+        })
+    };
+    kill_when(
+        &["data", "stats", data.to_str().unwrap()],
+        &[("WIDEBAG_FAULT_RENAME_PAUSE_MS", "5000")],
+        pending,
+    );
+    assert!(!sidecar.exists(), "the sidecar appears only whole");
+    let out = widebag(&["data", "stats", data.to_str().unwrap(), "--json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("statistics saved"),
+        "computed again, not reused: {stderr}"
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["rows"], 3);
+    serde_json::from_str::<serde_json::Value>(&std::fs::read_to_string(&sidecar).unwrap()).unwrap();
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn a_sweep_killed_mid_run_resumes_and_completes() {
+    let dir = scratch("sweep-kill");
+    let file = dir.join("sweep.toml");
+    std::fs::write(
+        &file,
+        "set = [\"data.width=600\", \"data.n_classes=600\", \"model.dim=8\", \"train.steps=300\"]\n\
+         [grid]\n\"train.batch_size\" = [16, 32, 48]\n",
+    )
+    .unwrap();
+    let out = dir.join("runs");
+    let args = [
+        "sweep",
+        "--config",
+        file.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--device",
+        "cpu",
+    ];
+    let rows = || -> usize {
+        std::fs::read_dir(&out)
+            .map(|d| {
+                d.filter(|e| e.as_ref().unwrap().path().join("row.json").exists())
+                    .count()
+            })
+            .unwrap_or(0)
+    };
+    kill_when(&args, &[], || rows() >= 1);
+    assert!(rows() < 3);
+    let o = widebag(&args);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{stderr}");
+    assert!(stderr.contains("skipped"), "{stderr}");
+    let csv = std::fs::read_to_string(out.join("results.csv")).unwrap();
+    assert_eq!(
+        csv.lines().filter(|l| l.contains(",ok,")).count(),
+        3,
+        "{csv}"
+    );
+    // Once more: a no-op.
+    let o = widebag(&args);
+    assert_eq!(
+        String::from_utf8_lossy(&o.stderr)
+            .matches("skipped")
+            .count(),
+        3
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}

@@ -45,6 +45,7 @@ pub fn write_atomic_with(
             w.flush()?;
         }
         file.sync_all()?;
+        fault_pause();
         std::fs::rename(&tmp, path)?;
         sync_dir(path.parent().unwrap_or(Path::new(".")))
     })();
@@ -52,6 +53,18 @@ pub fn write_atomic_with(
         let _ = std::fs::remove_file(&tmp);
     }
     result
+}
+
+/// Fault injection for the tests: with `WIDEBAG_FAULT_RENAME_PAUSE_MS` set, every atomic write
+/// waits that long between its synced temporary file and the rename, so a test can kill the
+/// process in mid-write.
+fn fault_pause() {
+    if let Some(ms) = std::env::var("WIDEBAG_FAULT_RENAME_PAUSE_MS")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+    {
+        std::thread::sleep(std::time::Duration::from_millis(ms));
+    }
 }
 
 #[cfg(test)]
