@@ -19,6 +19,11 @@ pub struct Interactions {
 /// A user id and the items of one line.
 pub(crate) type UserItems = (u32, Vec<u32>);
 
+/// User ids may run past the lines by this factor, plus [`MAX_USERS_SLACK`] (users without a
+/// line are empty rows).
+const MAX_USERS_PER_LINE: usize = 16;
+const MAX_USERS_SLACK: usize = 1 << 20;
+
 fn parse_line(line: &[u8]) -> Result<Option<UserItems>, LineError> {
     let text = std::str::from_utf8(line).map_err(|e| {
         (
@@ -119,7 +124,37 @@ pub fn read_lightgcn(
             ),
         });
     }
+    // Users are rows by id: an id far past the file's lines would make that many empty rows,
+    // memory the file does not hold (the fuzzer found a user id of 2,001,020,010 in a
+    // 17-byte file).
+    let lines = train_users.len() + test_users.as_ref().map_or(0, Vec::len);
     let n_users = max_user as usize + 1;
+    if n_users > MAX_USERS_PER_LINE * lines + MAX_USERS_SLACK {
+        let (path, line) = [
+            (train, &train_users),
+            (
+                test.unwrap_or(train),
+                test_users.as_ref().unwrap_or(&train_users),
+            ),
+        ]
+        .into_iter()
+        .find_map(|(p, users)| {
+            users
+                .iter()
+                .position(|(u, _)| *u == max_user)
+                .map(|i| (p, i))
+        })
+        .unwrap_or((train, 0));
+        return Err(DataError::InvalidSpec {
+            key: "data.path",
+            message: format!(
+                "{}: user id {max_user} is far past its {lines} lines (line {} or after): LightGCN \
+                 files number users 0 … n − 1",
+                path.display(),
+                line + 1
+            ),
+        });
+    }
     Ok(Interactions {
         train: Dataset {
             source: train.to_path_buf(),
