@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::common::widebag;
+use crate::common::{self, widebag};
 
 /// A tmpfs of `kib` KiB, unmounted when dropped.
 struct SmallDisk(PathBuf);
@@ -171,28 +171,6 @@ fn fs_free(path: &Path) -> u64 {
         .unwrap()
 }
 
-/// Runs widebag with `args` and `env`, waits until `ready()` holds, kills it with SIGKILL.
-fn kill_when(args: &[&str], env: &[(&str, &str)], ready: impl Fn() -> bool) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_widebag"))
-        .args(args)
-        .envs(env.iter().copied())
-        .env("XDG_RUNTIME_DIR", std::env::temp_dir())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let start = std::time::Instant::now();
-    while !ready() {
-        assert!(start.elapsed().as_secs() < 120, "never got there");
-        if let Ok(Some(status)) = child.try_wait() {
-            panic!("ended ({status}) before it could be killed");
-        }
-        std::thread::sleep(std::time::Duration::from_millis(2));
-    }
-    child.kill().unwrap();
-    child.wait().unwrap();
-}
-
 fn scratch(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("widebag-faults-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
@@ -214,7 +192,7 @@ fn a_kill_while_stats_are_saved_leaves_no_sidecar_that_is_trusted() {
                 .starts_with(".d.svm.stats.json.tmp")
         })
     };
-    kill_when(
+    common::kill_when(
         &["data", "stats", data.to_str().unwrap()],
         &[("WIDEBAG_FAULT_RENAME_PAUSE_MS", "5000")],
         pending,
@@ -265,7 +243,7 @@ fn a_sweep_killed_mid_run_resumes_and_completes() {
             })
             .unwrap_or(0)
     };
-    kill_when(&args, &[], || rows() >= 1);
+    common::kill_when(&args, &[], || rows() >= 1);
     assert!(rows() < 3);
     let o = widebag(&args);
     let stderr = String::from_utf8_lossy(&o.stderr);

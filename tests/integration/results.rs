@@ -4,8 +4,7 @@
 //! load with the safetensors crate and hold what the trainer computes.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
 
 use crate::common::{self, widebag};
 
@@ -61,6 +60,10 @@ fn losses(run: &Path) -> Vec<(u64, String)> {
         .collect()
 }
 
+fn strs(v: &[String]) -> Vec<&str> {
+    v.iter().map(String::as_str).collect()
+}
+
 fn same_losses(got: &[(u64, String)], want: &[(u64, String)], what: &str) {
     let steps = |v: &[(u64, String)]| v.iter().map(|x| x.0).collect::<Vec<_>>();
     assert_eq!(steps(got), steps(want), "{what}: steps logged");
@@ -112,41 +115,11 @@ fn same_files(a: &Path, b: &Path) {
     }
 }
 
-/// Starts a training run, waits until `ready(run)` holds, kills it with SIGKILL.
-fn kill_when(args: &[String], env: &[(&str, &str)], ready: impl Fn() -> bool) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_widebag"))
-        .args(args)
-        .envs(env.iter().copied())
-        .env("XDG_RUNTIME_DIR", std::env::temp_dir())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let start = Instant::now();
-    while !ready() {
-        assert!(
-            start.elapsed() < Duration::from_secs(120),
-            "the run never got there"
-        );
-        if let Ok(Some(status)) = child.try_wait() {
-            panic!("the run ended ({status}) before it could be killed");
-        }
-        std::thread::sleep(Duration::from_millis(2));
-    }
-    child.kill().unwrap(); // SIGKILL
-    child.wait().unwrap();
-}
-
 #[test]
 fn resume_after_sigkill_is_bit_for_bit_the_uninterrupted_run() {
     let (steps, every) = (1200, 100);
     let whole = tmp("whole");
-    let out = widebag(
-        &train_args(&whole, steps, every)
-            .iter()
-            .map(|s| s.as_str())
-            .collect::<Vec<_>>(),
-    );
+    let out = widebag(&strs(&train_args(&whole, steps, every)));
     assert!(
         out.status.success(),
         "{}",
@@ -159,7 +132,7 @@ fn resume_after_sigkill_is_bit_for_bit_the_uninterrupted_run() {
     let cut = tmp("cut");
     let args = train_args(&cut, steps, every);
     let ck = final_checkpoint(&cut, 300);
-    kill_when(&args, &[], || ck.join("state.json").exists());
+    common::kill_when(&strs(&args), &[], || ck.join("state.json").exists());
     let resumed = widebag(&[
         "train",
         "--resume",
@@ -182,8 +155,8 @@ fn resume_after_sigkill_is_bit_for_bit_the_uninterrupted_run() {
     let mid = tmp("mid");
     let args = train_args(&mid, steps, every);
     let pending = mid.join("checkpoints").join(".step-00000200.tmp");
-    kill_when(
-        &args,
+    common::kill_when(
+        &strs(&args),
         &[("WIDEBAG_FAULT_CHECKPOINT_PAUSE_MS", "3000")],
         || pending.join("weights.safetensors").exists(),
     );
@@ -215,12 +188,7 @@ fn resume_after_sigkill_is_bit_for_bit_the_uninterrupted_run() {
 #[test]
 fn damaged_checkpoints_are_refused_naming_the_file() {
     let run = tmp("damaged");
-    let out = widebag(
-        &train_args(&run, 20, 10)
-            .iter()
-            .map(|s| s.as_str())
-            .collect::<Vec<_>>(),
-    );
+    let out = widebag(&strs(&train_args(&run, 20, 10)));
     assert!(
         out.status.success(),
         "{}",
@@ -281,7 +249,7 @@ fn resume_on_wgpu_is_the_uninterrupted_run_within_1e_5() {
         a
     };
     let whole = tmp("wgpu-whole");
-    let o = widebag(&args(&whole).iter().map(|s| s.as_str()).collect::<Vec<_>>());
+    let o = widebag(&strs(&args(&whole)));
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     // The run stopped after step 20: its later checkpoint and log lines are gone.
     let cut = resume_cut_copy(&whole, "wgpu-cut", 30, &["--device", "wgpu"]);
@@ -355,7 +323,7 @@ fn every_layout_and_state_resumes_bit_for_bit() {
         for s in *sets {
             args.extend(["--set".to_string(), s.to_string()]);
         }
-        let o = widebag(&args.iter().map(|s| s.as_str()).collect::<Vec<_>>());
+        let o = widebag(&strs(&args));
         assert!(
             o.status.success(),
             "{name}: {}",

@@ -17,6 +17,29 @@ pub fn widebag(args: &[&str]) -> std::process::Output {
         .expect("runs the binary")
 }
 
+/// Runs the binary with `args` and `env`, waits until `ready()` holds, then kills it with
+/// SIGKILL (a failure if it ends on its own first, or never gets there within two minutes).
+pub fn kill_when(args: &[&str], env: &[(&str, &str)], ready: impl Fn() -> bool) {
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_widebag"))
+        .args(args)
+        .envs(env.iter().copied())
+        .env("XDG_RUNTIME_DIR", std::env::temp_dir())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("runs the binary");
+    let start = std::time::Instant::now();
+    while !ready() {
+        assert!(start.elapsed().as_secs() < 120, "the run never got there");
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!("the run ended ({status}) before it could be killed");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+    child.kill().expect("SIGKILL");
+    child.wait().expect("reaped");
+}
+
 /// The wgpu device, or `None` (test skipped with a notice) when no adapter exists. With
 /// `WIDEBAG_REQUIRE_WGPU=1` (set by `.ci/run`) a missing adapter fails the test instead.
 pub fn wgpu_or_skip(test: &str) -> Option<Compute> {
