@@ -6,6 +6,7 @@ mod args;
 mod chart;
 mod commands;
 mod failure;
+mod heap;
 mod measure;
 mod output;
 mod prerun;
@@ -20,6 +21,9 @@ use clap::Parser;
 
 use args::{BenchCommand, Cli, Command};
 use failure::Outcome;
+
+#[global_allocator]
+static HEAP: heap::Counting = heap::Counting;
 
 fn dispatch(command: &Command) -> Outcome {
     match command {

@@ -1,6 +1,6 @@
 //! The checks before a run, shared by train, explain, plan, sweep and bench: open the device, read
 //! its facts, predict the step's ledger, and refuse a step with a tensor over the device's
-//! largest buffer.
+//! largest buffer or a peak over the memory it computes in.
 
 use anyhow::Context;
 use widebag_config::DeviceChoice;
@@ -102,4 +102,41 @@ pub fn check_fits(ledger: &Ledger, spec: &StepSpec) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// Refuses a step whose predicted peak exceeds the memory the device computes in, where that is
+/// known (system memory for flex and for a CPU adapter: there the device's tensors and the host
+/// tier share it, so both count). Names the ledger's peak, where it falls and its largest parts.
+pub fn check_memory(ledger: &Ledger, compute: &Compute) -> anyhow::Result<()> {
+    let Some(memory) = compute.memory_bytes else {
+        return Ok(());
+    };
+    let device = ledger.peak(Placement::Device);
+    let host = ledger.peak(Placement::Host).bytes;
+    let need = device.bytes.saturating_add(host);
+    if need <= memory {
+        return Ok(());
+    }
+    let mut parts: Vec<_> = ledger
+        .categories_at(Placement::Device, device.point)
+        .into_iter()
+        .collect();
+    parts.sort_by_key(|p| std::cmp::Reverse(p.1));
+    let largest: Vec<String> = parts
+        .iter()
+        .take(3)
+        .map(|(c, b)| format!("{} {}", c.name(), format_bytes(*b)))
+        .collect();
+    anyhow::bail!(
+        "does not fit: the ledger predicts a peak of {} ({} on the device at `{}`, {} on the host \
+         tier), more than the {} of memory {} computes in (largest: {}); `widebag plan --budget` \
+         finds a layout that fits",
+        format_bytes(need),
+        format_bytes(device.bytes),
+        device.point.name(),
+        format_bytes(host),
+        format_bytes(memory),
+        compute.adapter,
+        largest.join(", ")
+    )
 }

@@ -38,16 +38,31 @@ fn restore_sigpipe() {
 fn end_on_any_panic() {
     let default = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
-        default(info);
+        let message = panic_message(info);
+        let refused = !widebag_model::caught::expected() && is_out_of_memory(&message);
+        if refused {
+            // A device that refused an allocation (wgpu's out-of-memory error reaches widebag
+            // only as a panic from cubecl's error handler): said plainly, with where and what
+            // the ledger predicted, instead of a backtrace from inside burn.
+            let mut m = "error: the device refused an allocation during ".to_string();
+            let _ = widebag_model::progress::describe(&mut m);
+            m.push_str(&format!(": {message}"));
+            crate::heap::write_context(&mut m);
+            let _ = writeln!(std::io::stderr(), "{m}\n  the run failed (exit code 1)");
+        } else {
+            default(info);
+        }
         if widebag_model::caught::expected() {
             return;
         }
         let thread = std::thread::current();
         let name = thread.name().unwrap_or("unnamed");
-        let _ = writeln!(
-            std::io::stderr(),
-            "error: widebag's thread '{name}' panicked (a bug); the run failed (exit code 1)"
-        );
+        if !refused {
+            let _ = writeln!(
+                std::io::stderr(),
+                "error: widebag's thread '{name}' panicked (a bug); the run failed (exit code 1)"
+            );
+        }
         #[allow(
             unsafe_code,
             reason = "libc::_exit has no safe wrapper; it is the exit that cannot block"
@@ -57,6 +72,29 @@ fn end_on_any_panic() {
             libc::_exit(1)
         }
     }));
+}
+
+/// The text a panic carries.
+fn panic_message(info: &std::panic::PanicHookInfo<'_>) -> String {
+    let p = info.payload();
+    p.downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| p.downcast_ref::<String>().cloned())
+        .unwrap_or_default()
+}
+
+/// Whether a panic's text is a backend's out-of-memory error (wgpu's `Out of Memory`, cubecl's
+/// `OutOfMemory`, a Vulkan `ERROR_OUT_OF_DEVICE_MEMORY`).
+fn is_out_of_memory(message: &str) -> bool {
+    let m = message.to_ascii_lowercase();
+    [
+        "out of memory",
+        "outofmemory",
+        "out_of_device_memory",
+        "out_of_host_memory",
+    ]
+    .iter()
+    .any(|k| m.contains(k))
 }
 
 /// Mesa's loader prints "XDG_RUNTIME_DIR is invalid or not set" once per Vulkan instance when the

@@ -94,7 +94,8 @@ impl RunDir {
 }
 
 /// `metrics.jsonl`: a line per step (`step`, `epoch`, `loss`, `lr`, `step_s`,
-/// `examples_per_s`, `peak_in_use_bytes`) and a line per evaluation (`step`, `epoch`, `eval`).
+/// `examples_per_s`, the device's `peak_in_use_bytes`, the process's `heap_in_use_bytes` and
+/// `rss_bytes` now) and a line per evaluation (`step`, `epoch`, `eval`).
 pub struct MetricsLog {
     path: PathBuf,
     out: std::io::BufWriter<std::fs::File>,
@@ -111,6 +112,8 @@ impl MetricsLog {
             "step_s": s.step_s,
             "examples_per_s": s.n_rows as f64 / s.step_s.max(1e-12),
             "peak_in_use_bytes": s.peak_in_use_bytes,
+            "heap_in_use_bytes": crate::heap::in_use_bytes(),
+            "rss_bytes": crate::heap::rss_bytes(),
         });
         self.line(&line);
         if let Some(report) = &s.eval {

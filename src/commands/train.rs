@@ -12,7 +12,7 @@ use widebag_prepare::Prepared;
 use crate::commands::explain;
 use crate::commands::plan::{self, Planned};
 use crate::failure::{Failure, Outcome};
-use crate::prerun::{check_fits, device_facts, open_compute, predict};
+use crate::prerun::{check_fits, check_memory, device_facts, open_compute, predict};
 use crate::request::TrainRequest;
 use crate::run_dir::RunDir;
 
@@ -50,6 +50,8 @@ pub fn run(req: &TrainRequest) -> Outcome {
     // Refuse, before anything is allocated, a step with a tensor over the device's buffer limit.
     let (spec, ledger) = predict(&prepared, device_facts(&compute)).map_err(Failure::usage)?;
     check_fits(&ledger, &spec).map_err(Failure::does_not_fit)?;
+    check_memory(&ledger, &compute).map_err(Failure::does_not_fit)?;
+    crate::heap::set_context(expectation(&ledger, &compute));
     let mut options = RunOptions {
         profile_sync: req.profile,
         ..RunOptions::default()
@@ -323,5 +325,24 @@ pub fn profile_line(p: &widebag_model::ProfileReport) -> String {
         p.steps,
         if p.synced { " (synced)" } else { "" },
         stages.join(" · ")
+    )
+}
+
+/// What an out-of-memory report says the run expected: the ledger's peak, where it falls, and the
+/// memory the device has (where known).
+fn expectation(ledger: &widebag_ledger::Ledger, compute: &widebag_model::Compute) -> String {
+    use widebag_ledger::Placement;
+    let device = ledger.peak(Placement::Device);
+    let host = ledger.peak(Placement::Host).bytes;
+    let memory = compute.memory_bytes.map_or(String::new(), |m| {
+        format!(", of the {} it has", format_bytes(m))
+    });
+    format!(
+        "the ledger predicted a peak of {} on {} at `{}`{memory}, and {} on the host tier \
+         (`widebag explain` itemizes it; `widebag plan --budget B` finds a layout under B)",
+        format_bytes(device.bytes),
+        compute.adapter,
+        device.point.name(),
+        format_bytes(host)
     )
 }

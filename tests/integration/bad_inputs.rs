@@ -59,3 +59,50 @@ fn skip_bad_lines_counts_instead_of_failing() {
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["rows"], 1);
 }
+
+/// A width the file claims but does not hold (an id of 4,294,967,295; a header's `width=2^60` is
+/// a bad file, refused above) costs memory in proportion to the file: `data stats` runs under a
+/// 4 GiB address-space cap (a width-sized count array would need 32 GiB), and `train` is
+/// refused by the ledger before anything is allocated.
+#[test]
+fn a_huge_claimed_width_costs_only_what_the_file_holds() {
+    let (name, width) = ("huge_id.libsvm", 4_294_967_295u64);
+    // A copy, so that `train`'s statistics sidecar lands beside it, not in the repository.
+    let path = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/huge").join(name),
+        &path,
+    )
+    .unwrap();
+    let out = Command::new("sh")
+        .args(["-c", "ulimit -v 4194304; exec \"$0\" \"$@\""])
+        .arg(env!("CARGO_BIN_EXE_widebag"))
+        .args(["data", "stats"])
+        .arg(&path)
+        .args(["--json", "--no-save"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{name}: {stderr}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["width"], width, "{name}");
+    let out = Command::new(env!("CARGO_BIN_EXE_widebag"))
+        .args([
+            "train",
+            "--device",
+            "cpu",
+            "--set",
+            "data.format=libsvm",
+            "--set",
+        ])
+        .arg(format!("data.path={}", path.display()))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{name}: {stderr}");
+    assert!(
+        stderr.contains("does not fit: the ledger predicts a peak of")
+            && !stderr.contains("panicked"),
+        "{name}: {stderr}"
+    );
+}

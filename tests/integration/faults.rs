@@ -3,45 +3,9 @@
 //! a statistics sidecar, and a run's checkpoints.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
+use crate::common::disk::SmallDisk;
 use crate::common::{self, widebag};
-
-/// A tmpfs of `kib` KiB, unmounted when dropped.
-struct SmallDisk(PathBuf);
-
-impl SmallDisk {
-    fn mount(name: &str, kib: u64) -> Option<Self> {
-        let dir = std::env::temp_dir().join(format!("widebag-disk-{name}-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).ok()?;
-        let ok = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={kib}k"), "tmpfs"])
-            .arg(&dir)
-            .status()
-            .is_ok_and(|s| s.success());
-        if !ok {
-            eprintln!("{name}: skipped, cannot mount a tmpfs here (needs root)");
-            return None;
-        }
-        Some(Self(dir))
-    }
-
-    /// Fills the disk with a file until writing fails.
-    fn fill(&self) {
-        let chunk = vec![0u8; 4096];
-        let mut f = std::fs::File::create(self.0.join("filler")).unwrap();
-        use std::io::Write;
-        while f.write_all(&chunk).is_ok() {}
-        let _ = f.flush();
-    }
-}
-
-impl Drop for SmallDisk {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg(&self.0).status();
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 #[test]
 fn a_full_disk_while_saving_statistics_keeps_the_old_sidecar() {
@@ -130,10 +94,7 @@ fn a_full_disk_during_a_checkpoint_fails_clearly_and_keeps_the_last_good_one() {
         .map(|e| e.unwrap().metadata().unwrap().len())
         .sum();
     std::fs::remove_dir_all(&run).unwrap();
-    let filler = disk.0.join("filler");
-    let free = fs_free(&disk.0);
-    let keep = one * 3 / 2 + 64 * 1024;
-    std::fs::write(&filler, vec![0u8; free.saturating_sub(keep) as usize]).unwrap();
+    disk.fill_leaving(one * 3 / 2 + 64 * 1024);
     let out = widebag(&args);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
@@ -149,26 +110,11 @@ fn a_full_disk_during_a_checkpoint_fails_clearly_and_keeps_the_last_good_one() {
     );
     // The checkpoint left behind is whole: it evaluates, and the run resumes from it once
     // there is room.
-    std::fs::remove_file(&filler).unwrap();
+    disk.unfill();
     let out = widebag(&["train", "--resume", run.to_str().unwrap()]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     assert!(stderr.contains("step 10"), "{stderr}");
-}
-
-fn fs_free(path: &Path) -> u64 {
-    let out = Command::new("df")
-        .args(["-B1", "--output=avail"])
-        .arg(path)
-        .output()
-        .unwrap();
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .nth(1)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap()
 }
 
 fn scratch(name: &str) -> PathBuf {
@@ -264,4 +210,72 @@ fn a_sweep_killed_mid_run_resumes_and_completes() {
         3
     );
     let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn a_full_disk_during_a_sweep_keeps_its_results_and_the_sweep_resumes() {
+    let Some(disk) = SmallDisk::mount("sweep", 8192) else {
+        return;
+    };
+    let file = disk.0.join("sweep.toml");
+    let sweep = |sizes: &str| {
+        std::fs::write(
+            &file,
+            format!(
+                "set = [\"data.width=600\", \"data.n_classes=600\", \"model.dim=8\", \"train.steps=20\"]\n\
+                 [grid]\n\"train.batch_size\" = [{sizes}]\n"
+            ),
+        )
+        .unwrap();
+    };
+    let out = disk.0.join("runs");
+    let args = [
+        "sweep",
+        "--config",
+        file.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--device",
+        "cpu",
+    ];
+    sweep("16, 32");
+    let o = widebag(&args);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let csv = std::fs::read_to_string(out.join("results.csv")).unwrap();
+    let rows_before: Vec<String> = ["16", "32"]
+        .iter()
+        .map(|b| std::fs::read_to_string(out.join(format!("batch_size={b}/row.json"))))
+        .collect::<Result<_, _>>()
+        .unwrap();
+    // A third point, then the disk fills: the new run cannot be written.
+    sweep("16, 32, 48");
+    disk.fill();
+    let o = widebag(&args);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("No space left on device") && !stderr.contains("panicked"),
+        "{stderr}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(out.join("results.csv")).unwrap(),
+        csv,
+        "the results of the finished runs are intact"
+    );
+    for (b, before) in ["16", "32"].iter().zip(&rows_before) {
+        let now = std::fs::read_to_string(out.join(format!("batch_size={b}/row.json")));
+        assert_eq!(now.as_ref().ok(), Some(before));
+    }
+    // Room again: the two finished runs are skipped, the third runs.
+    disk.unfill();
+    let o = widebag(&args);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{stderr}");
+    assert_eq!(stderr.matches("skipped").count(), 2, "{stderr}");
+    let csv = std::fs::read_to_string(out.join("results.csv")).unwrap();
+    assert_eq!(
+        csv.lines().filter(|l| l.contains(",ok,")).count(),
+        3,
+        "{csv}"
+    );
 }

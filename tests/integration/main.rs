@@ -4,6 +4,7 @@
 
 mod common;
 
+mod access;
 mod architecture;
 mod bad_inputs;
 mod cli;
@@ -14,6 +15,7 @@ mod headtail;
 mod kernels;
 mod ledger;
 mod numerics;
+mod out_of_memory;
 mod plan;
 mod results;
 mod results_eval;

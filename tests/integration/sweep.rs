@@ -260,3 +260,44 @@ set = ["data.format=\"libsvm\"", "train.steps=2", "model.dim=4", "model.hidden=[
         .unwrap();
     assert!((predicted - 16.0).abs() < 1e-6, "{predicted}");
 }
+
+#[test]
+fn a_sweep_of_50_runs_completes_then_resumes_as_a_no_op() {
+    let (file, out) = setup(
+        "fifty",
+        r#"
+set = ["data.width=2000", "data.n_classes=2000", "model.dim=16", "train.steps=20"]
+[grid]
+"train.batch_size" = [8, 16, 24, 32, 40, 48, 56, 64, 72, 80]
+"optim.lr" = [0.0005, 0.001, 0.002, 0.004, 0.008]
+"#,
+    );
+    let o = run(&file, &out, &[]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let csv = std::fs::read_to_string(out.join("results.csv")).unwrap();
+    assert_eq!(csv.lines().filter(|l| l.contains(",ok,")).count(), 50);
+    let metrics = |out: &Path| -> Vec<std::time::SystemTime> {
+        let mut v: Vec<_> = std::fs::read_dir(out)
+            .unwrap()
+            .filter_map(|e| std::fs::metadata(e.unwrap().path().join("metrics.jsonl")).ok())
+            .map(|m| m.modified().unwrap())
+            .collect();
+        v.sort();
+        v
+    };
+    let before = metrics(&out);
+    assert_eq!(before.len(), 50);
+    let o = run(&file, &out, &[]);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{stderr}");
+    assert_eq!(
+        stderr.matches("(done before, skipped)").count(),
+        50,
+        "{stderr}"
+    );
+    assert_eq!(metrics(&out), before, "no run was trained again");
+    assert_eq!(
+        std::fs::read_to_string(out.join("results.csv")).unwrap(),
+        csv
+    );
+}

@@ -148,7 +148,13 @@ struct Header {
     blank_lines_are_rows: bool,
 }
 
-fn read_header(path: &Path) -> Header {
+/// The widest a libsvm file can be, and the most classes: ids and labels are 32-bit, and a width
+/// counts them (`u32::MAX` columns; a 0-based id of `u32::MAX` would need one more).
+pub const MAX_WIDTH: usize = u32::MAX as usize;
+
+/// Reads the widebag header line, if the file has one. A value that does not parse, or a width
+/// no 32-bit id can reach, is refused naming line 1 and its column.
+fn read_header(path: &Path) -> Result<Header, DataError> {
     use std::io::BufRead;
     let mut first = String::new();
     let ok = std::fs::File::open(path)
@@ -156,18 +162,50 @@ fn read_header(path: &Path) -> Header {
         .and_then(|mut r| r.read_line(&mut first));
     let mut h = Header::default();
     let Some(rest) = ok.ok().and_then(|_| first.trim_end().strip_prefix(HEADER)) else {
-        return h;
+        return Ok(h);
+    };
+    let bad = |kv: &str, message: String| DataError::Parse {
+        path: path.to_path_buf(),
+        line: 1,
+        column: first.find(kv).map_or(1, |c| c + 1),
+        message,
     };
     for kv in rest.split_whitespace() {
-        match kv.split_once('=') {
-            Some(("zero_based", v)) => h.zero_based = v.parse().ok(),
-            Some(("width", v)) => h.width = v.parse().ok(),
-            Some(("n_classes", v)) => h.n_classes = v.parse().ok(),
-            Some(("blank_lines", v)) => h.blank_lines_are_rows = v == "rows",
+        let Some((key, v)) = kv.split_once('=') else {
+            continue;
+        };
+        let number = |v: &str| {
+            v.parse::<usize>()
+                .map_err(|_| bad(kv, format!("header `{key}`: `{v}` is not a count")))
+        };
+        match key {
+            "zero_based" => {
+                h.zero_based = Some(v.parse().map_err(|_| {
+                    bad(
+                        kv,
+                        format!("header `zero_based`: `{v}` is not true or false"),
+                    )
+                })?)
+            }
+            "width" | "n_classes" => {
+                let n = number(v)?;
+                if n > MAX_WIDTH {
+                    return Err(bad(
+                        kv,
+                        format!("header {key} {n} is more than 32-bit ids address ({MAX_WIDTH})"),
+                    ));
+                }
+                *(if key == "width" {
+                    &mut h.width
+                } else {
+                    &mut h.n_classes
+                }) = Some(n);
+            }
+            "blank_lines" => h.blank_lines_are_rows = v == "rows",
             _ => {}
         }
     }
-    h
+    Ok(h)
 }
 
 /// A libsvm file's lines before ids are rebased or checked.
@@ -182,7 +220,7 @@ pub(crate) struct ParsedFile {
 
 /// Parses every line of `path` (blocks in parallel), after its widebag header if any.
 pub(crate) fn parse_file(path: &Path, options: &ReadOptions) -> Result<ParsedFile, DataError> {
-    let header = read_header(path);
+    let header = read_header(path)?;
     let options = ReadOptions {
         zero_based: options.zero_based.or(header.zero_based),
         width: options.width.or(header.width),
@@ -235,7 +273,27 @@ pub fn read_libsvm(path: &Path, options: &ReadOptions) -> Result<Dataset, DataEr
     let max_id = parsed.iter().flat_map(|(_, p)| p.ids.iter()).max().copied();
     let width = options
         .width
-        .unwrap_or_else(|| max_id.map_or(0, |m| (m + 1 - base) as usize));
+        .unwrap_or_else(|| max_id.map_or(0, |m| m as usize + 1 - base as usize));
+    if width > MAX_WIDTH {
+        // Only a 0-based id of 4,294,967,295 gets here: its width needs a 33rd bit.
+        let (line, column) = parsed
+            .iter()
+            .find_map(|(line, p)| {
+                let i = p.ids.iter().position(|&id| Some(id) == max_id)?;
+                Some((*line, p.columns[i] as usize))
+            })
+            .unwrap_or((1, 1));
+        return Err(DataError::Parse {
+            path: path.to_path_buf(),
+            line,
+            column,
+            message: format!(
+                "index {} makes the width {width}, more than 32-bit ids address \
+                 (at most {MAX_WIDTH} columns)",
+                max_id.unwrap_or(0)
+            ),
+        });
+    }
     let mut rows = RowStore::new();
     let mut max_label = None;
     for (line, p) in &parsed {

@@ -189,19 +189,15 @@ pub fn load(source: &Source) -> Result<Loaded, DataError> {
     Ok(loaded)
 }
 
-/// Where widebag keeps `suffix` for `data`: beside it (`DATA.suffix`) when that directory is
-/// writable, else `$XDG_CACHE_HOME/widebag/sidecars/` (or `~/.cache/…`) under a name derived
-/// from the data's absolute path.
+/// Where widebag keeps `suffix` for `data`: beside it (`DATA.suffix`) when that directory
+/// accepts writes, else `$XDG_CACHE_HOME/widebag/sidecars/` (or `~/.cache/…`) under a name
+/// derived from the data's absolute path.
 pub fn sidecar_path(data: &Path, suffix: &str) -> PathBuf {
     let mut beside = data.as_os_str().to_owned();
     beside.push(format!(".{suffix}"));
     let beside = PathBuf::from(beside);
     let dir = beside.parent().filter(|p| !p.as_os_str().is_empty());
-    let writable = dir
-        .map_or(Path::new("."), |d| d)
-        .metadata()
-        .is_ok_and(|m| !m.permissions().readonly());
-    if writable {
+    if accepts_writes(dir.unwrap_or(Path::new("."))) {
         return beside;
     }
     let abs = std::fs::canonicalize(data).unwrap_or_else(|_| data.to_path_buf());
@@ -219,6 +215,23 @@ pub fn sidecar_path(data: &Path, suffix: &str) -> PathBuf {
     cache_dir()
         .join("sidecars")
         .join(format!("{flat}.{suffix}"))
+}
+
+/// Whether a file can be created in `dir`, found by creating (and removing) one: the mode bits
+/// alone are wrong for a read-only mount, for another user's directory, and for root.
+fn accepts_writes(dir: &Path) -> bool {
+    let probe = dir.join(format!(".widebag-write-probe-{}", std::process::id()));
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&probe)
+    {
+        Ok(_) => {
+            let _ = std::fs::remove_file(&probe);
+            true
+        }
+        Err(e) => e.kind() == std::io::ErrorKind::AlreadyExists,
+    }
 }
 
 fn cache_dir() -> PathBuf {

@@ -126,6 +126,32 @@ pub fn mean_unique_ids(data: &Dataset, batch_size: usize, n_samples: usize, seed
     total as f64 / samples as f64
 }
 
+/// How often each used id occurs, most frequent first (ids that never occur are left out).
+/// Counted in a dense array where the width is of the order of the data, and by sorting the ids
+/// otherwise, so a header or an id that claims a huge width (`width=2^60`, id 4,294,967,295)
+/// costs memory in proportion to the file, not to the claim.
+fn id_counts(data: &Dataset) -> Vec<u64> {
+    let ids = &data.rows.ids;
+    let mut counts = if data.width <= 2 * ids.len() + (1 << 16) {
+        let mut dense = vec![0u64; data.width];
+        for &id in ids {
+            dense[id as usize] += 1;
+        }
+        dense.retain(|&c| c > 0);
+        dense
+    } else {
+        let mut sorted = ids.clone();
+        sorted.par_sort_unstable();
+        let mut runs = Vec::new();
+        for chunk in sorted.chunk_by(|a, b| a == b) {
+            runs.push(chunk.len() as u64);
+        }
+        runs
+    };
+    counts.par_sort_unstable_by(|a, b| b.cmp(a));
+    counts
+}
+
 /// Computes the statistics; `n_samples` batches per batch size for unique ids.
 pub fn compute(data: &Dataset, n_samples: usize, seed: u64) -> DataStats {
     let shape = data.shape();
@@ -133,12 +159,8 @@ pub fn compute(data: &Dataset, n_samples: usize, seed: u64) -> DataStats {
         .map(|r| data.rows.row_ptr[r + 1] - data.rows.row_ptr[r])
         .collect();
     nnz.sort_unstable();
-    let mut counts = vec![0u64; data.width];
-    for &id in &data.rows.ids {
-        counts[id as usize] += 1;
-    }
-    counts.par_sort_unstable_by(|a, b| b.cmp(a));
-    let ids_used = counts.iter().take_while(|&&c| c > 0).count();
+    let counts = id_counts(data);
+    let ids_used = counts.len();
     let total = data.rows.nnz().max(1) as f64;
     let mut top_coverage = BTreeMap::new();
     let mut k = 1;
@@ -146,7 +168,7 @@ pub fn compute(data: &Dataset, n_samples: usize, seed: u64) -> DataStats {
     let mut taken = 0;
     loop {
         let k_eff = k.min(data.width);
-        while taken < k_eff {
+        while taken < k_eff.min(ids_used) {
             covered += counts[taken];
             taken += 1;
         }

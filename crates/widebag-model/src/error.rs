@@ -20,3 +20,9 @@ pub enum ModelError {
     #[error(transparent)]
     Data(#[from] widebag_data::DataError),
 }
+
+impl From<widebag_checkpoint::CheckpointError> for ModelError {
+    fn from(e: widebag_checkpoint::CheckpointError) -> Self {
+        ModelError::Checkpoint(e.to_string())
+    }
+}

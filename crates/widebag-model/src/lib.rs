@@ -24,6 +24,7 @@ pub mod memory;
 pub mod model;
 pub mod params;
 pub mod profile;
+pub mod progress;
 #[cfg(any(test, feature = "test-support"))]
 pub mod reference;
 pub mod saved;

@@ -98,6 +98,7 @@ impl MemoryMeter {
 
     /// Ends a stage of the step on the profile's clock.
     pub fn lap(&mut self, stage: Stage) {
+        crate::progress::ended(stage);
         self.profile.lap(stage);
     }
 

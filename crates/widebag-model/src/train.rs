@@ -94,6 +94,16 @@ pub struct RunSummary {
     pub resumed_from: Option<u64>,
 }
 
+/// Fault injection for the tests: with `WIDEBAG_FAULT_DEVICE_OOM_AT_STEP=N`, step N panics as
+/// burn does when wgpu reports that the device is out of memory (a real refusal cannot be caused
+/// on demand: lavapipe computes in overcommitted system memory).
+fn fault_device_refusal() {
+    let at = std::env::var("WIDEBAG_FAULT_DEVICE_OOM_AT_STEP").ok();
+    if at.and_then(|v| v.parse::<u64>().ok()) == Some(crate::progress::now().0) {
+        panic!("wgpu error: Out of Memory (simulated by WIDEBAG_FAULT_DEVICE_OOM_AT_STEP)");
+    }
+}
+
 /// The process's peak resident set size (`VmHWM` in `/proc/self/status`), where Linux has it.
 pub fn peak_rss_bytes() -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
@@ -275,6 +285,7 @@ pub fn run_training_with(
     let run_rows_start = rows_seen;
     let timed_after = timed_after + start as usize;
     for step in start as usize..config.train.steps {
+        crate::progress::start_step(step as u64 + 1);
         meter.profile.start();
         let (batch, position) = batches
             .recv()
@@ -289,6 +300,7 @@ pub fn run_training_with(
             meter.reset();
         }
         let step_start = Instant::now();
+        fault_device_refusal();
         let mut stats = model.train_step(&batch, &mut meter)?;
         meter.profile.end_step();
         stats.step_s = step_start.elapsed().as_secs_f64();

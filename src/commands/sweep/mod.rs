@@ -17,7 +17,7 @@ use widebag_solver::Calibration;
 use crate::commands::explain;
 use crate::commands::plan::planner::{budget, make_plan};
 use crate::failure::{Failure, Outcome};
-use crate::prerun::{check_fits, device_facts, open_compute, predict};
+use crate::prerun::{check_fits, check_memory, device_facts, open_compute, predict};
 use crate::request::{SolverFlags, SweepRequest};
 use crate::run_dir::RunDir;
 use results::{RunRow, Status};
@@ -79,7 +79,7 @@ fn run_point(
         .into_iter()
         .map(|(c, b)| (c.name().to_string(), b))
         .collect();
-    let fits = check_fits(&ledger, &spec);
+    let fits = check_fits(&ledger, &spec).and_then(|()| check_memory(&ledger, compute));
     run_dir.write_json(
         "ledger.json",
         &explain::report(spec, ledger, &compute.adapter, None),

@@ -6,6 +6,8 @@
     reason = "`tests/wgpu_table_memory.rs` includes this module too and uses one helper"
 )]
 
+pub mod disk;
+
 use widebag_model::{Compute, open_device};
 
 /// Runs the `widebag` binary with `args` and returns its output.

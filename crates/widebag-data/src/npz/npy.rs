@@ -119,7 +119,15 @@ pub(super) fn parse_npy<'a>(name: &'a str, bytes: &'a [u8]) -> Result<Npy<'a>, F
             "Fortran-ordered arrays are not supported".into(),
         ));
     }
-    let len = dims.iter().product::<usize>();
+    let len = dims
+        .iter()
+        .try_fold(1usize, |n, &d| n.checked_mul(d))
+        .ok_or_else(|| {
+            bad(
+                header_start,
+                format!("shape {shape} has more elements than 2^64"),
+            )
+        })?;
     let data_offset = header_start + header_len;
     let want = len.saturating_mul(dtype.size());
     let data = bytes
@@ -225,7 +233,9 @@ impl Npy<'_> {
     /// A row-pointer array: starts at 0, never decreases, ends at `nnz`.
     pub(super) fn pointers(&self, n_rows: usize, nnz: usize) -> Result<Vec<usize>, Fault> {
         let p = self.indices(u64::MAX, "a row pointer")?;
-        if p.len() != n_rows + 1 {
+        // Checked against the pointers the file holds, so a shape claiming 2^60 (or 2^64 - 1)
+        // rows is refused without allocating or overflowing anything.
+        if p.len().checked_sub(1) != Some(n_rows) {
             return Err(fault(
                 self.name,
                 self.data_offset as u64,
@@ -233,7 +243,7 @@ impl Npy<'_> {
                     "holds {} pointers, {} rows need {}",
                     p.len(),
                     n_rows,
-                    n_rows + 1
+                    n_rows as u128 + 1
                 ),
             ));
         }

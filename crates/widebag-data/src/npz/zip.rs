@@ -154,8 +154,14 @@ pub(super) fn extract(zip: &[u8], entry: &Entry) -> Result<Vec<u8>, Fault> {
     let data = match entry.method {
         0 => raw.to_vec(),
         8 => {
-            let mut out = Vec::with_capacity(entry.uncompressed_bytes.min(1 << 30) as usize);
+            // Deflate expands at most 1032:1, so neither a claimed size nor a crafted stream
+            // can make this allocate more than the member's bytes justify; one byte past the
+            // claim is read so a stream longer than its directory entry is caught below.
+            let most = (raw.len() as u64).saturating_mul(1032).saturating_add(1024);
+            let limit = entry.uncompressed_bytes.min(most);
+            let mut out = Vec::with_capacity(limit.min(1 << 26) as usize);
             flate2::read::DeflateDecoder::new(raw)
+                .take(limit.saturating_add(1))
                 .read_to_end(&mut out)
                 .map_err(|e| bad(start, &format!("deflate data is corrupted: {e}")))?;
             out

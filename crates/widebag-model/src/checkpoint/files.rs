@@ -11,13 +11,12 @@ use std::path::Path;
 use burn::tensor::Tensor;
 use safetensors::tensor::{Dtype, View};
 
+use widebag_checkpoint::{CheckpointError, Header};
+
 use super::slots::{Named, Part, Slot};
 use crate::ModelError;
 use crate::table::ShardedTable;
 use crate::tensors::to_vec;
-
-/// safetensors' own cap on a header.
-const MAX_HEADER_BYTES: u64 = 100_000_000;
 
 /// One tensor as the writer sees it.
 enum Lazy<'a> {
@@ -112,83 +111,35 @@ pub fn write(
 }
 
 /// One tensor's entry in a header.
-#[derive(Clone, Debug, serde::Deserialize)]
-struct Entry {
-    dtype: String,
-    shape: Vec<usize>,
-    data_offsets: [u64; 2],
-}
-
 /// An open safetensors file: its header, checked against the file's size.
 pub struct Reader {
     file: std::fs::File,
     path: std::path::PathBuf,
-    data_start: u64,
-    entries: BTreeMap<String, Entry>,
-    pub metadata: BTreeMap<String, String>,
+    header: Header,
 }
 
 impl Reader {
     pub fn open(path: &Path) -> Result<Self, ModelError> {
-        let bad = |m: String| ModelError::Checkpoint(format!("{}: {m}", path.display()));
-        let mut file = std::fs::File::open(path).map_err(|e| bad(e.to_string()))?;
+        let bad = |m: String| ModelError::from(CheckpointError::new(path, m));
+        let file = std::fs::File::open(path).map_err(|e| bad(e.to_string()))?;
         let size = file.metadata().map_err(|e| bad(e.to_string()))?.len();
-        let mut n = [0u8; 8];
-        file.read_exact(&mut n)
-            .map_err(|_| bad("shorter than a safetensors header".into()))?;
-        let n = u64::from_le_bytes(n);
-        if n > MAX_HEADER_BYTES || 8 + n > size {
-            return Err(bad(format!(
-                "a header of {n} bytes does not fit a {size}-byte file"
-            )));
-        }
-        let mut header = vec![0u8; n as usize];
-        file.read_exact(&mut header)
-            .map_err(|e| bad(e.to_string()))?;
-        let mut raw: BTreeMap<String, serde_json::Value> =
-            serde_json::from_slice(&header).map_err(|e| bad(format!("header: {e}")))?;
-        let metadata = match raw.remove("__metadata__") {
-            Some(m) => serde_json::from_value(m).map_err(|e| bad(format!("metadata: {e}")))?,
-            None => BTreeMap::new(),
-        };
-        let mut entries = BTreeMap::new();
-        for (name, v) in raw {
-            let e: Entry =
-                serde_json::from_value(v).map_err(|e| bad(format!("tensor `{name}`: {e}")))?;
-            let [a, b] = e.data_offsets;
-            let elems = e
-                .shape
-                .iter()
-                .try_fold(1u64, |acc, &d| acc.checked_mul(d as u64));
-            let width = match e.dtype.as_str() {
-                "F32" => 4,
-                "U64" => 8,
-                _ => 0,
-            };
-            if width == 0
-                || a > b
-                || 8 + n + b > size
-                || elems.and_then(|x| x.checked_mul(width)) != Some(b - a)
-            {
-                return Err(bad(format!(
-                    "tensor `{name}`: {} {:?} at bytes {a}..{b} does not fit",
-                    e.dtype, e.shape
-                )));
-            }
-            entries.insert(name, e);
-        }
+        let header = Header::read(&file, size).map_err(bad)?;
         Ok(Self {
             file,
             path: path.to_path_buf(),
-            data_start: 8 + n,
-            entries,
-            metadata,
+            header,
         })
+    }
+
+    /// The header's `__metadata__`.
+    pub fn metadata(&self) -> &BTreeMap<String, String> {
+        &self.header.metadata
     }
 
     fn bytes(&mut self, name: &str, dtype: &str, shape: &[usize]) -> Result<Vec<u8>, ModelError> {
         let path = self.path.display().to_string();
         let e = self
+            .header
             .entries
             .get(name)
             .ok_or_else(|| ModelError::Checkpoint(format!("{path}: no tensor `{name}`")))?;
@@ -202,7 +153,7 @@ impl Reader {
         let mut out = vec![0u8; (b - a) as usize];
         let io = |e: std::io::Error| ModelError::Checkpoint(format!("{path}: {e}"));
         self.file
-            .seek(SeekFrom::Start(self.data_start + a))
+            .seek(SeekFrom::Start(self.header.data_start + a))
             .map_err(io)?;
         self.file.read_exact(&mut out).map_err(io)?;
         Ok(out)

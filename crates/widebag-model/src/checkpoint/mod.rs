@@ -5,7 +5,6 @@
 //! `RUN/checkpoints/step-00000100/{weights.safetensors, optimizer.safetensors, state.json}`.
 
 pub mod files;
-pub mod manifest;
 pub mod slots;
 
 use std::collections::{BTreeMap, HashMap};
@@ -16,8 +15,9 @@ use widebag_data::DataPosition;
 
 use crate::ModelError;
 use crate::layout::TrainLayout;
-pub use manifest::{Manifest, config_hash};
 use slots::Part;
+use widebag_checkpoint::manifest;
+pub use widebag_checkpoint::{Manifest, config_hash};
 
 /// Checkpoints kept in a run directory (older ones are removed once a newer one is complete).
 pub const KEEP: usize = 2;

@@ -9,7 +9,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 use widebag_data::DataPosition;
 
-use crate::ModelError;
+use crate::CheckpointError;
 
 pub const FORMAT: &str = "widebag-checkpoint";
 pub const VERSION: u32 = 1;
@@ -51,8 +51,8 @@ pub fn config_hash(config: &widebag_config::Config) -> String {
 }
 
 /// Size and CRC-32 of a file, read in 1 MiB pieces.
-pub fn sum_file(path: &Path) -> Result<FileSum, ModelError> {
-    let io = |e: std::io::Error| ModelError::Checkpoint(format!("{}: {e}", path.display()));
+pub fn sum_file(path: &Path) -> Result<FileSum, CheckpointError> {
+    let io = |e: std::io::Error| CheckpointError::new(path, e.to_string());
     let mut f = std::fs::File::open(path).map_err(io)?;
     let mut h = crc32fast::Hasher::new();
     let mut buf = vec![0u8; 1 << 20];
@@ -72,36 +72,69 @@ pub fn sum_file(path: &Path) -> Result<FileSum, ModelError> {
 }
 
 impl Manifest {
-    /// Reads `DIR/state.json` and checks the format, the version and every file's sum.
-    pub fn read_verified(dir: &Path) -> Result<Self, ModelError> {
-        let path = dir.join("state.json");
-        let bad = |m: String| ModelError::Checkpoint(format!("{}: {m}", path.display()));
-        let text = std::fs::read_to_string(&path).map_err(|e| bad(e.to_string()))?;
-        let m: Manifest = serde_json::from_str(&text)
-            .map_err(|e| bad(format!("not a checkpoint manifest: {e}")))?;
+    /// Parses `state.json`'s text and checks the format and version (not the files).
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let m: Manifest =
+            serde_json::from_str(text).map_err(|e| format!("not a checkpoint manifest: {e}"))?;
         if m.format != FORMAT || m.version != VERSION {
-            return Err(bad(format!(
+            return Err(format!(
                 "format {} version {}; this widebag reads {FORMAT} version {VERSION}",
                 m.format, m.version
-            )));
+            ));
         }
+        if let Some(name) = m
+            .files
+            .keys()
+            .find(|n| n.is_empty() || n.contains(['/', '\\']) || n.contains(".."))
+        {
+            return Err(format!("file name `{name}` leaves the checkpoint"));
+        }
+        Ok(m)
+    }
+
+    /// Reads `DIR/state.json` and checks the format, the version and every file's sum.
+    pub fn read_verified(dir: &Path) -> Result<Self, CheckpointError> {
+        let path = dir.join("state.json");
+        let text = std::fs::read_to_string(&path)
+            .map_err(|e| CheckpointError::new(&path, e.to_string()))?;
+        let m = Self::parse(&text).map_err(|e| CheckpointError::new(&path, e))?;
         for (name, want) in &m.files {
-            if name.contains('/') || name.contains("..") {
-                return Err(bad(format!("file name `{name}` leaves the checkpoint")));
-            }
             let got = sum_file(&dir.join(name))?;
             if &got != want {
-                return Err(ModelError::Checkpoint(format!(
-                    "{}: {} bytes with CRC-32 {:08x}, the manifest says {} bytes with {:08x} \
-                     (truncated or altered)",
-                    dir.join(name).display(),
-                    got.bytes,
-                    got.crc32,
-                    want.bytes,
-                    want.crc32
-                )));
+                return Err(CheckpointError::new(
+                    &dir.join(name),
+                    format!(
+                        "{} bytes with CRC-32 {:08x}, the manifest says {} bytes with {:08x} \
+                         (truncated or altered)",
+                        got.bytes, got.crc32, want.bytes, want.crc32
+                    ),
+                ));
             }
         }
         Ok(m)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn manifest(files: &str) -> String {
+        format!(
+            r#"{{"format":"{FORMAT}","version":{VERSION},"step":4,"position":{{"rows":{{"epoch":0,"next":4}}}},
+            "layout":"sparse","config_hash":"0","widebag_version":"0","files":{files}}}"#
+        )
+    }
+
+    #[test]
+    fn format_version_and_file_names_are_checked() {
+        let ok = Manifest::parse(&manifest(r#"{"a.safetensors":{"bytes":1,"crc32":2}}"#));
+        assert!(ok.is_ok(), "{ok:?}");
+        let e = Manifest::parse(&manifest(r#"{"../x":{"bytes":1,"crc32":2}}"#)).unwrap_err();
+        assert!(e.contains("leaves the checkpoint"), "{e}");
+        let e =
+            Manifest::parse(&manifest("{}").replace("\"version\":1", "\"version\":9")).unwrap_err();
+        assert!(e.contains("version 9"), "{e}");
+        assert!(Manifest::parse("{").is_err());
     }
 }

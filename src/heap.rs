@@ -1,0 +1,140 @@
+//! The process's heap in use: the global allocator wrapped with a counter of live bytes, so a
+//! run on the CPU backend (whose tensors live on the heap and whose pool has no counters) can
+//! still log what it holds, step by step, next to the resident set size; and an allocation the
+//! system refuses reported, before Rust aborts the process, with the step and stage under way
+//! and the ledger's prediction for it (stable Rust cannot recover from a failed allocation).
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// The system allocator, counting the bytes of live allocations.
+pub struct Counting;
+
+static LIVE_BYTES: AtomicU64 = AtomicU64::new(0);
+
+/// What the run expected (the ledger's prediction), for the out-of-memory reports.
+static CONTEXT: Mutex<String> = Mutex::new(String::new());
+
+/// Sets what an out-of-memory report says the run expected.
+pub fn set_context(text: String) {
+    if let Ok(mut c) = CONTEXT.lock() {
+        *c = text;
+    }
+}
+
+/// Writes [`set_context`]'s text to `out`, if it can be had without waiting.
+pub fn write_context(out: &mut dyn std::fmt::Write) {
+    if let Ok(c) = CONTEXT.try_lock()
+        && !c.is_empty()
+    {
+        let _ = write!(out, "\n  {}", c.as_str());
+    }
+}
+
+/// A fixed buffer to format into without allocating (the report runs inside the allocator).
+struct Stack {
+    buf: [u8; 1024],
+    len: usize,
+}
+
+impl std::fmt::Write for Stack {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        let n = s.len().min(self.buf.len() - self.len);
+        self.buf[self.len..self.len + n].copy_from_slice(&s.as_bytes()[..n]);
+        self.len += n;
+        Ok(())
+    }
+}
+
+/// Reports a refused allocation on stderr without allocating.
+fn refused(bytes: usize) {
+    let mut m = Stack {
+        buf: [0; 1024],
+        len: 0,
+    };
+    let _ = write!(
+        m,
+        "error: out of host memory: an allocation of {bytes} bytes was refused during "
+    );
+    let _ = widebag_model::progress::describe(&mut m);
+    let _ = write!(m, " (heap in use {} bytes)", in_use_bytes());
+    write_context(&mut m);
+    let _ = m.write_str("\n  the process ends (Rust aborts on a failed allocation)\n");
+    let _ = std::io::stderr().write_all(&m.buf[..m.len]);
+}
+
+#[allow(
+    unsafe_code,
+    reason = "a global allocator is an unsafe trait; each method only forwards to System"
+)]
+// SAFETY: every call is forwarded unchanged to `System`; the counter only observes sizes.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: forwarded with the caller's layout.
+        let p = unsafe { System.alloc(layout) };
+        if p.is_null() {
+            refused(layout.size());
+        } else {
+            LIVE_BYTES.fetch_add(layout.size() as u64, Ordering::Relaxed);
+        }
+        p
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: forwarded with the caller's layout.
+        let p = unsafe { System.alloc_zeroed(layout) };
+        if p.is_null() {
+            refused(layout.size());
+        } else {
+            LIVE_BYTES.fetch_add(layout.size() as u64, Ordering::Relaxed);
+        }
+        p
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: `ptr` came from this allocator with `layout`.
+        unsafe { System.dealloc(ptr, layout) };
+        LIVE_BYTES.fetch_sub(layout.size() as u64, Ordering::Relaxed);
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        // SAFETY: `ptr` came from this allocator with `layout`.
+        let p = unsafe { System.realloc(ptr, layout, new_size) };
+        if p.is_null() {
+            refused(new_size);
+        } else {
+            LIVE_BYTES.fetch_add(new_size as u64, Ordering::Relaxed);
+            LIVE_BYTES.fetch_sub(layout.size() as u64, Ordering::Relaxed);
+        }
+        p
+    }
+}
+
+/// Bytes of the heap's live allocations now.
+pub fn in_use_bytes() -> u64 {
+    LIVE_BYTES.load(Ordering::Relaxed)
+}
+
+/// The resident set size now (`/proc/self/statm`'s second field), where Linux has it.
+pub fn rss_bytes() -> Option<u64> {
+    let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
+    let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
+    Some(pages * 4096)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn counts_a_live_allocation_and_its_release() {
+        let before = super::in_use_bytes();
+        let v = vec![0u8; 64 << 20];
+        // Other test threads allocate too; 64 MiB stands well clear of their noise.
+        assert!(super::in_use_bytes() >= before + (60 << 20));
+        drop(v);
+        assert!(super::in_use_bytes() < before + (60 << 20));
+        assert!(super::rss_bytes().is_some_and(|b| b > 0));
+    }
+}
