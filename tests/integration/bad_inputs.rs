@@ -70,7 +70,9 @@ fn a_huge_claimed_width_costs_only_what_the_file_holds() {
     // A copy, so that `train`'s statistics sidecar lands beside it, not in the repository.
     let path = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
     std::fs::copy(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/huge").join(name),
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/data/huge")
+            .join(name),
         &path,
     )
     .unwrap();

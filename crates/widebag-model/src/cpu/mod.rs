@@ -8,6 +8,7 @@ pub mod access;
 mod blocks;
 pub mod dense_update;
 pub mod host_layer;
+pub mod rounding;
 pub mod row_update;
 pub mod softmax_ce;
 pub mod vexp;
