@@ -1,6 +1,7 @@
 //! Faults: a disk that fills during a write (a small tmpfs; the tests mount one and skip with a
-//! notice where mounting is not allowed) leaves a clear error and the previous files intact —
-//! a statistics sidecar, and a run's checkpoints.
+//! notice where mounting is not allowed) leaves a clear error and the previous files intact — a
+//! statistics or vocabulary sidecar, a run's checkpoints, a sweep's results and run directories;
+//! SIGKILL while a sidecar is written or a sweep runs leaves nothing that is trusted half-written.
 
 use std::path::{Path, PathBuf};
 
@@ -44,6 +45,46 @@ fn a_full_disk_while_saving_statistics_keeps_the_old_sidecar() {
         .filter(|n| n.contains(".tmp"))
         .collect();
     assert!(leftovers.is_empty(), "{leftovers:?}");
+}
+
+#[test]
+fn a_full_disk_while_saving_a_vocabulary_keeps_the_old_one() {
+    let Some(disk) = SmallDisk::mount("vocab", 256) else {
+        return;
+    };
+    let corpus = disk.0.join("c.txt");
+    std::fs::write(&corpus, "the cat sat\nthe dog ran\n").unwrap();
+    let stats = |corpus: &Path| {
+        widebag(&[
+            "data",
+            "stats",
+            corpus.to_str().unwrap(),
+            "--format",
+            "text",
+        ])
+    };
+    let out = stats(&corpus);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let vocab = disk.0.join("c.txt.vocab.tsv");
+    let before = std::fs::read_to_string(&vocab).unwrap();
+    std::fs::write(&corpus, "the cat sat\nthe dog ran\na bird flew\n").unwrap();
+    disk.fill();
+    let out = stats(&corpus);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("vocabulary not saved") && stderr.contains("No space left on device"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(
+        std::fs::read_to_string(&vocab).unwrap(),
+        before,
+        "the old vocabulary is intact"
+    );
 }
 
 fn checkpoints(run: &Path) -> Vec<String> {
@@ -247,6 +288,21 @@ fn a_full_disk_during_a_sweep_keeps_its_results_and_the_sweep_resumes() {
         .map(|b| std::fs::read_to_string(out.join(format!("batch_size={b}/row.json"))))
         .collect::<Result<_, _>>()
         .unwrap();
+    // The disk fills, and the sweep runs again: every run is skipped, so the write that fails is
+    // results.csv's own.
+    disk.fill();
+    let o = widebag(&args);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("results.csv") && stderr.contains("No space left on device"),
+        "{stderr}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(out.join("results.csv")).unwrap(),
+        csv
+    );
+    disk.unfill();
     // A third point, then the disk fills: the new run cannot be written.
     sweep("16, 32, 48");
     disk.fill();
