@@ -11,14 +11,21 @@ pub(super) const EOCD_SIG: u32 = 0x0605_4b50;
 pub(super) const ZIP64_EOCD_SIG: u32 = 0x0606_4b50;
 pub(super) const ZIP64_LOCATOR_SIG: u32 = 0x0706_4b50;
 
+// Offsets come from the file: `at` may be anything, so its end is checked, not assumed.
 pub(super) fn le_u16(b: &[u8], at: usize) -> Option<u16> {
-    Some(u16::from_le_bytes(b.get(at..at + 2)?.try_into().ok()?))
+    Some(u16::from_le_bytes(
+        b.get(at..at.checked_add(2)?)?.try_into().ok()?,
+    ))
 }
 pub(super) fn le_u32(b: &[u8], at: usize) -> Option<u32> {
-    Some(u32::from_le_bytes(b.get(at..at + 4)?.try_into().ok()?))
+    Some(u32::from_le_bytes(
+        b.get(at..at.checked_add(4)?)?.try_into().ok()?,
+    ))
 }
 pub(super) fn le_u64(b: &[u8], at: usize) -> Option<u64> {
-    Some(u64::from_le_bytes(b.get(at..at + 8)?.try_into().ok()?))
+    Some(u64::from_le_bytes(
+        b.get(at..at.checked_add(8)?)?.try_into().ok()?,
+    ))
 }
 
 /// One archive member, located through the central directory.
@@ -60,6 +67,16 @@ pub(super) fn central_directory(zip: &[u8]) -> Result<Vec<Entry>, Fault> {
     let mut cd_offset = u64::from(le_u32(zip, eocd + 16).unwrap_or(0));
     if eocd >= 20 && le_u32(zip, eocd - 20) == Some(ZIP64_LOCATOR_SIG) {
         let z = le_u64(zip, eocd - 12).unwrap_or(u64::MAX) as usize;
+        if z >= zip.len() {
+            return Err(fault(
+                ARCHIVE,
+                (eocd - 12) as u64,
+                format!(
+                    "the zip64 locator points at byte {z}, past the end of the {}-byte file",
+                    zip.len()
+                ),
+            ));
+        }
         if le_u32(zip, z) != Some(ZIP64_EOCD_SIG) {
             return Err(fault(
                 ARCHIVE,
