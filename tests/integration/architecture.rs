@@ -1,6 +1,6 @@
 //! The burn-free invariant, checked with `cargo metadata`: the pure crates (CSR batches, data,
-//! config, run preparation, ledger, solver, evaluation metrics, checkpoint format) must not reach
-//! any burn crate through normal dependencies.
+//! config, run preparation, ledger, solver, evaluation metrics, checkpoint format, collectives)
+//! must not reach any burn crate through normal dependencies.
 
 use std::collections::{HashMap, HashSet};
 use std::process::Command;
@@ -14,6 +14,7 @@ const PURE: &[&str] = &[
     "widebag-solver",
     "widebag-eval",
     "widebag-checkpoint",
+    "widebag-collective",
 ];
 
 #[test]
