@@ -49,6 +49,16 @@ impl std::fmt::Write for Stack {
     }
 }
 
+/// Counts `bytes` of a new allocation `p`, or reports the refusal when it is null.
+fn counted(p: *mut u8, bytes: usize) -> *mut u8 {
+    if p.is_null() {
+        refused(bytes);
+    } else {
+        LIVE_BYTES.fetch_add(bytes as u64, Ordering::Relaxed);
+    }
+    p
+}
+
 /// Reports a refused allocation on stderr without allocating.
 fn refused(bytes: usize) {
     let mut m = Stack {
@@ -74,24 +84,12 @@ fn refused(bytes: usize) {
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         // SAFETY: forwarded with the caller's layout.
-        let p = unsafe { System.alloc(layout) };
-        if p.is_null() {
-            refused(layout.size());
-        } else {
-            LIVE_BYTES.fetch_add(layout.size() as u64, Ordering::Relaxed);
-        }
-        p
+        counted(unsafe { System.alloc(layout) }, layout.size())
     }
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
         // SAFETY: forwarded with the caller's layout.
-        let p = unsafe { System.alloc_zeroed(layout) };
-        if p.is_null() {
-            refused(layout.size());
-        } else {
-            LIVE_BYTES.fetch_add(layout.size() as u64, Ordering::Relaxed);
-        }
-        p
+        counted(unsafe { System.alloc_zeroed(layout) }, layout.size())
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
@@ -102,11 +100,8 @@ unsafe impl GlobalAlloc for Counting {
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         // SAFETY: `ptr` came from this allocator with `layout`.
-        let p = unsafe { System.realloc(ptr, layout, new_size) };
-        if p.is_null() {
-            refused(new_size);
-        } else {
-            LIVE_BYTES.fetch_add(new_size as u64, Ordering::Relaxed);
+        let p = counted(unsafe { System.realloc(ptr, layout, new_size) }, new_size);
+        if !p.is_null() {
             LIVE_BYTES.fetch_sub(layout.size() as u64, Ordering::Relaxed);
         }
         p

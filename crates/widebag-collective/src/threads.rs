@@ -15,6 +15,23 @@ enum Payload {
     F32(Vec<f32>),
 }
 
+impl Payload {
+    // Every rank runs the same collective in the same round, so the kinds always agree.
+    fn u32s(self) -> Vec<u32> {
+        match self {
+            Payload::U32(v) => v,
+            Payload::F32(_) => unreachable!("every rank runs the same collective"),
+        }
+    }
+
+    fn f32s(self) -> Vec<f32> {
+        match self {
+            Payload::F32(v) => v,
+            Payload::U32(_) => unreachable!("every rank runs the same collective"),
+        }
+    }
+}
+
 #[derive(Debug)]
 struct Round {
     /// `mail[dst][src]`.
@@ -185,25 +202,15 @@ impl Collective for ThreadRank {
     }
 
     fn all_to_all_u32(&self, send: Vec<Vec<u32>>) -> Result<Vec<Vec<u32>>, CollectiveError> {
-        let got = self.exchange(send.into_iter().map(Payload::U32).collect(), "all_to_all")?;
-        Ok(got
-            .into_iter()
-            .map(|p| match p {
-                Payload::U32(v) => v,
-                Payload::F32(_) => unreachable!("every rank runs the same collective"),
-            })
-            .collect())
+        let send = send.into_iter().map(Payload::U32).collect();
+        let got = self.exchange(send, "all_to_all")?;
+        Ok(got.into_iter().map(Payload::u32s).collect())
     }
 
     fn all_to_all_f32(&self, send: Vec<Vec<f32>>) -> Result<Vec<Vec<f32>>, CollectiveError> {
-        let got = self.exchange(send.into_iter().map(Payload::F32).collect(), "all_to_all")?;
-        Ok(got
-            .into_iter()
-            .map(|p| match p {
-                Payload::F32(v) => v,
-                Payload::U32(_) => unreachable!("every rank runs the same collective"),
-            })
-            .collect())
+        let send = send.into_iter().map(Payload::F32).collect();
+        let got = self.exchange(send, "all_to_all")?;
+        Ok(got.into_iter().map(Payload::f32s).collect())
     }
 
     fn all_gather_f32(&self, local: &[f32]) -> Result<Vec<Vec<f32>>, CollectiveError> {
@@ -211,13 +218,7 @@ impl Collective for ThreadRank {
             .map(|_| Payload::F32(local.to_vec()))
             .collect();
         let got = self.exchange(send, "all_gather")?;
-        Ok(got
-            .into_iter()
-            .map(|p| match p {
-                Payload::F32(v) => v,
-                Payload::U32(_) => unreachable!("every rank runs the same collective"),
-            })
-            .collect())
+        Ok(got.into_iter().map(Payload::f32s).collect())
     }
 }
 
