@@ -4,6 +4,8 @@
 //! threads of one process for tests. Reductions combine contributions in rank order, so every
 //! rank holds the same bits and a run does not depend on arrival order.
 
+#[cfg(feature = "mpi")]
+pub mod mpi;
 pub mod threads;
 
 /// A collective that could not complete.
@@ -41,7 +43,8 @@ pub enum CollectiveError {
 }
 
 /// The operations of a group of `size()` ranks; every rank calls each one, in the same order.
-pub trait Collective: Send {
+/// Not `Send`: an MPI communicator stays on the thread that made it.
+pub trait Collective {
     /// This rank, `0 .. size()`.
     fn rank(&self) -> usize;
     /// Ranks in the group.
