@@ -151,6 +151,27 @@ fn a_full_disk_during_a_checkpoint_fails_clearly_and_keeps_the_last_good_one() {
     assert!(stderr.contains("step 10"), "{stderr}");
 }
 
+/// A sweep over batch sizes `sizes` of a small model, `steps` steps each.
+fn sweep_file(steps: usize, sizes: &str) -> String {
+    format!(
+        "set = [\"data.width=600\", \"data.n_classes=600\", \"model.dim=8\", \"train.steps={steps}\"]\n\
+         [grid]\n\"train.batch_size\" = [{sizes}]\n"
+    )
+}
+
+/// `widebag sweep` of `file` into `out` on flex.
+fn sweep_args<'a>(file: &'a Path, out: &'a Path) -> [&'a str; 7] {
+    [
+        "sweep",
+        "--config",
+        file.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--device",
+        "cpu",
+    ]
+}
+
 fn scratch(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("widebag-faults-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
@@ -199,22 +220,9 @@ fn a_kill_while_stats_are_saved_leaves_no_sidecar_that_is_trusted() {
 fn a_sweep_killed_mid_run_resumes_and_completes() {
     let dir = scratch("sweep-kill");
     let file = dir.join("sweep.toml");
-    std::fs::write(
-        &file,
-        "set = [\"data.width=600\", \"data.n_classes=600\", \"model.dim=8\", \"train.steps=300\"]\n\
-         [grid]\n\"train.batch_size\" = [16, 32, 48]\n",
-    )
-    .unwrap();
+    std::fs::write(&file, sweep_file(300, "16, 32, 48")).unwrap();
     let out = dir.join("runs");
-    let args = [
-        "sweep",
-        "--config",
-        file.to_str().unwrap(),
-        "--out",
-        out.to_str().unwrap(),
-        "--device",
-        "cpu",
-    ];
+    let args = sweep_args(&file, &out);
     let rows = || -> usize {
         std::fs::read_dir(&out)
             .map(|d| {
@@ -253,25 +261,10 @@ fn a_full_disk_during_a_sweep_keeps_its_results_and_the_sweep_resumes() {
     };
     let file = disk.0.join("sweep.toml");
     let sweep = |sizes: &str| {
-        std::fs::write(
-            &file,
-            format!(
-                "set = [\"data.width=600\", \"data.n_classes=600\", \"model.dim=8\", \"train.steps=20\"]\n\
-                 [grid]\n\"train.batch_size\" = [{sizes}]\n"
-            ),
-        )
-        .unwrap();
+        std::fs::write(&file, sweep_file(20, sizes)).unwrap();
     };
     let out = disk.0.join("runs");
-    let args = [
-        "sweep",
-        "--config",
-        file.to_str().unwrap(),
-        "--out",
-        out.to_str().unwrap(),
-        "--device",
-        "cpu",
-    ];
+    let args = sweep_args(&file, &out);
     sweep("16, 32");
     let o = widebag(&args);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));

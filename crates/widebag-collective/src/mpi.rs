@@ -70,15 +70,21 @@ impl MpiCollective {
             let mut rp = PartitionMut::new(&mut recv[..], &recv_counts[..], &recv_displs[..]);
             self.world.all_to_all_varcount_into(&sp, &mut rp);
         }
-        let mut out = Vec::with_capacity(size);
-        let mut rest = &recv[..];
-        for &c in &recv_counts {
-            let (part, tail) = rest.split_at(c as usize);
-            out.push(part.to_vec());
-            rest = tail;
-        }
-        Ok(out)
+        Ok(split(&recv, &recv_counts))
     }
+}
+
+/// `flat` cut into consecutive parts of `counts` elements, one per rank.
+fn split<T: Copy>(flat: &[T], counts: &[i32]) -> Vec<Vec<T>> {
+    let mut rest = flat;
+    counts
+        .iter()
+        .map(|&c| {
+            let (part, tail) = rest.split_at(c as usize);
+            rest = tail;
+            part.to_vec()
+        })
+        .collect()
 }
 
 impl Collective for MpiCollective {
@@ -110,14 +116,7 @@ impl Collective for MpiCollective {
             let mut rp = PartitionMut::new(&mut all[..], &counts[..], &displs[..]);
             self.world.all_gather_varcount_into(local, &mut rp);
         }
-        let mut out = Vec::with_capacity(size);
-        let mut rest = &all[..];
-        for &c in &counts {
-            let (part, tail) = rest.split_at(c as usize);
-            out.push(part.to_vec());
-            rest = tail;
-        }
-        Ok(out)
+        Ok(split(&all, &counts))
     }
 
     fn barrier(&self) -> Result<(), CollectiveError> {
