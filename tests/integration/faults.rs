@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::common::disk::SmallDisk;
-use crate::common::{self, widebag};
+use crate::common::{self, sweep_args, widebag};
 
 /// `data stats FILE` (plus `extra`) saves the sidecar `FILE.suffix`; the data changes (so it is
 /// computed again), the disk fills, and the second save fails with `not_saved` and ENOSPC while
@@ -157,19 +157,6 @@ fn sweep_file(steps: usize, sizes: &str) -> String {
         "set = [\"data.width=600\", \"data.n_classes=600\", \"model.dim=8\", \"train.steps={steps}\"]\n\
          [grid]\n\"train.batch_size\" = [{sizes}]\n"
     )
-}
-
-/// `widebag sweep` of `file` into `out` on flex.
-fn sweep_args<'a>(file: &'a Path, out: &'a Path) -> [&'a str; 7] {
-    [
-        "sweep",
-        "--config",
-        file.to_str().unwrap(),
-        "--out",
-        out.to_str().unwrap(),
-        "--device",
-        "cpu",
-    ]
 }
 
 fn scratch(name: &str) -> PathBuf {

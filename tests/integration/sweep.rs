@@ -30,15 +30,7 @@ set = ["data.width=600", "data.n_classes=600", "model.dim=8", "model.hidden=[16]
 "#;
 
 fn run(file: &Path, out: &Path, extra: &[&str]) -> std::process::Output {
-    let mut args = vec![
-        "sweep",
-        "--config",
-        file.to_str().unwrap(),
-        "--out",
-        out.to_str().unwrap(),
-        "--device",
-        "cpu",
-    ];
+    let mut args = common::sweep_args(file, out).to_vec();
     args.extend_from_slice(extra);
     widebag(&args)
 }

@@ -19,6 +19,19 @@ pub fn widebag(args: &[&str]) -> std::process::Output {
         .expect("runs the binary")
 }
 
+/// The arguments of `widebag sweep` of `file` into `out` on flex.
+pub fn sweep_args<'a>(file: &'a std::path::Path, out: &'a std::path::Path) -> [&'a str; 7] {
+    [
+        "sweep",
+        "--config",
+        file.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--device",
+        "cpu",
+    ]
+}
+
 /// Runs the binary with `args` and `env`, waits until `ready()` holds, then kills it with
 /// SIGKILL (a failure if it ends on its own first, or never gets there within two minutes).
 pub fn kill_when(args: &[&str], env: &[(&str, &str)], ready: impl Fn() -> bool) {
