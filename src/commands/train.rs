@@ -47,7 +47,14 @@ pub fn run(req: &TrainRequest) -> Outcome {
         saved_config = plan::planner::apply(&saved_config, &report.plan);
         planned = Some(report);
     }
-    // Refuse, before anything is allocated, a step with a tensor over the device's buffer limit.
+    // Refuse, before anything is allocated, a precision the device cannot store and a step with
+    // a tensor over the device's buffer limit.
+    widebag_model::device::check_precisions(
+        &prepared.config,
+        &compute,
+        prepared.model_bands.input.len(),
+    )
+    .map_err(Failure::usage)?;
     let (spec, ledger) = predict(&prepared, device_facts(&compute)).map_err(Failure::usage)?;
     check_fits(&ledger, &spec).map_err(Failure::does_not_fit)?;
     check_memory(&ledger, &compute).map_err(Failure::does_not_fit)?;

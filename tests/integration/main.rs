@@ -17,6 +17,7 @@ mod ledger;
 mod numerics;
 mod out_of_memory;
 mod plan;
+mod precision;
 mod results;
 mod results_eval;
 mod sweep;

@@ -316,6 +316,18 @@ fn every_layout_and_state_resumes_bit_for_bit() {
             "momentum",
             &["optim.table=\"momentum\"", "optim.dense=\"adamw\""],
         ),
+        (
+            // Half tables and moments with stochastic rounding: the rounding's random bits are
+            // a function of the step, so a resumed run rounds as the whole one did.
+            "half",
+            &[
+                "model.input_bands.cutoffs=[500]",
+                "model.input_bands.dtype=[\"f16\", \"bf16\"]",
+                "model.input_bands.placement=[\"device\", \"host\"]",
+                "optim.state_dtype=\"bf16\"",
+                "optim.table=\"adamw\"",
+            ],
+        ),
     ];
     for (name, sets) in cases {
         let whole = tmp(&format!("{name}-whole"));

@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::{BandPlacement, IdOrder};
+use crate::{BandPlacement, IdOrder, Precision};
 
 /// Band boundaries over frequency-sorted ids: `"auto"` (chosen from the data's frequencies and
 /// a byte budget) or explicit ascending cutoffs (`[20000, 80000]`: ids below 20,000 are the
@@ -85,6 +85,9 @@ pub struct InputBands {
     /// Placement of band k: `placement[min(k, len - 1)]`, so `["device", "host"]` keeps the
     /// head on the device and every tail band in host memory.
     pub placement: Vec<BandPlacement>,
+    /// Storage of band k's table rows: `dtype[min(k, len - 1)]` (`"f32"`, `"f16"`, `"bf16"`), so
+    /// `["f32", "f16"]` keeps the head in f32 and every tail band in f16.
+    pub dtype: Vec<Precision>,
     /// `"frequency"` renumbers the ids by their frequency in the data before the cut.
     pub order: IdOrder,
     /// `cutoffs = "auto"`: bytes the bands' tables, projections and table-optimizer state may
@@ -99,6 +102,7 @@ impl Default for InputBands {
             cutoffs: Cutoffs::None,
             factor: 4,
             placement: vec![BandPlacement::Device],
+            dtype: vec![Precision::F32],
             order: IdOrder::Frequency,
             budget: None,
         }
@@ -109,6 +113,13 @@ impl InputBands {
     pub fn placement_of(&self, band: usize) -> BandPlacement {
         self.placement
             .get(band.min(self.placement.len().saturating_sub(1)))
+            .copied()
+            .unwrap_or_default()
+    }
+
+    pub fn dtype_of(&self, band: usize) -> Precision {
+        self.dtype
+            .get(band.min(self.dtype.len().saturating_sub(1)))
             .copied()
             .unwrap_or_default()
     }

@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::{Config, DenseOptim, TableOptim};
+use crate::{Config, DenseOptim, InputBands, OptimConfig, Precision, TableOptim};
 
 /// Ids `start..end` of one band, stored `dim` wide.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -68,6 +68,31 @@ pub fn input_values(bands: &[Band], dim: usize, table: TableOptim, dense: DenseO
                 (b.dim * dim) as u64 * (1 + dense.state_per_weight())
             };
             table_values + projection
+        })
+        .sum()
+}
+
+/// Bytes of the input bands' tables (at each band's `dtype`), their table-optimizer state (at
+/// `optim.state_dtype`; row-wise Adagrad's accumulator in f32), and the f32 projections with
+/// their dense-optimizer state: what `input_values` counts, at each element's size.
+pub fn input_bytes(bands: &[Band], dim: usize, ib: &InputBands, optim: &OptimConfig) -> u64 {
+    let state_bytes = match optim.table {
+        TableOptim::RowwiseAdagrad => Precision::F32.bytes(),
+        _ => optim.state_dtype.bytes(),
+    };
+    bands
+        .iter()
+        .enumerate()
+        .map(|(k, b)| {
+            let (rows, d) = (b.n_rows() as u64, b.dim as u64);
+            let table = rows * d * ib.dtype_of(k).bytes();
+            let state = rows * optim.table.state_per_row(d) * state_bytes;
+            let projection = if k == 0 {
+                0
+            } else {
+                (b.dim * dim) as u64 * (1 + optim.dense.state_per_weight()) * 4
+            };
+            table + state + projection
         })
         .sum()
 }
@@ -242,6 +267,22 @@ mod tests {
         assert_eq!(
             input_values(&b, 64, TableOptim::Adam, DenseOptim::Adam),
             3 * (640 + 480 + 240 + 1024 + 256)
+        );
+        let optim = OptimConfig::default(); // Adam and Adam
+        let mut ib = InputBands::default();
+        let all = 3 * (640 + 480 + 240 + 1024 + 256);
+        assert_eq!(input_bytes(&b, 64, &ib, &optim), 4 * all);
+        // f16 tails and f16 moments: the tail tables and all table state at 2 bytes.
+        ib.dtype = vec![Precision::F32, Precision::F16];
+        let optim = OptimConfig {
+            state_dtype: Precision::Bf16,
+            ..optim
+        };
+        let tables = 640 * 4 + (480 + 240) * 2;
+        let state = 2 * (640 + 480 + 240) * 2;
+        assert_eq!(
+            input_bytes(&b, 64, &ib, &optim),
+            tables + state + 3 * 4 * (1024 + 256)
         );
         let o = bands(100, 8, 2, &[10]).unwrap();
         // Head [8+1, 10 + 1]; tail: proj 8·4, weight and bias (4+1)·90.

@@ -250,3 +250,48 @@ mod tests {
         assert_eq!(Schedule::Cosine.factor(1, 50, 0), 1.0);
     }
 }
+
+/// How table rows or table-optimizer state are stored (`model.input_bands.dtype`,
+/// `optim.state_dtype`). Updates are computed in f32 and rounded back (`optim.rounding`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Precision {
+    #[default]
+    F32,
+    /// IEEE half: 10 mantissa bits, largest finite 65,504.
+    F16,
+    /// bfloat16: f32's exponent range, 7 mantissa bits.
+    Bf16,
+}
+
+impl Precision {
+    pub const ALL: [Precision; 3] = [Precision::F32, Precision::F16, Precision::Bf16];
+
+    /// Bytes of one element.
+    pub fn bytes(self) -> u64 {
+        match self {
+            Precision::F32 => 4,
+            Precision::F16 | Precision::Bf16 => 2,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Precision::F32 => "f32",
+            Precision::F16 => "f16",
+            Precision::Bf16 => "bf16",
+        }
+    }
+}
+
+/// How an f32 update is rounded back into f16 or bf16 storage.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Rounding {
+    /// Up or down with probability by distance (unbiased; FBGEMM's default for FP16 weights),
+    /// from seeded random bits that are a function of the seed, the step, the row and the column.
+    #[default]
+    Stochastic,
+    /// To the nearest (ties to even): updates below half a unit in the last place are lost.
+    Nearest,
+}

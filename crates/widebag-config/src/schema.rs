@@ -9,7 +9,7 @@ use widebag_data::LabelMode;
 
 use crate::{
     Activation, CpuKernels, DenseOptim, DeviceChoice, Format, InputBands, Layout, OutputBands,
-    RecallConvention, Schedule, TableOptim, TargetKind, TextMode, TokenFormat,
+    Precision, RecallConvention, Rounding, Schedule, TableOptim, TargetKind, TextMode, TokenFormat,
 };
 
 /// `[data]`: where batches come from.
@@ -308,6 +308,11 @@ pub struct OptimConfig {
     pub schedule: Schedule,
     /// Steps of linear warm-up from 0 before the schedule.
     pub warmup_steps: usize,
+    /// Storage of the table optimizer's moments (momentum, Adam's m and v): `"f32"`, `"f16"` or
+    /// `"bf16"`. Row-wise Adagrad's accumulator stays f32.
+    pub state_dtype: Precision,
+    /// How f32 updates are rounded into f16/bf16 tables and state: `"stochastic"` or `"nearest"`.
+    pub rounding: Rounding,
     /// Steps the schedule spans: the run's `train.steps`, set by the trainer (not a key).
     #[serde(skip)]
     pub schedule_steps: u64,
@@ -327,6 +332,8 @@ impl Default for OptimConfig {
             weight_decay: 0.01,
             schedule: Schedule::Constant,
             warmup_steps: 0,
+            state_dtype: Precision::F32,
+            rounding: Rounding::Stochastic,
             schedule_steps: 0,
         }
     }

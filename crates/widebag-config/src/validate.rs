@@ -4,7 +4,7 @@ use widebag_data::LabelMode;
 
 use crate::{
     BandPlacement, Config, DataConfig, Format, Layout, ModelConfig, OutputKind, PLAN_KNOBS,
-    TextMode, units,
+    Precision, TextMode, units,
 };
 
 /// The head/tail keys of `[model]`.
@@ -37,6 +37,12 @@ fn check_bands(m: &ModelConfig) -> Result<(), (&'static str, String)> {
         return err(
             "model.input_bands.placement",
             "needs at least one placement (\"device\" or \"host\")".into(),
+        );
+    }
+    if m.input_bands.dtype.is_empty() {
+        return err(
+            "model.input_bands.dtype",
+            "needs at least one dtype (\"f32\", \"f16\" or \"bf16\")".into(),
         );
     }
     for (key, b) in [
@@ -80,6 +86,13 @@ fn check_bands(m: &ModelConfig) -> Result<(), (&'static str, String)> {
             return err(
                 "model.input_bands.placement",
                 "host placement needs layout = \"sparse\"".into(),
+            );
+        }
+        if m.input_bands.dtype.iter().any(|&d| d != Precision::F32) {
+            return err(
+                "model.input_bands.dtype",
+                "f16/bf16 tables need layout = \"sparse\" (the dense layout is the f32 baseline)"
+                    .into(),
             );
         }
     }
@@ -271,6 +284,11 @@ pub fn validate(c: &Config) -> Result<(), (&'static str, String)> {
         o.weight_decay.is_finite() && o.weight_decay >= 0.0,
         "optim.weight_decay",
         "must be a finite number >= 0",
+    )?;
+    check(
+        o.state_dtype == Precision::F32 || c.model.layout == Layout::Sparse,
+        "optim.state_dtype",
+        "f16/bf16 state needs layout = \"sparse\" (the dense layout is the f32 baseline)",
     )?;
     let p = &c.plan;
     if let Some(b) = &p.budget {

@@ -263,6 +263,47 @@ pub fn open_device(choice: DeviceChoice) -> Result<Compute, ModelError> {
     }
 }
 
+/// An error naming the key unless every half-precision table and state `config` places on the
+/// device is a dtype the device supports (lavapipe has f16, not bf16). Host-placed bands, and
+/// every table under flex's host kernels, keep their rows in host memory: any precision.
+pub fn check_precisions(
+    config: &widebag_config::Config,
+    compute: &Compute,
+    n_bands: usize,
+) -> Result<(), ModelError> {
+    use widebag_config::{BandPlacement, CpuKernels, Precision};
+    let host_kernels =
+        crate::cpu::is_flex(&compute.device) && config.train.cpu_kernels == CpuKernels::Host;
+    let ib = &config.model.input_bands;
+    let dtype = |p: Precision| match p {
+        Precision::F32 => burn::tensor::DType::F32,
+        Precision::F16 => burn::tensor::DType::F16,
+        Precision::Bf16 => burn::tensor::DType::BF16,
+    };
+    for k in 0..n_bands.max(1) {
+        if host_kernels || ib.placement_of(k) == BandPlacement::Host {
+            continue;
+        }
+        for (key, p) in [
+            ("model.input_bands.dtype", ib.dtype_of(k)),
+            ("optim.state_dtype", config.optim.state_dtype),
+        ] {
+            if !compute.device.supports_dtype(dtype(p)) {
+                return Err(ModelError::Unsupported {
+                    key,
+                    message: format!(
+                        "{} for input band {k} on the device: {} does not support it \
+                         (use f16 or f32 there, or place the band on the host)",
+                        p.name(),
+                        compute.adapter
+                    ),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

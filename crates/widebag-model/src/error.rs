@@ -17,6 +17,9 @@ pub enum ModelError {
     /// A checkpoint that cannot be written, or is refused when read (it names the file).
     #[error("checkpoint: {0}")]
     Checkpoint(String),
+    /// A setting the device cannot run (it names the key).
+    #[error("{key}: {message}")]
+    Unsupported { key: &'static str, message: String },
     #[error(transparent)]
     Data(#[from] widebag_data::DataError),
 }

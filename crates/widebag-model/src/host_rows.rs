@@ -51,9 +51,9 @@ pub fn add(host: &mut [f32], dim: usize, uniq: SortedIds, delta: &[f32]) {
 }
 
 /// Rows `uniq` (sorted, distinct, in range) of `host`, as disjoint mutable slices in order.
-pub fn split<'a>(host: &'a mut [f32], dim: usize, uniq: SortedIds) -> Vec<&'a mut [f32]> {
-    let mut rows: Vec<&mut [f32]> = Vec::with_capacity(uniq.len());
-    let mut rest: &mut [f32] = host;
+pub fn split<'a, T>(host: &'a mut [T], dim: usize, uniq: SortedIds) -> Vec<&'a mut [T]> {
+    let mut rows: Vec<&mut [T]> = Vec::with_capacity(uniq.len());
+    let mut rest: &mut [T] = host;
     let mut consumed = 0usize;
     for &id in uniq.as_slice() {
         let at = id as usize * dim - consumed;

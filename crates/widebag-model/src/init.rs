@@ -45,6 +45,11 @@ pub fn init_matrix(
 
 /// Fills row `r` of input band `k`'s table (`out.len() == band.dim`). The head keeps the unsplit
 /// table's numbers: its row `r` is id `band.start + r`, column `j` element `id · dim + j`.
+/// Seed of band `k`'s stochastic rounding (its optimizer state's are derived from it).
+pub fn rounding_seed(seed: u64, k: usize) -> u64 {
+    hash2(seed ^ 0x005e_ed0f_4a1f, k as u64)
+}
+
 pub fn table_rows(seed: u64, k: usize, band: Band) -> impl Fn(usize, &mut [f32]) + Sync {
     let bound = (3.0 / band.dim as f64).sqrt();
     let salt = TABLE_SALT + k as u64;

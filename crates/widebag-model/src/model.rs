@@ -12,7 +12,7 @@ use crate::bag::InputBand;
 use crate::cpu::Kernels;
 use crate::params::{DenseParams, OutputParams, n_values};
 use crate::softmax::{self, ClassChunk};
-use crate::table::ShardedTable;
+use crate::table::{RowFormat, ShardedTable};
 use crate::table_optim::TableState;
 use crate::{Compute, ModelError, init};
 
@@ -181,6 +181,7 @@ impl WideModel {
     /// value ([`init`]).
     pub fn new(config: &Config, bands: &ModelBands, compute: &Compute) -> Result<Self, ModelError> {
         let spec = ModelSpec::new(config, bands, compute)?;
+        crate::device::check_precisions(config, compute, bands.input.len())?;
         let device = compute.device.clone();
         let bands = spec
             .bands
@@ -195,9 +196,19 @@ impl WideModel {
                     &device,
                     config.model.input_bands.placement_of(k),
                     spec.kernels,
+                    RowFormat {
+                        precision: config.model.input_bands.dtype_of(k),
+                        rounding: config.optim.rounding,
+                        seed: init::rounding_seed(spec.seed, k),
+                    },
                     init::table_rows(spec.seed, k, band),
                 );
-                let state = TableState::new(config.optim.table, &table, spec.max_buffer_bytes);
+                let state = TableState::new(
+                    config.optim.table,
+                    &table,
+                    spec.max_buffer_bytes,
+                    config.optim.state_dtype,
+                );
                 InputBand { band, table, state }
             })
             .collect();

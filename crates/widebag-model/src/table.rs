@@ -1,23 +1,27 @@
-//! A wide `n_rows × dim` f32 table kept outside autodiff, split into row shards that each fit
+//! A wide `n_rows × dim` table kept outside autodiff (rows in f32, f16 or bf16, always
+//! gathered as f32), split into row shards that each fit
 //! the device's largest buffer. Rows are gathered by sorted unique ids ([`SortedIds`]) and
 //! updated in place by `scatter_nd` with the same (deduplicated) ids. A host-placed table keeps
 //! its rows in host memory: a gather uploads only the requested rows (assembled with rayon) and
 //! an update downloads only the delta of those rows and adds it on the host (in parallel, rows
 //! distinct). On flex every table takes that path (flex's `scatter_nd` writes a whole new table
-//! per update), with no traffic: the device is the host.
+//! per update), with no traffic: the device is the host. A half-precision table adds in f32 and
+//! rounds the sums back ([`RowFormat::rounding`]), on the host or on the device (`device_round`).
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use burn::tensor::{Device, IndexingUpdateOp, Tensor};
-use rayon::prelude::*;
-use widebag_config::BandPlacement;
+use burn::tensor::{Device, FloatDType, IndexingUpdateOp, Tensor};
+use widebag_config::{BandPlacement, Precision, Rounding};
 
 use crate::ModelError;
 use crate::cpu::Kernels;
-use crate::host_rows;
+use crate::cpu::rounding::Half;
+use crate::device_round::{self, dtype_of, uniforms};
 pub use crate::host_rows::Traffic;
+use crate::host_store::{HostRows, RoundKey, RowMut, half_of};
 use crate::ids::SortedIds;
+use crate::table_io::upload_shard;
 use crate::tensors::{floats, ints, row_indices, to_vec};
 
 /// Where the rows live.
@@ -27,7 +31,34 @@ pub(crate) enum Storage {
     Device(Vec<Tensor<2>>),
     /// Row-major host rows: a host-placed band's, or on flex (whose device is the host) every
     /// table's, so rows are gathered and updated in place there too.
-    Host(Vec<f32>),
+    Host(HostRows),
+}
+
+/// How a table stores its rows and rounds updates into them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RowFormat {
+    pub precision: Precision,
+    pub rounding: Rounding,
+    /// Seed of the stochastic rounding's random bits (distinct per table of a run).
+    pub seed: u64,
+}
+
+impl RowFormat {
+    /// f32 rows (no rounding).
+    pub const F32: RowFormat = RowFormat {
+        precision: Precision::F32,
+        rounding: Rounding::Stochastic,
+        seed: 0,
+    };
+
+    /// The same format with another precision and seed (a table's optimizer state).
+    pub fn with(self, precision: Precision, seed: u64) -> Self {
+        RowFormat {
+            precision,
+            seed,
+            ..self
+        }
+    }
 }
 
 /// Row-sharded table. Not `Clone`: an update is in place only while its shards have one handle.
@@ -41,6 +72,11 @@ pub struct ShardedTable {
     /// Host rows that are the device's own (flex): no traffic, and placed on the device.
     resident: bool,
     traffic: Arc<Traffic>,
+    format: RowFormat,
+    /// The step the next update belongs to ([`Self::set_update_step`]) and how many updates
+    /// of it came before: the stochastic rounding's key.
+    update_step: u64,
+    update_pass: u64,
 }
 
 /// A run of sorted unique ids that falls in one shard: `uniq[start..end]` live in `shard`.
@@ -73,6 +109,7 @@ impl ShardedTable {
             device,
             BandPlacement::Device,
             Kernels::Tensor,
+            RowFormat::F32,
             init,
         )
     }
@@ -80,6 +117,9 @@ impl ShardedTable {
     /// Builds the table where `placement` says. A host table is cut into the same logical shards
     /// (so a batch's segments, and the numbers, are those of the device table). With host
     /// kernels (flex) a device-placed table keeps its rows on the host path too, resident.
+    /// Rows per shard follow the f32 rule whatever `format.precision`, so a gathered segment
+    /// (f32) stays within the buffer limit; a half-precision shard takes half the bytes.
+    #[allow(clippy::too_many_arguments)] // each is a different fact; `placed_like` reuses them
     pub fn placed(
         n_rows: usize,
         dim: usize,
@@ -87,47 +127,35 @@ impl ShardedTable {
         device: &Device,
         placement: BandPlacement,
         kernels: Kernels,
+        format: RowFormat,
         init: impl Fn(usize, &mut [f32]) + Sync,
     ) -> Self {
         let rows_per_shard = Self::rows_per_shard(n_rows, dim, max_buffer_bytes);
         let resident = kernels == Kernels::Host;
-        if placement == BandPlacement::Host || resident {
-            let mut host = vec![0.0f32; n_rows * dim];
-            host.par_chunks_mut(dim.max(1))
-                .enumerate()
-                .for_each(|(r, out)| init(r, out));
-            return Self {
-                storage: Storage::Host(host),
-                device: device.clone(),
-                rows_per_shard,
-                n_rows,
-                dim,
-                resident: resident && placement == BandPlacement::Device,
-                traffic: Arc::default(),
-            };
-        }
-        let mut shards = Vec::new();
-        let mut first = 0;
-        while first < n_rows {
-            let n = rows_per_shard.min(n_rows - first);
-            let mut host = vec![0.0f32; n * dim];
-            host.par_chunks_mut(dim.max(1))
-                .enumerate()
-                .for_each(|(r, out)| init(first + r, out));
-            let dev = device.clone();
-            let shard =
-                device.memory_persistent_allocations(host, move |h| floats(h, [n, dim], &dev));
-            shards.push(shard);
-            first += n;
-        }
+        let storage = if placement == BandPlacement::Host || resident {
+            Storage::Host(HostRows::new(n_rows, dim, format.precision, init))
+        } else {
+            let mut shards = Vec::new();
+            let mut first = 0;
+            while first < n_rows {
+                let n = rows_per_shard.min(n_rows - first);
+                let rows = HostRows::new(n, dim, format.precision, |r, out| init(first + r, out));
+                shards.push(upload_shard(rows, [n, dim], device));
+                first += n;
+            }
+            Storage::Device(shards)
+        };
         Self {
-            storage: Storage::Device(shards),
+            storage,
             device: device.clone(),
             rows_per_shard,
             n_rows,
             dim,
-            resident: false,
+            resident: resident && placement == BandPlacement::Device,
             traffic: Arc::default(),
+            format,
+            update_step: 0,
+            update_pass: 0,
         }
     }
 
@@ -137,8 +165,9 @@ impl ShardedTable {
         })
     }
 
-    /// A zero table of the same rows and placement, `dim` wide (optimizer state).
-    pub fn zeros_like(&self, dim: usize, max_buffer_bytes: u64) -> Self {
+    /// A zero table of the same rows and placement, `dim` wide, stored as `format` says
+    /// (optimizer state).
+    pub fn zeros_like(&self, dim: usize, max_buffer_bytes: u64, format: RowFormat) -> Self {
         Self::placed(
             self.n_rows,
             dim,
@@ -149,8 +178,37 @@ impl ShardedTable {
                 true => Kernels::Host,
                 false => Kernels::Tensor,
             },
+            format,
             |_, out| out.fill(0.0),
         )
+    }
+
+    /// How the rows are stored.
+    pub fn format(&self) -> RowFormat {
+        self.format
+    }
+
+    /// Updates from now on belong to `step`: the stochastic rounding's random bits are a function
+    /// of the table's seed, the step, the update's place among the step's updates and the
+    /// element, so a resumed run rounds as the uninterrupted one did.
+    pub fn set_update_step(&mut self, step: u64) {
+        if step != self.update_step {
+            (self.update_step, self.update_pass) = (step, 0);
+        }
+    }
+
+    /// The rounding of the next update (and counts it).
+    fn next_round(&mut self) -> RoundKey {
+        let key = self
+            .update_step
+            .wrapping_shl(20)
+            .wrapping_add(self.update_pass);
+        self.update_pass += 1;
+        RoundKey {
+            rounding: self.format.rounding,
+            seed: self.format.seed,
+            key,
+        }
     }
 
     pub fn placement(&self) -> BandPlacement {
@@ -178,7 +236,7 @@ impl ShardedTable {
         self.n_rows.div_ceil(self.rows_per_shard.max(1)).max(1)
     }
     pub fn bytes(&self) -> u64 {
-        self.n_rows as u64 * self.dim as u64 * 4
+        self.n_rows as u64 * self.dim as u64 * self.format.precision.bytes()
     }
 
     /// Splits sorted unique ids into runs that each fall in one shard.
@@ -210,7 +268,11 @@ impl ShardedTable {
         match &self.storage {
             Storage::Device(shards) => {
                 let idx = ints(&self.local_ids(seg, uniq), &self.device);
-                shards[seg.shard].clone().select(0, idx)
+                let rows = shards[seg.shard].clone().select(0, idx);
+                match self.format.precision {
+                    Precision::F32 => rows,
+                    _ => rows.cast(FloatDType::F32),
+                }
             }
             Storage::Host(host) => self.host_gather(host, &uniq.as_slice()[seg.start..seg.end]),
         }
@@ -228,9 +290,9 @@ impl ShardedTable {
     }
 
     /// Rows `ids` of a host table, assembled in parallel and uploaded as one tensor.
-    fn host_gather(&self, host: &[f32], ids: &[u32]) -> Tensor<2> {
+    fn host_gather(&self, host: &HostRows, ids: &[u32]) -> Tensor<2> {
         let dim = self.dim;
-        let out = host_rows::gather(host, dim, ids);
+        let out = host.gather(dim, ids);
         if !self.resident {
             self.traffic
                 .to_device_bytes
@@ -265,9 +327,13 @@ impl ShardedTable {
         if uniq.is_empty() {
             return Ok(());
         }
+        let round = self.next_round();
         if let Storage::Host(host) = &mut self.storage {
             let traffic = (!self.resident).then_some(&*self.traffic);
-            return Self::host_scatter_add(host, self.dim, traffic, uniq, delta);
+            return Self::host_scatter_add(host, self.dim, traffic, uniq, delta, round);
+        }
+        if let Some(half) = half_of(self.format.precision) {
+            return self.device_half_add(uniq, delta, half, round);
         }
         let device = delta.device();
         let segments = self.segments(uniq);
@@ -309,21 +375,37 @@ impl ShardedTable {
     ) -> Result<Option<Vec<&mut [f32]>>, ModelError> {
         self.check_range(uniq)?;
         match &mut self.storage {
-            Storage::Host(host) if self.resident => {
-                Ok(Some(host_rows::split(host, self.dim, uniq)))
-            }
+            Storage::Host(host) if self.resident => Ok(host.split_f32(self.dim, uniq)),
             _ => Ok(None),
+        }
+    }
+
+    /// Rows `uniq` of a resident table of any precision, lent for an in-place update computed in
+    /// f32 (and counted as one update for the rounding); `None` for a device or host-tier table.
+    pub fn resident_rows_any(
+        &mut self,
+        uniq: SortedIds,
+    ) -> Result<Option<Vec<RowMut<'_>>>, ModelError> {
+        self.check_range(uniq)?;
+        if !self.resident {
+            return Ok(None);
+        }
+        let round = self.next_round();
+        match &mut self.storage {
+            Storage::Host(host) => Ok(Some(host.split_rows(self.dim, uniq, round))),
+            Storage::Device(_) => Ok(None),
         }
     }
 
     /// `host[uniq[i]] += delta[i]` for a host table: only the touched rows' delta comes back;
     /// rows are distinct, so each gets one disjoint mutable slice and the adds run in parallel.
     fn host_scatter_add(
-        host: &mut [f32],
+        host: &mut HostRows,
         dim: usize,
         traffic: Option<&Traffic>,
         uniq: SortedIds,
         delta: Tensor<2>,
+        round: RoundKey,
     ) -> Result<(), ModelError> {
         let delta = to_vec(delta)?;
         if let Some(traffic) = traffic {
@@ -331,14 +413,57 @@ impl ShardedTable {
                 .to_host_bytes
                 .fetch_add(4 * delta.len() as u64, Ordering::Relaxed);
         }
-        host_rows::add(host, dim, uniq, &delta);
+        host.add(dim, uniq, &delta, round);
+        Ok(())
+    }
+
+    /// `table[uniq[i]] ← round(table[uniq[i]] + delta[i])` for half-precision device shards:
+    /// the touched rows are read as f32, added to and rounded on the device, with the
+    /// stochastic rounding's uniform numbers made on the host from the same random bits as the
+    /// host path, and written back with `scatter_nd(Assign)` (ids distinct).
+    fn device_half_add(
+        &mut self,
+        uniq: SortedIds,
+        delta: Tensor<2>,
+        half: Half,
+        round: RoundKey,
+    ) -> Result<(), ModelError> {
+        let device = delta.device();
+        let segments = self.segments(uniq);
+        let single = segments.len() == 1;
+        let dim = self.dim;
+        for seg in segments {
+            let local = self.local_ids(seg, uniq);
+            let n = seg.end - seg.start;
+            let part = if single {
+                delta.clone()
+            } else {
+                delta.clone().narrow(0, seg.start, n)
+            };
+            let sum = self.gather_segment(uniq, seg) + part;
+            let ids = &uniq.as_slice()[seg.start..seg.end];
+            let rounded = match round.rounding {
+                Rounding::Nearest => sum,
+                Rounding::Stochastic => {
+                    let u = uniforms(ids, dim, round);
+                    device_round::stochastic(sum, floats(u, [n, dim], &device), half)
+                }
+            };
+            let idx = row_indices(&local, &device);
+            let Storage::Device(shards) = &mut self.storage else {
+                unreachable!("device_half_add runs on device storage only")
+            };
+            let shard = std::mem::replace(&mut shards[seg.shard], Tensor::empty([0, dim], &device));
+            shards[seg.shard] =
+                shard.scatter_nd(idx, rounded.cast(dtype_of(half)), IndexingUpdateOp::Assign);
+        }
         Ok(())
     }
 
     /// The whole table on the host, row-major (tests and small tables only).
     pub fn to_vec(&self) -> Result<Vec<f32>, ModelError> {
         match &self.storage {
-            Storage::Host(host) => Ok(host.clone()),
+            Storage::Host(host) => Ok(host.to_vec()),
             Storage::Device(shards) => {
                 let mut out = Vec::with_capacity(self.n_rows * self.dim);
                 for s in shards {
@@ -351,150 +476,5 @@ impl ShardedTable {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn ids(ids: &[u32]) -> SortedIds<'_> {
-        SortedIds::new(ids).unwrap()
-    }
-
-    #[test]
-    fn shards_follow_the_buffer_limit_and_round_trip() {
-        let device = Device::flex();
-        // 10 rows of 4 floats (16 bytes) with a 48-byte limit: 3 rows per shard, 4 shards.
-        let t = ShardedTable::from_fn(10, 4, 48, &device, |r, out| {
-            for (j, o) in out.iter_mut().enumerate() {
-                *o = (r * 10 + j) as f32;
-            }
-        });
-        assert_eq!(t.n_shards(), 4);
-        let rows = to_vec(t.gather(ids(&[0, 2, 3, 7, 9])).unwrap()).unwrap();
-        let expect: Vec<f32> = [0, 2, 3, 7, 9]
-            .iter()
-            .flat_map(|&r| (0..4).map(move |j| (r * 10 + j) as f32))
-            .collect();
-        assert_eq!(rows, expect);
-
-        let mut t = t;
-        let delta = floats(vec![1.0; 12], [3, 4], &device);
-        t.scatter_add(ids(&[2, 3, 9]), delta).unwrap();
-        let all = t.to_vec().unwrap();
-        assert_eq!(all[2 * 4], 21.0);
-        assert_eq!(all[3 * 4 + 3], 34.0);
-        assert_eq!(all[9 * 4 + 1], 92.0);
-        assert_eq!(all[4 * 4], 40.0);
-    }
-
-    #[test]
-    fn a_host_table_moves_only_the_touched_rows() {
-        let device = Device::flex();
-        let init = |r: usize, out: &mut [f32]| {
-            for (j, o) in out.iter_mut().enumerate() {
-                *o = (r * 10 + j) as f32;
-            }
-        };
-        let mut host = ShardedTable::placed(
-            10,
-            4,
-            48,
-            &device,
-            BandPlacement::Host,
-            Kernels::Tensor,
-            init,
-        );
-        let mut dev = ShardedTable::placed(
-            10,
-            4,
-            48,
-            &device,
-            BandPlacement::Device,
-            Kernels::Tensor,
-            init,
-        );
-        assert_eq!(host.n_shards(), dev.n_shards());
-        let rows = ids(&[0, 2, 3, 7, 9]);
-        assert_eq!(host.segments(rows), dev.segments(rows));
-        assert_eq!(
-            to_vec(host.gather(rows).unwrap()).unwrap(),
-            to_vec(dev.gather(rows).unwrap()).unwrap()
-        );
-        assert_eq!(host.traffic(), (5 * 4 * 4, 0));
-        let delta = || floats((0..12).map(|x| x as f32 * 0.5).collect(), [3, 4], &device);
-        host.scatter_add(ids(&[2, 3, 9]), delta()).unwrap();
-        dev.scatter_add(ids(&[2, 3, 9]), delta()).unwrap();
-        assert_eq!(host.to_vec().unwrap(), dev.to_vec().unwrap());
-        assert_eq!(host.traffic(), (5 * 4 * 4, 3 * 4 * 4));
-        assert_eq!(dev.traffic(), (0, 0));
-    }
-
-    #[test]
-    fn a_resident_table_is_the_device_table_updated_in_place_without_traffic() {
-        // Host kernels: rows on the host path, placed on the device (the host), state too.
-        let device = Device::flex();
-        let init = |r: usize, out: &mut [f32]| out.iter_mut().for_each(|o| *o = r as f32);
-        let placed = |kernels| {
-            ShardedTable::placed(10, 4, 48, &device, BandPlacement::Device, kernels, init)
-        };
-        let (mut res, mut dev) = (placed(Kernels::Host), placed(Kernels::Tensor));
-        assert_eq!(res.placement(), BandPlacement::Device);
-        let rows = ids(&[1, 4, 8]);
-        assert_eq!(
-            to_vec(res.gather(rows).unwrap()).unwrap(),
-            to_vec(dev.gather(rows).unwrap()).unwrap()
-        );
-        let delta = || floats((0..12).map(|x| x as f32).collect(), [3, 4], &device);
-        res.scatter_add(rows, delta()).unwrap();
-        dev.scatter_add(rows, delta()).unwrap();
-        assert_eq!(res.to_vec().unwrap(), dev.to_vec().unwrap());
-        assert_eq!(res.traffic(), (0, 0));
-        let state = res.zeros_like(2, 48);
-        assert!(state.resident && state.placement() == BandPlacement::Device);
-    }
-
-    #[test]
-    fn unsorted_or_out_of_range_ids_are_refused_not_a_panic() {
-        // Unsorted ids once underflowed the host update's offset arithmetic.
-        let device = Device::flex();
-        for placement in [BandPlacement::Host, BandPlacement::Device] {
-            let kernels = Kernels::Tensor;
-            let mut t =
-                ShardedTable::placed(10, 4, 48, &device, placement, kernels, |_, o| o.fill(1.0));
-            assert!(SortedIds::new(&[9, 2]).is_err());
-            assert!(SortedIds::new(&[2, 2]).is_err());
-            let delta = || floats(vec![1.0; 8], [2, 4], &device);
-            let err = t.scatter_add(ids(&[2, 10]), delta()).unwrap_err();
-            assert!(matches!(err, ModelError::Ids(_)), "{err}");
-            assert!(t.gather(ids(&[10])).is_err());
-            assert_eq!(t.to_vec().unwrap(), vec![1.0; 40], "nothing written");
-        }
-    }
-
-    /// Whether `T` implements `Clone`, by method resolution (autoref specialisation).
-    struct Probe<T>(std::marker::PhantomData<T>);
-    trait IsClone {
-        fn is_clone(&self) -> bool {
-            true
-        }
-    }
-    impl<T: Clone> IsClone for Probe<T> {}
-    trait NotClone {
-        fn is_clone(&self) -> bool {
-            false
-        }
-    }
-    impl<T> NotClone for &Probe<T> {}
-
-    #[test]
-    #[allow(clippy::needless_borrow)] // the borrow selects which `is_clone` answers
-    fn tables_and_their_optimizer_state_cannot_be_cloned() {
-        // A clone would keep a second handle to the shards and silently turn every in-place
-        // update into a whole-table copy.
-        use crate::table_optim::TableState;
-        assert!(!(&Probe::<ShardedTable>(std::marker::PhantomData)).is_clone());
-        assert!(!(&Probe::<TableState>(std::marker::PhantomData)).is_clone());
-        assert!(
-            (&Probe::<Segment>(std::marker::PhantomData)).is_clone(),
-            "the probe works"
-        );
-    }
-}
+#[path = "table_tests.rs"]
+mod tests;

@@ -3,7 +3,11 @@
 
 use std::borrow::Cow;
 
+use burn::tensor::{DType, Device, Tensor, TensorData};
+
 use crate::ModelError;
+use crate::cpu::rounding::Half;
+use crate::host_store::{HostRows, half_of};
 use crate::table::{ShardedTable, Storage};
 use crate::tensors::{floats, to_vec};
 
@@ -26,12 +30,13 @@ impl ShardedTable {
         let (first, n) = self.shard_ranges()[s];
         let dim = self.dim();
         match &self.storage {
-            Storage::Host(host) => Ok(Cow::Borrowed(&host[first * dim..(first + n) * dim])),
+            Storage::Host(host) => Ok(host.read(first * dim..(first + n) * dim)),
             Storage::Device(shards) => Ok(Cow::Owned(to_vec(shards[s].clone())?)),
         }
     }
 
-    /// Replaces shard `s`'s rows with `values` (`rows × dim`, row-major).
+    /// Replaces shard `s`'s rows with `values` (`rows × dim`, row-major; rounded to the nearest
+    /// value of a half-precision table: a checkpoint's values are that table's, so exact).
     pub fn write_shard(&mut self, s: usize, values: Vec<f32>) -> Result<(), ModelError> {
         let (first, n) = self.shard_ranges()[s];
         let dim = self.dim();
@@ -41,17 +46,51 @@ impl ShardedTable {
                 values.len()
             )));
         }
-        let device = self.device();
+        let (device, precision) = (self.device(), self.format().precision);
         match &mut self.storage {
-            Storage::Host(host) => host[first * dim..(first + n) * dim].copy_from_slice(&values),
+            Storage::Host(host) => host.write(first * dim..(first + n) * dim, &values),
             Storage::Device(shards) => {
-                let dev = device.clone();
-                shards[s] = device
-                    .memory_persistent_allocations(values, move |h| floats(h, [n, dim], &dev));
+                let rows = match half_of(precision) {
+                    None => HostRows::F32(values),
+                    Some(half) => HostRows::Half {
+                        bits: values.iter().map(|&x| half.nearest(x)).collect(),
+                        half,
+                    },
+                };
+                shards[s] = upload_shard(rows, [n, dim], &device);
             }
         }
         Ok(())
     }
+}
+
+/// One shard's rows on the device at their precision, in the persistent pool (exact sizes).
+pub(crate) fn upload_shard(rows: HostRows, shape: [usize; 2], device: &Device) -> Tensor<2> {
+    let dev = device.clone();
+    device.memory_persistent_allocations(rows, move |rows| match rows {
+        HostRows::F32(v) => floats(v, shape, &dev),
+        HostRows::Half { bits, half } => {
+            let (data, dtype) = match half {
+                Half::F16 => (
+                    TensorData::new(
+                        bits.into_iter().map(burn::tensor::f16::from_bits).collect(),
+                        shape,
+                    ),
+                    DType::F16,
+                ),
+                Half::Bf16 => (
+                    TensorData::new(
+                        bits.into_iter()
+                            .map(burn::tensor::bf16::from_bits)
+                            .collect(),
+                        shape,
+                    ),
+                    DType::BF16,
+                ),
+            };
+            Tensor::from_data(data, (&dev, dtype))
+        }
+    })
 }
 
 #[cfg(test)]
@@ -69,6 +108,7 @@ mod tests {
                 &device,
                 widebag_config::BandPlacement::Device,
                 kernels,
+                crate::table::RowFormat::F32,
                 |r, out| out.fill(r as f32),
             );
             assert_eq!(t.shard_ranges(), vec![(0, 4), (4, 4), (8, 2)]);

@@ -5,7 +5,7 @@
 //! catch-up replays the steps a row missed so that it follows dense AdamW exactly.
 
 use burn::tensor::Tensor;
-use widebag_config::{OptimConfig, TableOptim};
+use widebag_config::{OptimConfig, Precision, TableOptim};
 
 use crate::ModelError;
 use crate::catch_up::replay;
@@ -40,28 +40,59 @@ pub enum TableState {
     },
 }
 
+/// Marks the rounding key of a flush (the high bit over the step).
+const FLUSH_KEY: u64 = 1 << 43;
+
 /// Rows a lazy-AdamW catch-up moves through the host at once (bounds its temporaries).
 const CATCH_UP_ROWS: usize = 1 << 14;
 
 impl TableState {
-    pub fn new(optim: TableOptim, table: &ShardedTable, max_buffer_bytes: u64) -> Self {
+    /// The zero state of `optim` for `table`: moments stored at `state_dtype` (with the
+    /// table's rounding and seeds of their own), row-wise Adagrad's accumulator in f32.
+    pub fn new(
+        optim: TableOptim,
+        table: &ShardedTable,
+        max_buffer_bytes: u64,
+        state_dtype: Precision,
+    ) -> Self {
+        let seed = table.format().seed;
+        let state = |dim: usize, precision: Precision, k: u64| {
+            let seed = seed ^ (k + 1).wrapping_mul(0x2545_f491_4f6c_dd1d);
+            table.zeros_like(dim, max_buffer_bytes, table.format().with(precision, seed))
+        };
+        let dim = table.dim();
         match optim {
             TableOptim::Sgd => TableState::Sgd,
             TableOptim::Momentum => TableState::Momentum {
-                buf: table.zeros_like(table.dim(), max_buffer_bytes),
+                buf: state(dim, state_dtype, 0),
             },
             TableOptim::RowwiseAdagrad => TableState::RowwiseAdagrad {
-                acc: table.zeros_like(1, max_buffer_bytes),
+                acc: state(1, Precision::F32, 0),
             },
             TableOptim::Adam => TableState::Adam {
-                m: table.zeros_like(table.dim(), max_buffer_bytes),
-                v: table.zeros_like(table.dim(), max_buffer_bytes),
+                m: state(dim, state_dtype, 0),
+                v: state(dim, state_dtype, 1),
             },
             TableOptim::AdamW => TableState::AdamW {
-                m: table.zeros_like(table.dim(), max_buffer_bytes),
-                v: table.zeros_like(table.dim(), max_buffer_bytes),
+                m: state(dim, state_dtype, 0),
+                v: state(dim, state_dtype, 1),
                 last_step: vec![0; table.n_rows()],
             },
+        }
+    }
+
+    /// Updates of `table` and of this state from now on belong to `step` (the stochastic
+    /// rounding's key; see [`ShardedTable::set_update_step`]).
+    fn set_update_step(&mut self, table: &mut ShardedTable, step: u64) {
+        table.set_update_step(step);
+        match self {
+            TableState::Sgd => {}
+            TableState::Momentum { buf } => buf.set_update_step(step),
+            TableState::Adam { m, v } | TableState::AdamW { m, v, .. } => {
+                m.set_update_step(step);
+                v.set_update_step(step);
+            }
+            TableState::RowwiseAdagrad { acc } => acc.set_update_step(step),
         }
     }
 
@@ -75,6 +106,22 @@ impl TableState {
         config: &OptimConfig,
         step: u64,
     ) -> Result<(), ModelError> {
+        self.catch_up_keyed(table, uniq, config, step, step)
+    }
+
+    /// [`Self::catch_up`] whose rounding belongs to `round_step`.
+    fn catch_up_keyed(
+        &mut self,
+        table: &mut ShardedTable,
+        uniq: SortedIds,
+        config: &OptimConfig,
+        step: u64,
+        round_step: u64,
+    ) -> Result<(), ModelError> {
+        if !matches!(self, TableState::AdamW { .. }) {
+            return Ok(());
+        }
+        self.set_update_step(table, round_step);
         let TableState::AdamW { m, v, last_step } = self else {
             return Ok(());
         };
@@ -113,7 +160,10 @@ impl TableState {
         let owing: Vec<u32> = (0..last_step.len() as u32)
             .filter(|&id| last_step[id as usize] < step)
             .collect();
-        self.catch_up(table, SortedIdBuf::new(owing)?.ids(), config, step + 1)
+        // The flush rounds under a key of its own: a run resumed from the checkpoint it
+        // preceded never ran it, and its next step must round as the uninterrupted run's did.
+        let owing = SortedIdBuf::new(owing)?;
+        self.catch_up_keyed(table, owing.ids(), config, step + 1, FLUSH_KEY | step)
     }
 
     /// Updates the rows `uniq` of `table` with their gradient `[U, dim]`.
@@ -128,6 +178,7 @@ impl TableState {
     ) -> Result<(), ModelError> {
         // A no-op when the training step caught these rows up before reading them.
         self.catch_up(table, uniq, config, step)?;
+        self.set_update_step(table, step);
         match self {
             TableState::Sgd => {
                 if row_update::sgd(table, uniq, &grad_rows, config.table_lr_at(step))? {
@@ -234,7 +285,7 @@ mod tests {
     fn two_steps(optim: TableOptim) -> Vec<f32> {
         let device = Device::flex();
         let mut table = ShardedTable::zeros(3, 2, u64::MAX, &device);
-        let mut state = TableState::new(optim, &table, u64::MAX);
+        let mut state = TableState::new(optim, &table, u64::MAX, Precision::F32);
         let config = OptimConfig {
             table_lr: Some(0.1),
             momentum: 0.9,
@@ -291,7 +342,7 @@ mod tests {
         let mut table = ShardedTable::from_fn(rows, dim, u64::MAX, &device, |r, out| {
             out.copy_from_slice(&init[r * dim..(r + 1) * dim])
         });
-        let mut state = TableState::new(TableOptim::AdamW, &table, u64::MAX);
+        let mut state = TableState::new(TableOptim::AdamW, &table, u64::MAX, Precision::F32);
         let config = OptimConfig {
             lr: 0.01,
             table_lr: Some(0.01),

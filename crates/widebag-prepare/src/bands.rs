@@ -114,14 +114,13 @@ pub(crate) fn resolve_bands(
     relabel: &Relabel,
 ) -> Result<Vec<BandReport>, PrepareError> {
     let mut reports = Vec::new();
-    let (table, dense) = (config.optim.table, config.optim.dense);
     // Input side.
     let ib = config.model.input_bands.clone();
     let (width, dim) = (config.data.width, config.model.dim);
     let unsplit = bands::bands(width, dim, ib.factor, &[]).expect("one band");
     let input_bytes = |cuts: &[usize]| {
         bands::bands(width, dim, ib.factor, cuts)
-            .map(|b| F32_BYTES * bands::input_values(&b, dim, table, dense))
+            .map(|b| bands::input_bytes(&b, dim, &ib, &config.optim))
             .unwrap_or(u64::MAX)
     };
     let mut budget_bytes = None;
@@ -168,7 +167,7 @@ pub(crate) fn resolve_bands(
     let ob = config.model.output_bands.clone();
     let n = config.data.n_classes();
     let last = config.model.last_hidden();
-    let per_value = F32_BYTES * (1 + dense.state_per_weight());
+    let per_value = F32_BYTES * (1 + config.optim.dense.state_per_weight());
     let output_bytes = |cuts: &[usize]| {
         bands::bands(n, last, ob.factor, cuts)
             .map(|b| per_value * bands::output_parameters(&b, last))

@@ -55,7 +55,9 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
     use widebag_config::bands::ModelBands;
-    use widebag_config::{Config, DenseOptim, Objective, TableOptim, load};
+    use widebag_config::{
+        BandPlacement, Config, DenseOptim, Objective, Precision, TableOptim, load,
+    };
     use widebag_data::{BatchSource, SyntheticSpec, SyntheticStream};
     use widebag_ledger::step::DeviceFacts;
 
@@ -165,6 +167,11 @@ mod tests {
             assert!(k < m, "{freed:?}");
         }
         assert!(rest.iter().any(|s| s.key == "train.batch_size"));
+        // Logits bound: a narrower class chunk is a remedy that keeps the model and optimizers.
+        assert!(
+            rest.iter().any(|s| s.key == "model.class_chunk"),
+            "{rest:?}"
+        );
         // Each suggestion, applied alone, fits.
         for sug in rest {
             let mut changed = c.clone();
@@ -173,6 +180,12 @@ mod tests {
                 "optim.table" => changed.optim.table = serde_plain(&sug.to),
                 "train.batch_size" => changed.train.batch_size = sug.to.parse().unwrap(),
                 "model.dim" => changed.model.dim = sug.to.parse().unwrap(),
+                "model.class_chunk" => changed.model.class_chunk = sug.to.parse().unwrap(),
+                "model.input_bands.placement" => {
+                    changed.model.input_bands.placement = vec![BandPlacement::Host]
+                }
+                "model.input_bands.dtype" => changed.model.input_bands.dtype = vec![Precision::F16],
+                "optim.state_dtype" => changed.optim.state_dtype = Precision::Bf16,
                 "optim.dense" | "optim" => continue,
                 other => panic!("unexpected {other}"),
             }
@@ -181,6 +194,52 @@ mod tests {
         }
         let budget: u64 = p.budget_bytes + last.frees_bytes;
         assert!(plan(&c, &rows, budget, pins).fits, "{}", last.text);
+    }
+
+    #[test]
+    fn a_table_bound_run_is_offered_the_host_tier_and_half_tables() {
+        // 100,000 × 16 rows with lazy Adam (19.2 MB with their moments), few classes.
+        let c = config(&[
+            "data.width=100000",
+            "data.n_classes=100",
+            "train.batch_size=32",
+            "optim.table=adam",
+            "optim.dense=adam",
+        ]);
+        let rows = sample(&c);
+        let pins = Pins {
+            batch_size: true,
+            table: true,
+            dense: true,
+        };
+        let budget = 18 << 20;
+        let p = plan(&c, &rows, budget, pins);
+        assert!(!p.fits);
+        let fits_with = |edit: &dyn Fn(&mut Config)| {
+            let mut changed = c.clone();
+            edit(&mut changed);
+            plan(&changed, &rows, budget, pins).fits
+        };
+        let key = |k: &str| p.suggestions.iter().find(|s| s.key == k).cloned();
+        let host = key("model.input_bands.placement").expect("the host tier");
+        assert_eq!(host.to, "[\"host\"]");
+        assert!(fits_with(
+            &|c| c.model.input_bands.placement = vec![BandPlacement::Host]
+        ));
+        let half = key("model.input_bands.dtype").expect("f16 tables");
+        assert!(fits_with(
+            &|c| c.model.input_bands.dtype = vec![Precision::F16]
+        ));
+        // Both keep the model and the optimizers, so they rank before the narrower embedding,
+        // and the smaller change (f16 frees less than moving the table off the device) first.
+        let at = |k: &str| p.suggestions.iter().position(|s| s.key == k);
+        assert!(half.frees_bytes < host.frees_bytes);
+        assert!(at("model.input_bands.dtype") < at("model.input_bands.placement"));
+        if let Some(dim) = at("model.dim") {
+            assert!(at("model.input_bands.placement").unwrap() < dim);
+        }
+        // bf16 moments are offered only where the device is the host (lavapipe has no bf16).
+        assert!(key("optim.state_dtype").is_none());
     }
 
     fn serde_plain(name: &str) -> TableOptim {

@@ -1,10 +1,11 @@
-//! The suggestions when nothing fits: single changes (a weaker optimizer, a smaller batch, the
+//! The suggestions when nothing fits: single changes (a weaker optimizer, a smaller batch, a
+//! layout remedy: a narrower class chunk, the host tier, half-precision tables or moments; the
 //! sparse layout, a narrower embedding, a larger budget), each checked against the ledger and
 //! ranked.
 
 use widebag_config::bands::{Band, ModelBands, band_dim};
 use widebag_config::units::format_bytes;
-use widebag_config::{Config, DenseOptim, Layout, TableOptim};
+use widebag_config::{BandPlacement, Config, DenseOptim, Layout, Precision, TableOptim};
 
 use crate::Candidate;
 use crate::Suggestion;
@@ -12,8 +13,8 @@ use crate::enumerate::capability;
 use crate::estimate::{Estimator, Variant};
 use crate::search::largest_batch;
 
-/// Single changes that would make the run fit, ranked: the optimizer or batch changes first (the
-/// model stays), then the sparse layout, then both optimizers at once, then a narrower embedding,
+/// Single changes that would make the run fit, ranked: the optimizer, batch and layout-remedy
+/// changes first (the model stays), then the sparse layout, then both optimizers at once, then a narrower embedding,
 /// each group by the bytes it frees (the smallest sufficient change first); a larger budget last.
 /// Per optimizer knob only the most capable alternative that fits is listed.
 pub(crate) fn suggestions(
@@ -93,6 +94,17 @@ pub(crate) fn suggestions(
             "plan.min_batch"
         };
         push(0, key, min_batch.to_string(), b.to_string(), &c);
+    }
+    // Layout remedies: the same model stored or scheduled differently.
+    if layout == Layout::Sparse {
+        for (key, from, to, changed) in remedies(est, min_batch, (ct, cd)) {
+            let variant = Variant {
+                config: &changed,
+                bands: p.bands,
+            };
+            let c = est.candidate_with(variant, min_batch, ct, cd);
+            push(0, key, from, to, &c);
+        }
     }
     // The sparse layout, with the most capable table optimizer that fits (same bands).
     if layout == Layout::Dense {
@@ -191,6 +203,106 @@ pub(crate) fn suggestions(
         });
     }
     out
+}
+
+/// The sparse layout's remedies, each alone, as `(key, from, to, changed config)`: the widest
+/// class chunk that fits (time: more, smaller output passes; at most [`MAX_CHUNKS`] of them), every input band's table and state
+/// on the host tier (time: rows cross to the device each step), f16 tables (precision: updates
+/// rounded stochastically), and bf16 moments where the device is the host (flex; lavapipe has no
+/// bf16). Remedies already in the config are skipped.
+fn remedies(
+    est: &Estimator,
+    min_batch: usize,
+    (ct, cd): (TableOptim, DenseOptim),
+) -> Vec<(&'static str, String, String, Config)> {
+    let p = est.p;
+    let config = p.config;
+    let m = &config.model;
+    let mut out = Vec::new();
+    if m.output_bands.cutoffs.ids().is_empty() {
+        let with_chunk = |chunk: usize| {
+            let mut c = config.clone();
+            c.model.class_chunk = chunk;
+            c
+        };
+        let fits_chunk = |chunk: usize| {
+            let c = with_chunk(chunk);
+            let variant = Variant {
+                config: &c,
+                bands: p.bands,
+            };
+            est.fits_with(variant, min_batch, ct, cd)
+        };
+        let current = match m.class_chunk {
+            0 => config.data.n_classes(),
+            c => c,
+        };
+        // At most MAX_CHUNKS chunks: each is a pass over the output layer (and a ledger entry).
+        let narrowest = config.data.n_classes().div_ceil(MAX_CHUNKS).max(1);
+        if current > narrowest
+            && let Some(chunk) = largest_batch(narrowest, current - 1, fits_chunk)
+        {
+            let from = match m.class_chunk {
+                0 => "0 (largest)".to_string(),
+                c => c.to_string(),
+            };
+            out.push((
+                "model.class_chunk",
+                from,
+                chunk.to_string(),
+                with_chunk(chunk),
+            ));
+        }
+    }
+    let n_bands = p.bands.input.len().max(1);
+    let placements: Vec<BandPlacement> = (0..n_bands)
+        .map(|k| m.input_bands.placement_of(k))
+        .collect();
+    if placements.contains(&BandPlacement::Device) {
+        let mut c = config.clone();
+        // Tails to the host first; the head too when the table is one band.
+        c.model.input_bands.placement = if n_bands > 1 {
+            vec![BandPlacement::Device, BandPlacement::Host]
+        } else {
+            vec![BandPlacement::Host]
+        };
+        let to = format!("{:?}", names(&c.model.input_bands.placement));
+        out.push((
+            "model.input_bands.placement",
+            format!("{:?}", names(&m.input_bands.placement)),
+            to,
+            c,
+        ));
+    }
+    let dtypes: Vec<Precision> = (0..n_bands).map(|k| m.input_bands.dtype_of(k)).collect();
+    if dtypes.contains(&Precision::F32) {
+        let mut c = config.clone();
+        c.model.input_bands.dtype = vec![Precision::F16];
+        let from: Vec<&str> = m.input_bands.dtype.iter().map(|d| d.name()).collect();
+        out.push((
+            "model.input_bands.dtype",
+            format!("{from:?}"),
+            "[\"f16\"]".into(),
+            c,
+        ));
+    }
+    let has_moments = matches!(
+        ct,
+        TableOptim::Momentum | TableOptim::Adam | TableOptim::AdamW
+    );
+    if has_moments && config.optim.state_dtype == Precision::F32 && p.device.host_threads > 0 {
+        let mut c = config.clone();
+        c.optim.state_dtype = Precision::Bf16;
+        out.push(("optim.state_dtype", "f32".into(), "bf16".into(), c));
+    }
+    out
+}
+
+/// The most class chunks a suggested `model.class_chunk` makes.
+const MAX_CHUNKS: usize = 256;
+
+fn names(placements: &[BandPlacement]) -> Vec<&'static str> {
+    placements.iter().map(|p| p.name()).collect()
 }
 
 /// The bands of `config` (a copy with a narrower `model.dim`) from the problem's `bands`: the

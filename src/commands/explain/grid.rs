@@ -13,7 +13,8 @@ use crate::request::{ExplainGrid, grid_point};
 /// The configurations of the accuracy grid, as `--set` overrides over [`grid_base`].
 ///
 /// Every grid crosses both layouts, two widths and batch sizes from 32 to 4096 with the dense
-/// optimizers SGD, momentum, Adam and AdamW and the table optimizers SGD and lazy Adam. `small`
+/// optimizers SGD, momentum, Adam and AdamW and the table optimizers SGD and lazy Adam; sparse
+/// points cycle the table's storage through f32, f16, and f16 with f16 moments. `small`
 /// (the CI grid, 24 points) repeats each shape with three optimizer pairs, because on a CPU Vulkan
 /// driver every new shape costs minutes of kernel compilation; `full` (48 points) walks six batch
 /// sizes at larger widths.
@@ -31,14 +32,21 @@ pub fn grid_points(name: &str) -> anyhow::Result<Vec<Vec<String>>> {
         for &width in widths {
             for &batch in batches {
                 for _ in 0..repeats {
-                    out.push(vec![
+                    let mut point = vec![
                         format!("model.layout=\"{layout}\""),
                         format!("data.width={width}"),
                         format!("data.n_classes={width}"),
                         format!("train.batch_size={batch}"),
                         format!("optim.dense=\"{}\"", dense[i % 4]),
                         format!("optim.table=\"{}\"", table[(i / 4) % 2]),
-                    ]);
+                    ];
+                    if layout == "sparse" {
+                        let (dtype, state) =
+                            [("f32", "f32"), ("f16", "f32"), ("f16", "f16")][i % 3];
+                        point.push(format!("model.input_bands.dtype=[\"{dtype}\"]"));
+                        point.push(format!("optim.state_dtype=\"{state}\""));
+                    }
+                    out.push(point);
                     i += 1;
                 }
             }
@@ -68,6 +76,9 @@ pub struct GridRow {
     pub batch_size: usize,
     pub dense_optim: String,
     pub table_optim: String,
+    /// The table's storage and its optimizer moments' (`f32`, `f16`, `bf16`).
+    pub table_dtype: String,
+    pub state_dtype: String,
     pub predicted_peak_bytes: u64,
     /// `None`: refused before running (does not fit the device's buffer limit).
     pub measured_peak_bytes: Option<u64>,
@@ -80,11 +91,11 @@ pub fn grid_markdown(rows: &[GridRow], adapter: &str) -> String {
     let mut s = format!(
         "Measured on {adapter}. Peak bytes in use (allocator counters, padding included) at the \
          step's sample points, after one warm-up step.\n\n| # | layout | width | batch | dense | \
-         table | predicted | measured | error |\n|---|---|---|---|---|---|---|---|---|\n"
+         table | storage | predicted | measured | error |\n|---|---|---|---|---|---|---|---|---|---|\n"
     );
     for (i, r) in rows.iter().enumerate() {
         s.push_str(&format!(
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
             i + 1,
             r.layout,
             r.width,
@@ -94,6 +105,11 @@ pub fn grid_markdown(rows: &[GridRow], adapter: &str) -> String {
                 "-"
             } else {
                 &r.table_optim
+            },
+            if r.layout == "dense" {
+                "-".to_string()
+            } else {
+                format!("{} / {}", r.table_dtype, r.state_dtype)
             },
             r.predicted_peak_bytes,
             r.measured_peak_bytes
@@ -126,6 +142,8 @@ pub fn run_grid(req: &ExplainGrid) -> Outcome {
             batch_size: config.train.batch_size,
             dense_optim: config.optim.dense.name().to_string(),
             table_optim: config.optim.table.name().to_string(),
+            table_dtype: config.model.input_bands.dtype_of(0).name().to_string(),
+            state_dtype: config.optim.state_dtype.name().to_string(),
             predicted_peak_bytes: ledger.sampled_peak(widebag_ledger::Placement::Device).bytes,
             measured_peak_bytes: None,
             error_pct: None,

@@ -130,12 +130,15 @@ fn setup_tables(b: &mut Builder, spec: &StepSpec, cuts: &Cuts) {
             BandPlacement::Device => Placement::Device,
             BandPlacement::Host => Placement::Host,
         };
-        let mut table = |name: String, shape: [u64; 2], count: u64, category: Category| {
+        // Rows per shard follow the f32 rule whatever the storage, so a gathered segment (f32)
+        // stays within the buffer limit; a half-precision shard is half the bytes.
+        let (table_bytes, state_bytes) = (spec.band_dtype(k).bytes(), spec.state_dtype.bytes());
+        let mut table = |name: String, shape: [u64; 2], count: u64, (category, element_bytes)| {
             b.ledger.push(Entry {
                 name,
                 layer: layer.clone(),
                 shape: shape.to_vec(),
-                element_bytes: F32_BYTES,
+                element_bytes,
                 count,
                 category,
                 placement,
@@ -145,14 +148,11 @@ fn setup_tables(b: &mut Builder, spec: &StepSpec, cuts: &Cuts) {
         };
         for (&r, &count) in &count_by_rows(shards) {
             let shape = [r as u64, band.dim as u64];
-            table("table shard".into(), shape, count, Category::Parameters);
+            let params = (Category::Parameters, table_bytes);
+            table("table shard".into(), shape, count, params);
             for s in table_states {
-                table(
-                    format!("table shard {s}"),
-                    shape,
-                    count,
-                    Category::OptimizerState,
-                );
+                let state = (Category::OptimizerState, state_bytes);
+                table(format!("table shard {s}"), shape, count, state);
             }
         }
         if spec.table_optim == TableOptim::RowwiseAdagrad {
@@ -163,7 +163,7 @@ fn setup_tables(b: &mut Builder, spec: &StepSpec, cuts: &Cuts) {
                     "row-wise Adagrad accumulator shard".into(),
                     [r as u64, 1],
                     count,
-                    Category::OptimizerState,
+                    (Category::OptimizerState, F32_BYTES),
                 );
             }
         }

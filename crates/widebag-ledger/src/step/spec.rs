@@ -4,7 +4,9 @@
 
 use serde::{Deserialize, Serialize};
 use widebag_config::bands::{Band, ModelBands};
-use widebag_config::{BandPlacement, Config, CpuKernels, DenseOptim, Layout, TableOptim};
+use widebag_config::{
+    BandPlacement, Config, CpuKernels, DenseOptim, Layout, Precision, TableOptim,
+};
 
 use crate::shapes;
 
@@ -82,6 +84,12 @@ pub struct StepSpec {
     /// ([`StepSpec::sample_bands`]); empty: each band may hold all of the batch's unique ids.
     #[serde(default)]
     pub band_unique: Vec<u64>,
+    /// Per input band, how its table rows are stored (empty: all f32).
+    #[serde(default)]
+    pub band_dtypes: Vec<Precision>,
+    /// How the table optimizer's moments are stored (row-wise Adagrad's accumulator stays f32).
+    #[serde(default)]
+    pub state_dtype: Precision,
 }
 
 impl StepSpec {
@@ -127,7 +135,16 @@ impl StepSpec {
             output_bands: bands.output.clone(),
             cluster_rows: Vec::new(),
             band_unique: Vec::new(),
+            band_dtypes: (0..bands.input.len().max(1))
+                .map(|k| config.model.input_bands.dtype_of(k))
+                .collect(),
+            state_dtype: config.optim.state_dtype,
         }
+    }
+
+    /// How band `k`'s table rows are stored.
+    pub fn band_dtype(&self, k: usize) -> Precision {
+        self.band_dtypes.get(k).copied().unwrap_or_default()
     }
 
     /// The input bands (one device band of the whole width when none are set).
@@ -278,5 +295,7 @@ pub(super) fn seed_spec(layout: Layout, dense_optim: DenseOptim) -> StepSpec {
         output_bands: Vec::new(),
         cluster_rows: Vec::new(),
         band_unique: Vec::new(),
+        band_dtypes: Vec::new(),
+        state_dtype: Precision::F32,
     }
 }

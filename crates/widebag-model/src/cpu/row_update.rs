@@ -1,13 +1,16 @@
 //! Row SGD and lazy Adam on flex's resident tables (host kernels): each touched row of the
 //! table and of its moments is updated in place in one parallel pass, with the arithmetic of
 //! [`crate::table_optim`]'s tensor path (the same numbers), instead of gathering the rows into
-//! tensors and adding deltas back.
+//! tensors and adding deltas back. Half-precision rows are decoded into f32, updated, and
+//! rounded back in the same pass.
 
 use burn::tensor::Tensor;
 use rayon::prelude::*;
+use widebag_config::Precision;
 
 use crate::ModelError;
 use crate::dense_optim::AdamStep;
+use crate::host_store::RowMut;
 use crate::ids::SortedIds;
 use crate::table::ShardedTable;
 use crate::tensors::to_vec;
@@ -20,11 +23,26 @@ pub fn sgd(
     lr: f64,
 ) -> Result<bool, ModelError> {
     let dim = table.dim().max(1);
+    let neg_lr = -lr as f32;
+    if table.format().precision != Precision::F32 {
+        let Some(rows) = table.resident_rows_any(uniq)? else {
+            return Ok(false);
+        };
+        let g = to_vec(grad.clone())?;
+        rows.into_par_iter()
+            .zip(g.par_chunks(dim))
+            .for_each_init(Vec::new, |w, (mut row, g)| {
+                w.resize(g.len(), 0.0);
+                row.load(w);
+                w.iter_mut().zip(g).for_each(|(w, g)| *w += g * neg_lr);
+                row.store(w);
+            });
+        return Ok(true);
+    }
     let Some(rows) = table.resident_rows_mut(uniq)? else {
         return Ok(false);
     };
     let g = to_vec(grad.clone())?;
-    let neg_lr = -lr as f32;
     rows.into_par_iter()
         .zip(g.par_chunks(dim))
         .for_each(|(w, g)| w.iter_mut().zip(g).for_each(|(w, g)| *w += g * neg_lr));
@@ -41,6 +59,12 @@ pub fn adam(
     a: &AdamStep,
 ) -> Result<bool, ModelError> {
     let dim = table.dim().max(1);
+    if [&*table, &*m, &*v]
+        .iter()
+        .any(|t| t.format().precision != Precision::F32)
+    {
+        return adam_any(table, (m, v), uniq, grad, a);
+    }
     let (Some(w), Some(m), Some(v)) = (
         table.resident_rows_mut(uniq)?,
         m.resident_rows_mut(uniq)?,
@@ -67,5 +91,49 @@ pub fn adam(
                 *v = v_new;
             }
         });
+    Ok(true)
+}
+
+/// [`adam`] where the table or its moments are half precision: each row of the three is
+/// decoded, updated as in [`adam`] and stored back rounded.
+fn adam_any(
+    table: &mut ShardedTable,
+    (m, v): (&mut ShardedTable, &mut ShardedTable),
+    uniq: SortedIds,
+    grad: &Tensor<2>,
+    a: &AdamStep,
+) -> Result<bool, ModelError> {
+    let dim = table.dim().max(1);
+    let (Some(w), Some(m), Some(v)) = (
+        table.resident_rows_any(uniq)?,
+        m.resident_rows_any(uniq)?,
+        v.resident_rows_any(uniq)?,
+    ) else {
+        return Ok(false);
+    };
+    let g = to_vec(grad.clone())?;
+    let (bc1, bc2) = a.bias_corrections();
+    let (c1, c2) = ((1.0 - a.beta1) as f32, (1.0 - a.beta2) as f32);
+    let (sqrt_bc2, eps, step_size) = (bc2.sqrt() as f32, a.eps as f32, (-a.lr / bc1) as f32);
+    let rows: Vec<((RowMut, RowMut), RowMut)> = w.into_iter().zip(m).zip(v).collect();
+    rows.into_par_iter().zip(g.par_chunks(dim)).for_each_init(
+        || [Vec::new(), Vec::new(), Vec::new()],
+        |[wb, mb, vb], (((mut w, mut m), mut v), g)| {
+            for (buf, row) in [(&mut *wb, &w), (&mut *mb, &m), (&mut *vb, &v)] {
+                buf.resize(g.len(), 0.0);
+                row.load(buf);
+            }
+            for (((w, m), v), &g) in wb.iter_mut().zip(mb.iter_mut()).zip(vb.iter_mut()).zip(g) {
+                let m_new = *m + (g - *m) * c1;
+                let v_new = *v + (g * g - *v) * c2;
+                *w += m_new / (v_new.sqrt() / sqrt_bc2 + eps) * step_size;
+                *m = m_new;
+                *v = v_new;
+            }
+            w.store(wb);
+            m.store(mb);
+            v.store(vb);
+        },
+    );
     Ok(true)
 }
