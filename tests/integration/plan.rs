@@ -39,10 +39,23 @@ fn plan_json_is_deterministic_with_the_headline_keys() {
     assert!(!v["plan"]["runner_ups"].as_array().unwrap().is_empty());
 }
 
+/// `--pin` for the three layout knobs: the configured layout, as before the solver chose it.
+const LAYOUT_PINNED: [&str; 6] = [
+    "--pin",
+    "model.input_bands.placement",
+    "--pin",
+    "model.input_bands.dtype",
+    "--pin",
+    "optim.state_dtype",
+];
+
 #[test]
 fn a_smaller_budget_trades_the_table_optimizer_first() {
-    // At 4 GiB two Adam moments of the 240,000 × 1024 table do not fit; row-wise Adagrad does.
-    let v = json(&plan(&["--budget", "4GiB"]));
+    // At 4 GiB two Adam moments of the 240,000 × 1024 table do not fit on the device; with the
+    // layout pinned row-wise Adagrad does.
+    let mut args = vec!["--budget", "4GiB"];
+    args.extend(LAYOUT_PINNED);
+    let v = json(&plan(&args));
     assert_eq!(v["fits"], true);
     assert_eq!(v["batch_size"], 4096);
     assert_eq!(v["optimizer"]["table"], "rowwise_adagrad");
@@ -58,6 +71,23 @@ fn a_smaller_budget_trades_the_table_optimizer_first() {
             .as_str()
             .unwrap()
             .starts_with("over budget by")
+    );
+    // Free to choose the layout, the solver keeps lazy Adam and moves the table to the host
+    // tier (the first remedy: it costs time, not accuracy), saying what that saved.
+    let v = json(&plan(&["--budget", "4GiB"]));
+    assert_eq!(v["fits"], true);
+    assert_eq!(v["optimizer"]["table"], "adam");
+    let remedies = v["plan"]["remedies"].as_array().unwrap();
+    assert_eq!(remedies.len(), 1, "{remedies:?}");
+    assert_eq!(remedies[0]["key"], "model.input_bands.placement");
+    assert_eq!(remedies[0]["cost"], "time");
+    assert!(remedies[0]["saves_bytes"].as_i64().unwrap() > 2 << 30);
+    // The configured layout is listed among the layouts compared.
+    let layouts = v["plan"]["layouts"].as_array().unwrap();
+    assert!(
+        layouts
+            .iter()
+            .any(|l| l["remedies"].as_array().unwrap().is_empty())
     );
 }
 
@@ -107,6 +137,7 @@ fn nothing_fits_exits_3_with_ranked_changes() {
             "--budget",
             "3GiB",
         ];
+        args.extend(LAYOUT_PINNED);
         args.extend_from_slice(extra);
         widebag(&args)
     };
@@ -134,10 +165,19 @@ fn nothing_fits_exits_3_with_ranked_changes() {
     let s = v["plan"]["suggestions"].as_array().unwrap();
     assert!(s.len() >= 2);
     assert_eq!(s.last().unwrap()["key"], "budget");
-    assert_eq!(s[0]["key"], "optim.table");
-    assert_eq!(s[0]["to"], "rowwise_adagrad");
-    assert!(s[0]["frees_bytes"].as_u64().unwrap() > 1 << 30);
-    assert_eq!(s.iter().filter(|x| x["key"] == "optim.table").count(), 1);
+    // Changes that keep the model first (optimizers, batch, layout remedies), the smallest
+    // sufficient first; only the most capable table optimizer that fits.
+    let tables: Vec<_> = s.iter().filter(|x| x["key"] == "optim.table").collect();
+    assert_eq!(tables.len(), 1);
+    assert_eq!(tables[0]["to"], "rowwise_adagrad");
+    assert!(tables[0]["frees_bytes"].as_u64().unwrap() > 1 << 30);
+    let dim = s.iter().position(|x| x["key"] == "model.dim");
+    let keeps = s.iter().rposition(|x| {
+        x["key"].as_str().unwrap().starts_with("optim") || x["key"] == "model.input_bands.dtype"
+    });
+    if let (Some(d), Some(k)) = (dim, keeps) {
+        assert!(k < d, "{s:?}");
+    }
 }
 
 #[test]

@@ -111,7 +111,12 @@ fn table_update(c: &mut Criterion) {
         TableOptim::RowwiseAdagrad,
     ] {
         let mut table = ShardedTable::zeros(WIDTH, DIM, compute.max_buffer_bytes, &device);
-        let mut state = TableState::new(kind, &table, compute.max_buffer_bytes);
+        let mut state = TableState::new(
+            kind,
+            &table,
+            compute.max_buffer_bytes,
+            widebag_config::Precision::F32,
+        );
         let mut meter = MemoryMeter::new(&device);
         let mut step = 0u64;
         g.bench_function(BenchmarkId::from_parameter(kind.name()), |b| {
@@ -145,6 +150,7 @@ fn host_tier(c: &mut Criterion) {
             placement,
             // The tensor path for the device table: what the host tier is compared with.
             widebag_model::cpu::Kernels::Tensor,
+            widebag_model::table::RowFormat::F32,
             |r, out| out.fill(r as f32 * 1e-6),
         );
         g.bench_function(format!("gather/{}", placement.name()), |b| {

@@ -45,10 +45,25 @@ pub struct Pins {
     pub batch_size: bool,
     pub table: bool,
     pub dense: bool,
+    /// `model.input_bands.placement`, `model.input_bands.dtype`, `optim.state_dtype`: the
+    /// layout remedies ([`crate::Remedy`]) that change them are not taken.
+    pub placement: bool,
+    pub table_dtype: bool,
+    pub state_dtype: bool,
 }
 
 impl Pins {
-    /// Pins from knob keys (`train.batch_size`, `optim.table`, `optim.dense`); others are ignored.
+    /// Every knob pinned: the configured run, as it is.
+    pub const ALL: Pins = Pins {
+        batch_size: true,
+        table: true,
+        dense: true,
+        placement: true,
+        table_dtype: true,
+        state_dtype: true,
+    };
+
+    /// Pins from knob keys (`widebag_config::PLAN_KNOBS`); others are ignored.
     pub fn from_keys<'a>(keys: impl IntoIterator<Item = &'a str>) -> Self {
         let mut pins = Self::default();
         for k in keys {
@@ -56,6 +71,9 @@ impl Pins {
                 "train.batch_size" => pins.batch_size = true,
                 "optim.table" => pins.table = true,
                 "optim.dense" => pins.dense = true,
+                "model.input_bands.placement" => pins.placement = true,
+                "model.input_bands.dtype" => pins.table_dtype = true,
+                "optim.state_dtype" => pins.state_dtype = true,
                 _ => {}
             }
         }
@@ -72,6 +90,15 @@ impl Pins {
         }
         if self.dense {
             out.push("optim.dense");
+        }
+        for (pinned, key) in [
+            (self.placement, "model.input_bands.placement"),
+            (self.table_dtype, "model.input_bands.dtype"),
+            (self.state_dtype, "optim.state_dtype"),
+        ] {
+            if pinned {
+                out.push(key);
+            }
         }
         out
     }

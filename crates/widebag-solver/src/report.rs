@@ -8,7 +8,7 @@ use widebag_config::units::format_bytes;
 use widebag_config::{DenseOptim, Layout, Objective, TableOptim};
 use widebag_ledger::Point;
 
-use crate::{Problem, slack_bytes};
+use crate::{LayoutOption, Problem, RemedyTaken, slack_bytes};
 
 /// One batch size and optimizer pair, costed by the ledger.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -62,6 +62,12 @@ pub struct Plan {
     pub runner_ups: Vec<Candidate>,
     /// When nothing fits: single changes that would, smallest first.
     pub suggestions: Vec<Suggestion>,
+    /// The layout remedies the chosen plan takes (in their order), each with what it saves;
+    /// when nothing fits, every remedy tried.
+    pub remedies: Vec<RemedyTaken>,
+    /// The other layouts compared (the configured one and each rung of remedies), each with its
+    /// best plan and why it lost.
+    pub layouts: Vec<LayoutOption>,
     /// Ledger evaluations the search made.
     pub evaluations: usize,
 }

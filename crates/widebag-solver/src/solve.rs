@@ -1,15 +1,159 @@
-//! The solver's orchestration: the batch range, the candidate pairs, the search for the chosen
-//! plan and its runner-ups, and the suggestions when nothing fits.
+//! The solver's orchestration: the layouts compared (the configured one and each rung of
+//! remedies), and per layout the batch range, the candidate pairs, the search for the chosen
+//! plan and its runner-ups, and the suggestions when nothing fits; then the best layout's plan.
 
-use crate::enumerate::{cheapest, pairs};
-use crate::estimate::Estimator;
+use std::cmp::Ordering;
+
+use widebag_config::Objective;
+
+use crate::enumerate::{capability, cheapest, pairs};
+use crate::estimate::{Estimator, Variant};
+use crate::remedy::{Change, LayoutOption, Remedy, RemedyTaken, ladder};
 use crate::report::over_budget;
 use crate::search::{Search, choose, largest_batch};
 use crate::suggest::suggestions;
 use crate::{Plan, Problem, SolverError, slack_bytes};
 
-/// Plans the run: the batch size and optimizers that fit `problem.budget_bytes`.
+/// Plans the run: the batch size, optimizers and layout remedies that fit
+/// `problem.budget_bytes`. Each layout of the ladder is planned alone; the best plan wins by the
+/// objective (fits, then the largest batch and the most capable optimizers, or the highest
+/// predicted throughput), ties to the fewer remedies. When no layout fits, the plan is the most
+/// remedied layout's (its suggestions name what would still be needed).
 pub fn solve(problem: &Problem) -> Result<Plan, SolverError> {
+    let n_bands = problem.bands.input.len().max(1);
+    let rungs = ladder(
+        problem.config,
+        n_bands,
+        problem.pins,
+        problem.device.host_threads,
+    );
+    let mut plans = Vec::with_capacity(rungs.len());
+    for (_, config) in &rungs {
+        let p = Problem {
+            config,
+            bands: problem.bands,
+            device: problem.device,
+            budget_bytes: problem.budget_bytes,
+            sample: problem.sample,
+            pins: problem.pins,
+            calibration: problem.calibration,
+        };
+        plans.push(solve_layout(&p)?);
+    }
+    let objective = problem.config.plan.objective;
+    let mut best = 0;
+    for i in 1..plans.len() {
+        if better(&plans[i], &plans[best], objective) == Ordering::Greater {
+            best = i;
+        }
+    }
+    if !plans[best].fits {
+        best = plans.len() - 1;
+    }
+    let evaluations: usize = plans.iter().map(|p| p.evaluations).sum();
+    let layouts: Vec<LayoutOption> = plans
+        .iter()
+        .zip(&rungs)
+        .enumerate()
+        .filter(|&(i, _)| i != best)
+        .map(|(i, (p, (remedies, _)))| layout_option(p, remedies, &plans[best], i < best))
+        .collect();
+    let remedies = taken(problem, &rungs, best, &plans[best]);
+    let mut plan = plans.swap_remove(best);
+    plan.evaluations = evaluations;
+    plan.remedies = remedies;
+    plan.layouts = layouts;
+    Ok(plan)
+}
+
+/// How `a` compares with `b` under the objective: fitting first, then the largest batch and the
+/// most capable optimizers, or the highest predicted throughput.
+fn better(a: &Plan, b: &Plan, objective: Objective) -> Ordering {
+    let (ca, cb) = (&a.chosen, &b.chosen);
+    a.fits.cmp(&b.fits).then_with(|| match objective {
+        Objective::Batch => ca.batch_size.cmp(&cb.batch_size).then(
+            capability(a.layout, ca.table, ca.dense).cmp(&capability(b.layout, cb.table, cb.dense)),
+        ),
+        Objective::Throughput => ca
+            .predicted_examples_per_s
+            .total_cmp(&cb.predicted_examples_per_s),
+    })
+}
+
+/// The remedies of rung `best`, each with the bytes it saves at the chosen batch and optimizers
+/// (the rung before it against its own).
+fn taken(
+    problem: &Problem,
+    rungs: &[(Vec<Remedy>, widebag_config::Config)],
+    best: usize,
+    plan: &Plan,
+) -> Vec<RemedyTaken> {
+    let est = Estimator::new(problem);
+    let n_bands = problem.bands.input.len().max(1);
+    let (batch, t, d) = (plan.chosen.batch_size, plan.chosen.table, plan.chosen.dense);
+    let peak = |k: usize| {
+        let v = Variant {
+            config: &rungs[k].1,
+            bands: problem.bands,
+        };
+        est.candidate_with(v, batch, t, d).predicted_peak_bytes as i64
+    };
+    (1..=best)
+        .map(|k| {
+            let r = *rungs[k]
+                .0
+                .last()
+                .expect("a rung past the first adds a remedy");
+            RemedyTaken {
+                remedy: r,
+                key: r.key(),
+                from: r.value(&rungs[k - 1].1, n_bands),
+                to: r.value(&rungs[k].1, n_bands),
+                cost: r.cost(),
+                saves_bytes: peak(k - 1) - peak(k),
+                change: Change::of(r, &rungs[k].1),
+            }
+        })
+        .collect()
+}
+
+/// Another layout's best plan, and why the chosen one beat it.
+fn layout_option(p: &Plan, remedies: &[Remedy], chosen: &Plan, fewer: bool) -> LayoutOption {
+    let c = &p.chosen;
+    let verdict = if !p.fits {
+        "nothing fits".to_string()
+    } else if fewer {
+        format!(
+            "fits at batch {} with {} + {}: below the chosen plan",
+            c.batch_size,
+            c.table.name(),
+            c.dense.name()
+        )
+    } else if (c.batch_size, c.table, c.dense)
+        == (
+            chosen.chosen.batch_size,
+            chosen.chosen.table,
+            chosen.chosen.dense,
+        )
+    {
+        "the same plan with more remedies".to_string()
+    } else {
+        format!("fits at batch {}: no better", c.batch_size)
+    };
+    LayoutOption {
+        remedies: remedies.to_vec(),
+        fits: p.fits,
+        batch_size: c.batch_size,
+        table: c.table,
+        dense: c.dense,
+        predicted_peak_bytes: c.predicted_peak_bytes,
+        predicted_examples_per_s: c.predicted_examples_per_s,
+        verdict,
+    }
+}
+
+/// Plans one layout: the batch size and optimizers that fit `problem.budget_bytes`.
+fn solve_layout(problem: &Problem) -> Result<Plan, SolverError> {
     let (min_batch, max_batch) = problem.batch_range()?;
     let est = Estimator::new(problem);
     let pairs = pairs(problem.config, problem.pins);
@@ -46,301 +190,12 @@ pub fn solve(problem: &Problem) -> Result<Plan, SolverError> {
         chosen,
         runner_ups,
         suggestions,
+        remedies: Vec::new(),
+        layouts: Vec::new(),
         evaluations: est.evaluations(),
     })
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use proptest::prelude::*;
-    use widebag_config::bands::ModelBands;
-    use widebag_config::{
-        BandPlacement, Config, DenseOptim, Objective, Precision, TableOptim, load,
-    };
-    use widebag_data::{BatchSource, SyntheticSpec, SyntheticStream};
-    use widebag_ledger::step::DeviceFacts;
-
-    use crate::{Calibration, Pins, RowSample, capability};
-
-    const LAVAPIPE: DeviceFacts = DeviceFacts {
-        max_buffer_bytes: 128 << 20,
-        alignment_bytes: 32,
-        host_threads: 0,
-    };
-
-    fn config(sets: &[&str]) -> Config {
-        let mut args: Vec<String> = [
-            "data.width=2000",
-            "data.n_classes=2000",
-            "model.dim=16",
-            "model.hidden=[32]",
-            "plan.max_batch=2048",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-        args.extend(sets.iter().map(|s| s.to_string()));
-        load(None, &args).unwrap()
-    }
-
-    fn sample(c: &Config) -> RowSample {
-        let spec = SyntheticSpec {
-            width: c.data.width,
-            n_classes: c.data.n_classes(),
-            seed: c.train.seed,
-            ..SyntheticSpec::default()
-        };
-        let source = BatchSource::Synthetic(SyntheticStream::new(spec).unwrap());
-        RowSample::collect(&source, c.data.width, c.plan.max_batch, 8).unwrap()
-    }
-
-    fn plan(c: &Config, rows: &RowSample, budget: u64, pins: Pins) -> Plan {
-        let calibration = Calibration::lavapipe_2core();
-        let bands = ModelBands::resolve(c).unwrap();
-        solve(&Problem {
-            config: c,
-            bands: &bands,
-            device: LAVAPIPE,
-            budget_bytes: budget,
-            sample: rows,
-            pins,
-            calibration: &calibration,
-        })
-        .unwrap()
-    }
-
-    #[test]
-    fn chosen_fits_and_one_more_row_does_not() {
-        let c = config(&[]);
-        let rows = sample(&c);
-        let p = plan(&c, &rows, 4 << 20, Pins::default());
-        assert!(p.fits);
-        let b = p.chosen.batch_size;
-        assert!(b > 1 && b < 2048, "batch {b}");
-        assert!(p.chosen.predicted_peak_bytes + p.slack_bytes <= p.budget_bytes);
-        let bigger = p.runner_ups.last().unwrap();
-        assert_eq!(bigger.batch_size, b + 1);
-        assert!(!bigger.fits);
-        assert!(p.suggestions.is_empty());
-    }
-
-    #[test]
-    fn at_the_batch_cap_the_optimizer_improves_with_the_budget() {
-        let c = config(&[]);
-        let rows = sample(&c);
-        let small = plan(&c, &rows, 6 << 20, Pins::default());
-        let large = plan(&c, &rows, 64 << 20, Pins::default());
-        assert_eq!(large.chosen.batch_size, 2048);
-        assert_eq!(
-            (large.chosen.table, large.chosen.dense),
-            (TableOptim::Adam, DenseOptim::Adam)
-        );
-        assert!(small.chosen.batch_size <= large.chosen.batch_size);
-    }
-
-    #[test]
-    fn infeasible_pins_get_ranked_suggestions_that_fit() {
-        let c = config(&[
-            "train.batch_size=1024",
-            "optim.table=adam",
-            "optim.dense=adam",
-        ]);
-        let rows = sample(&c);
-        let pins = Pins {
-            batch_size: true,
-            table: true,
-            dense: true,
-        };
-        let p = plan(&c, &rows, 3 << 20, pins);
-        assert!(!p.fits);
-        assert!(!p.suggestions.is_empty());
-        let freed: Vec<u64> = p.suggestions.iter().map(|s| s.frees_bytes).collect();
-        let (last, rest) = p.suggestions.split_last().unwrap();
-        assert_eq!(last.key, "budget");
-        // Optimizer and batch changes (the model stays) come before model changes.
-        let first_model = rest.iter().position(|s| s.key.starts_with("model."));
-        let last_knob = rest
-            .iter()
-            .rposition(|s| s.key.starts_with("optim") || s.key == "train.batch_size");
-        if let (Some(m), Some(k)) = (first_model, last_knob) {
-            assert!(k < m, "{freed:?}");
-        }
-        assert!(rest.iter().any(|s| s.key == "train.batch_size"));
-        // Logits bound: a narrower class chunk is a remedy that keeps the model and optimizers.
-        assert!(
-            rest.iter().any(|s| s.key == "model.class_chunk"),
-            "{rest:?}"
-        );
-        // Each suggestion, applied alone, fits.
-        for sug in rest {
-            let mut changed = c.clone();
-            let mut pins = pins;
-            match sug.key.as_str() {
-                "optim.table" => changed.optim.table = serde_plain(&sug.to),
-                "train.batch_size" => changed.train.batch_size = sug.to.parse().unwrap(),
-                "model.dim" => changed.model.dim = sug.to.parse().unwrap(),
-                "model.class_chunk" => changed.model.class_chunk = sug.to.parse().unwrap(),
-                "model.input_bands.placement" => {
-                    changed.model.input_bands.placement = vec![BandPlacement::Host]
-                }
-                "model.input_bands.dtype" => changed.model.input_bands.dtype = vec![Precision::F16],
-                "optim.state_dtype" => changed.optim.state_dtype = Precision::Bf16,
-                "optim.dense" | "optim" => continue,
-                other => panic!("unexpected {other}"),
-            }
-            pins.batch_size = true;
-            assert!(plan(&changed, &rows, 3 << 20, pins).fits, "{}", sug.text);
-        }
-        let budget: u64 = p.budget_bytes + last.frees_bytes;
-        assert!(plan(&c, &rows, budget, pins).fits, "{}", last.text);
-    }
-
-    #[test]
-    fn a_table_bound_run_is_offered_the_host_tier_and_half_tables() {
-        // 100,000 × 16 rows with lazy Adam (19.2 MB with their moments), few classes.
-        let c = config(&[
-            "data.width=100000",
-            "data.n_classes=100",
-            "train.batch_size=32",
-            "optim.table=adam",
-            "optim.dense=adam",
-        ]);
-        let rows = sample(&c);
-        let pins = Pins {
-            batch_size: true,
-            table: true,
-            dense: true,
-        };
-        let budget = 18 << 20;
-        let p = plan(&c, &rows, budget, pins);
-        assert!(!p.fits);
-        let fits_with = |edit: &dyn Fn(&mut Config)| {
-            let mut changed = c.clone();
-            edit(&mut changed);
-            plan(&changed, &rows, budget, pins).fits
-        };
-        let key = |k: &str| p.suggestions.iter().find(|s| s.key == k).cloned();
-        let host = key("model.input_bands.placement").expect("the host tier");
-        assert_eq!(host.to, "[\"host\"]");
-        assert!(fits_with(
-            &|c| c.model.input_bands.placement = vec![BandPlacement::Host]
-        ));
-        let half = key("model.input_bands.dtype").expect("f16 tables");
-        assert!(fits_with(
-            &|c| c.model.input_bands.dtype = vec![Precision::F16]
-        ));
-        // Both keep the model and the optimizers, so they rank before the narrower embedding,
-        // and the smaller change (f16 frees less than moving the table off the device) first.
-        let at = |k: &str| p.suggestions.iter().position(|s| s.key == k);
-        assert!(half.frees_bytes < host.frees_bytes);
-        assert!(at("model.input_bands.dtype") < at("model.input_bands.placement"));
-        if let Some(dim) = at("model.dim") {
-            assert!(at("model.input_bands.placement").unwrap() < dim);
-        }
-        // bf16 moments are offered only where the device is the host (lavapipe has no bf16).
-        assert!(key("optim.state_dtype").is_none());
-    }
-
-    fn serde_plain(name: &str) -> TableOptim {
-        TableOptim::ALL
-            .into_iter()
-            .find(|t| t.name() == name)
-            .unwrap()
-    }
-
-    #[test]
-    fn the_dense_seed_model_on_lavapipe_is_refused_for_its_buffer() {
-        let c = config(&[
-            "data.width=240000",
-            "data.n_classes=240000",
-            "model.layout=\"dense\"",
-            "model.dim=1024",
-            "model.hidden=[512]",
-            "plan.max_batch=16",
-        ]);
-        let rows = sample(&c);
-        let p = plan(&c, &rows, 16 << 30, Pins::default());
-        assert!(!p.fits);
-        assert!(
-            p.chosen.verdict.contains("largest buffer"),
-            "{}",
-            p.chosen.verdict
-        );
-        assert!(p.suggestions.iter().any(|s| s.key == "model.layout"));
-    }
-
-    #[test]
-    fn the_throughput_objective_takes_the_fastest_pair_at_its_largest_batch() {
-        let c = config(&["plan.objective=\"throughput\""]);
-        let rows = sample(&c);
-        let p = plan(&c, &rows, 6 << 20, Pins::default());
-        assert!(p.fits);
-        assert_eq!(p.objective, Objective::Throughput);
-        let best = p.chosen.predicted_examples_per_s;
-        assert!(best > 0.0);
-        for r in p.runner_ups.iter().filter(|r| r.fits) {
-            assert!(r.predicted_examples_per_s <= best, "{r:?}");
-        }
-        // Each pair at its own largest batch: the chosen batch is where it stops fitting.
-        assert_eq!(p.chosen.max_batch_size, Some(p.chosen.batch_size));
-        assert!(
-            !plan(&c, &rows, 6 << 20, Pins::default())
-                .runner_ups
-                .is_empty()
-        );
-    }
-
-    #[test]
-    fn plans_are_deterministic() {
-        let c = config(&[]);
-        let rows = sample(&c);
-        assert_eq!(
-            plan(&c, &rows, 5 << 20, Pins::default()),
-            plan(&c, &rows, 5 << 20, Pins::default())
-        );
-    }
-
-    proptest! {
-        #![proptest_config(ProptestConfig::with_cases(24))]
-
-        #[test]
-        fn a_larger_budget_never_gives_a_smaller_batch_or_a_weaker_optimizer(
-            a in (2u64 << 20)..(48u64 << 20),
-            extra in 0u64..(32u64 << 20),
-        ) {
-            let c = config(&[]);
-            let rows = sample(&c);
-            let small = plan(&c, &rows, a, Pins::default());
-            let large = plan(&c, &rows, a + extra, Pins::default());
-            prop_assert!(large.fits || !small.fits);
-            if small.fits {
-                prop_assert!(large.chosen.batch_size >= small.chosen.batch_size);
-                if large.chosen.batch_size == small.chosen.batch_size {
-                    prop_assert!(
-                        capability(c.model.layout, large.chosen.table, large.chosen.dense)
-                            >= capability(c.model.layout, small.chosen.table, small.chosen.dense)
-                    );
-                }
-            }
-        }
-
-        #[test]
-        fn pinning_the_optimizer_never_gives_a_bigger_batch(
-            budget in (2u64 << 20)..(48u64 << 20),
-            t in 0usize..4,
-            d in 0usize..4,
-        ) {
-            let mut c = config(&[]);
-            c.optim.table = TableOptim::ALL[t];
-            c.optim.dense = DenseOptim::ALL[d];
-            let rows = sample(&c);
-            let free = plan(&c, &rows, budget, Pins::default());
-            let pinned = plan(&c, &rows, budget, Pins { batch_size: false, table: true, dense: true });
-            if pinned.fits {
-                prop_assert!(free.fits);
-                prop_assert!(pinned.chosen.batch_size <= free.chosen.batch_size);
-            }
-        }
-    }
-}
+#[path = "solve_tests.rs"]
+mod tests;

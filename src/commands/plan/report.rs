@@ -178,6 +178,44 @@ fn write_plan(out: &mut String, r: &Report) -> std::fmt::Result {
             )?;
         }
     }
+    if !p.remedies.is_empty() {
+        let head = if p.fits {
+            "  layout remedies taken (in their order)"
+        } else {
+            "  layout remedies tried (all of them, still over)"
+        };
+        writeln!(out, "{head}")?;
+        for t in &p.remedies {
+            writeln!(
+                out,
+                "    {} {} → {} (costs {}) saves {}",
+                t.key,
+                t.from,
+                t.to,
+                t.cost,
+                signed_bytes(t.saves_bytes)
+            )?;
+        }
+    }
+    if !p.remedies.is_empty() || !p.layouts.iter().all(|l| l.remedies.is_empty()) {
+        writeln!(out, "  layouts compared")?;
+        for l in &p.layouts {
+            let remedies: Vec<&str> = l.remedies.iter().map(|r| r.name()).collect();
+            writeln!(
+                out,
+                "    {:<42} batch {:>6}  {:<38} {:>11}  {}",
+                if remedies.is_empty() {
+                    "as configured".to_string()
+                } else {
+                    format!("+ {}", remedies.join(", "))
+                },
+                l.batch_size,
+                optimizers(p.layout, l.table, l.dense),
+                format_bytes(l.predicted_peak_bytes),
+                l.verdict
+            )?;
+        }
+    }
     if !p.suggestions.is_empty() {
         writeln!(out, "  smallest changes that fit")?;
         for (i, s) in p.suggestions.iter().enumerate() {
@@ -185,6 +223,14 @@ fn write_plan(out: &mut String, r: &Report) -> std::fmt::Result {
         }
     }
     Ok(())
+}
+
+/// Bytes with a sign: a remedy that costs bytes at the chosen plan shows as negative savings.
+fn signed_bytes(b: i64) -> String {
+    match b {
+        b if b < 0 => format!("-{}", format_bytes(b.unsigned_abs())),
+        b => format_bytes(b as u64),
+    }
 }
 
 /// `--verify` and `--search`, when they ran.
@@ -257,46 +303,59 @@ mod tests {
     }
 
     #[test]
-    fn a_plan_that_fits_renders_as_before() {
+    fn a_plan_that_fits_renders_with_its_remedies_and_layouts() {
         expect![[r#"
-            widebag plan: batch 4096, table adam + dense momentum — predicted peak 469.58 MiB of a 512.00 MiB budget
+            widebag plan: batch 4096, table adam + dense adam — predicted peak 441.21 MiB of a 512.00 MiB budget
               budget      512.00 MiB (--budget 512MiB); 1.30 MiB kept free as slack
               device      largest buffer 128.00 MiB, alignment 32 B
               search      objective batch, batch 1..=4096, pinned: nothing
               why         the largest batch allowed (plan.max_batch = 4096); the most capable optimizers that fit at it
-              peak        469.58 MiB at forward.logits (largest tensor 128.00 MiB)
+              peak        441.21 MiB at forward.logits (largest tensor 128.00 MiB)
                 activations                5.87 MiB
                 allocator_padding              12 B
                 batch_buffers            785.30 KiB
                 logits                   256.00 MiB
-                optimizer_state          118.11 MiB
-                parameters                88.81 MiB
+                optimizer_state          119.03 MiB
+                parameters                59.52 MiB
                 temporaries               16.00 KiB
               runner-ups
                  batch  optimizers                                    peak  parameters  opt. state activations  verdict
-                  4096  table adam + dense adam                 529.10 MiB   88.81 MiB  177.63 MiB    5.87 MiB  over budget by 18.39 MiB (529.10 MiB peak at forward.logits); fits up to batch 133
-                  4096  table rowwise_adagrad + dense adam      471.42 MiB   88.81 MiB  119.95 MiB    5.87 MiB  fits, less capable than the chosen optimizers
-                  4096  table adam + dense sgd                  410.06 MiB   88.81 MiB   58.59 MiB    5.87 MiB  fits, less capable than the chosen optimizers
-                  4096  table rowwise_adagrad + dense momentum  411.90 MiB   88.81 MiB   60.43 MiB    5.87 MiB  fits, less capable than the chosen optimizers
-                  4096  table momentum + dense adam             499.80 MiB   88.81 MiB  148.33 MiB    5.87 MiB  fits, less capable than the chosen optimizers
-                  4096  table rowwise_adagrad + dense sgd       352.38 MiB   88.81 MiB  937.50 KiB    5.87 MiB  fits, less capable than the chosen optimizers
-                  4096  table momentum + dense momentum         440.28 MiB   88.81 MiB   88.81 MiB    5.87 MiB  fits, less capable than the chosen optimizers
-                  4096  table sgd + dense adam                  470.50 MiB   88.81 MiB  119.03 MiB    5.87 MiB  fits, less capable than the chosen optimizers
-                  4096  table momentum + dense sgd              380.77 MiB   88.81 MiB   29.30 MiB    5.87 MiB  fits, less capable than the chosen optimizers
-                  4096  table sgd + dense momentum              410.99 MiB   88.81 MiB   59.52 MiB    5.87 MiB  fits, less capable than the chosen optimizers
-                  4096  table sgd + dense sgd                   351.47 MiB   88.81 MiB         0 B    5.87 MiB  fits, less capable than the chosen optimizers
-              planned in 1.5 ms (28 ledger evaluations)
+                  4096  table adam + dense momentum             381.69 MiB   59.52 MiB   59.52 MiB    5.87 MiB  fits, less capable than the chosen optimizers
+                  4096  table rowwise_adagrad + dense adam      441.21 MiB   59.52 MiB  119.03 MiB    5.87 MiB  fits, less capable than the chosen optimizers
+                  4096  table adam + dense sgd                  322.17 MiB   59.52 MiB         0 B    5.87 MiB  fits, less capable than the chosen optimizers
+                  4096  table rowwise_adagrad + dense momentum  381.69 MiB   59.52 MiB   59.52 MiB    5.87 MiB  fits, less capable than the chosen optimizers
+                  4096  table momentum + dense adam             441.21 MiB   59.52 MiB  119.03 MiB    5.87 MiB  fits, less capable than the chosen optimizers
+                  4096  table rowwise_adagrad + dense sgd       322.17 MiB   59.52 MiB         0 B    5.87 MiB  fits, less capable than the chosen optimizers
+                  4096  table momentum + dense momentum         381.69 MiB   59.52 MiB   59.52 MiB    5.87 MiB  fits, less capable than the chosen optimizers
+                  4096  table sgd + dense adam                  441.21 MiB   59.52 MiB  119.03 MiB    5.87 MiB  fits, less capable than the chosen optimizers
+                  4096  table momentum + dense sgd              322.17 MiB   59.52 MiB         0 B    5.87 MiB  fits, less capable than the chosen optimizers
+                  4096  table sgd + dense momentum              381.69 MiB   59.52 MiB   59.52 MiB    5.87 MiB  fits, less capable than the chosen optimizers
+                  4096  table sgd + dense sgd                   322.17 MiB   59.52 MiB         0 B    5.87 MiB  fits, less capable than the chosen optimizers
+              layout remedies taken (in their order)
+                model.input_bands.placement ["device"] → ["host"] (costs time) saves 87.89 MiB
+              layouts compared
+                as configured                              batch   4096  table adam + dense momentum             469.58 MiB  fits at batch 4096 with adam + momentum: below the chosen plan
+                + host tier, f16 tables                    batch   4096  table adam + dense adam                 441.21 MiB  the same plan with more remedies
+                + host tier, f16 tables, bf16 moments      batch   4096  table adam + dense adam                 441.21 MiB  the same plan with more remedies
+              planned in 1.5 ms (70 ledger evaluations)
         "#]].assert_eq(&render(&default_plan("512MiB", &[]), 1.5));
     }
 
     #[test]
     fn a_plan_that_does_not_fit_lists_the_smallest_changes() {
-        let pinned = default_plan("256MiB", &["optim.table", "optim.dense"]);
+        let pins = [
+            "optim.table",
+            "optim.dense",
+            "model.input_bands.placement",
+            "model.input_bands.dtype",
+            "optim.state_dtype",
+        ];
+        let pinned = default_plan("256MiB", &pins);
         expect![[r#"
             widebag plan: does not fit — the cheapest run (table adam + dense adam, batch 1) needs 326.87 MiB of a 256.00 MiB budget
               budget      256.00 MiB (--budget 256MiB); 671.36 KiB kept free as slack
               device      largest buffer 128.00 MiB, alignment 32 B
-              search      objective batch, batch 1..=4096, pinned: optim.table, optim.dense
+              search      objective batch, batch 1..=4096, pinned: optim.table, optim.dense, model.input_bands.placement, model.input_bands.dtype, optim.state_dtype
               why         nothing fits: even table adam + dense adam at batch 1 needs 326.87 MiB (+ 671.36 KiB slack) of 256.00 MiB
               peak        326.87 MiB at backward.logits (largest tensor 58.59 MiB)
                 activations                3.25 KiB
@@ -308,10 +367,11 @@ mod tests {
                 parameters                88.81 MiB
                 temporaries                   256 B
               smallest changes that fit
-                1. optim.dense adam → sgd frees 119.03 MiB
-                2. model.dim 32 → 5 frees 74.18 MiB
-                3. budget 256.00 MiB → 328.00 MiB (adds 72.00 MiB)
-              planned in 1.5 ms (15 ledger evaluations)
+                1. model.input_bands.placement ["device"] → ["host"] frees 87.89 MiB
+                2. optim.dense adam → sgd frees 119.03 MiB
+                3. model.dim 32 → 5 frees 74.18 MiB
+                4. budget 256.00 MiB → 328.00 MiB (adds 72.00 MiB)
+              planned in 1.5 ms (18 ledger evaluations)
         "#]].assert_eq(&render(&pinned, 1.5));
     }
 }
