@@ -401,13 +401,14 @@ impl Objective {
 }
 
 /// The choices the budget solver may make (and a config may pin with `plan.pin`).
-pub const PLAN_KNOBS: [&str; 6] = [
+pub const PLAN_KNOBS: [&str; 7] = [
     "train.batch_size",
     "optim.table",
     "optim.dense",
     "model.input_bands.placement",
     "model.input_bands.dtype",
     "optim.state_dtype",
+    "model.class_chunk",
 ];
 
 /// `[plan]`: the budget solver (`widebag plan`, `widebag train --budget`).

@@ -45,11 +45,14 @@ pub struct Pins {
     pub batch_size: bool,
     pub table: bool,
     pub dense: bool,
-    /// `model.input_bands.placement`, `model.input_bands.dtype`, `optim.state_dtype`: the
+    /// `model.input_bands.placement`, `model.input_bands.dtype`, `optim.state_dtype` and
+    /// `model.class_chunk`: the
     /// layout remedies ([`crate::Remedy`]) that change them are not taken.
     pub placement: bool,
     pub table_dtype: bool,
     pub state_dtype: bool,
+    /// `model.class_chunk`.
+    pub class_chunk: bool,
 }
 
 impl Pins {
@@ -61,6 +64,7 @@ impl Pins {
         placement: true,
         table_dtype: true,
         state_dtype: true,
+        class_chunk: true,
     };
 
     /// Pins from knob keys (`widebag_config::PLAN_KNOBS`); others are ignored.
@@ -74,6 +78,7 @@ impl Pins {
                 "model.input_bands.placement" => pins.placement = true,
                 "model.input_bands.dtype" => pins.table_dtype = true,
                 "optim.state_dtype" => pins.state_dtype = true,
+                "model.class_chunk" => pins.class_chunk = true,
                 _ => {}
             }
         }
@@ -95,6 +100,7 @@ impl Pins {
             (self.placement, "model.input_bands.placement"),
             (self.table_dtype, "model.input_bands.dtype"),
             (self.state_dtype, "optim.state_dtype"),
+            (self.class_chunk, "model.class_chunk"),
         ] {
             if pinned {
                 out.push(key);

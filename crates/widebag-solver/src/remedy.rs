@@ -1,6 +1,7 @@
 //! The layout remedies the solver may take when the configured layout does not reach the best
-//! plan, in their documented order: first those that cost time and keep the numbers (the host
-//! tier), then those that cost precision (half tables, then half moments). Each is a change of
+//! plan, in their documented order: first those that cost time and keep the numbers (a narrower
+//! class chunk, then the host tier), then those that cost precision (half tables, then half
+//! moments). Each is a change of
 //! config keys; a pinned key is never changed, and a remedy the config already has is skipped.
 
 use serde::Serialize;
@@ -12,6 +13,11 @@ use crate::Pins;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Remedy {
+    /// A narrower class chunk of the full softmax (`model.class_chunk`): smaller logits, more
+    /// passes over the output layer. Costs time; the numbers are unchanged. The ladder tries the
+    /// narrowest (at most [`MAX_CHUNKS`] chunks); the solver then widens it as far as the plan
+    /// allows.
+    NarrowChunk,
     /// Every tail band in host memory, or the whole table when it is one band
     /// (`model.input_bands.placement`). Costs time: a batch's rows and their state cross to the
     /// device and their updates back each step. The numbers are unchanged.
@@ -26,11 +32,17 @@ pub enum Remedy {
 
 impl Remedy {
     /// The documented order.
-    pub const ORDER: [Remedy; 3] = [Remedy::HostTier, Remedy::HalfTables, Remedy::HalfMoments];
+    pub const ORDER: [Remedy; 4] = [
+        Remedy::NarrowChunk,
+        Remedy::HostTier,
+        Remedy::HalfTables,
+        Remedy::HalfMoments,
+    ];
 
     /// The config key the remedy changes.
     pub fn key(self) -> &'static str {
         match self {
+            Remedy::NarrowChunk => "model.class_chunk",
             Remedy::HostTier => "model.input_bands.placement",
             Remedy::HalfTables => "model.input_bands.dtype",
             Remedy::HalfMoments => "optim.state_dtype",
@@ -40,6 +52,7 @@ impl Remedy {
     /// A short name: `host tier`, `f16 tables`, `bf16 moments`.
     pub fn name(self) -> &'static str {
         match self {
+            Remedy::NarrowChunk => "narrower chunk",
             Remedy::HostTier => "host tier",
             Remedy::HalfTables => "f16 tables",
             Remedy::HalfMoments => "bf16 moments",
@@ -49,13 +62,14 @@ impl Remedy {
     /// What it costs: `time` or `precision`.
     pub fn cost(self) -> &'static str {
         match self {
-            Remedy::HostTier => "time",
+            Remedy::NarrowChunk | Remedy::HostTier => "time",
             Remedy::HalfTables | Remedy::HalfMoments => "precision",
         }
     }
 
     fn pinned(self, pins: Pins) -> bool {
         match self {
+            Remedy::NarrowChunk => pins.class_chunk,
             Remedy::HostTier => pins.placement,
             Remedy::HalfTables => pins.table_dtype,
             Remedy::HalfMoments => pins.state_dtype,
@@ -71,6 +85,17 @@ impl Remedy {
         let ib = &config.model.input_bands;
         let mut c = config.clone();
         match self {
+            Remedy::NarrowChunk => {
+                if config.model.output_bands.cutoffs.is_split() {
+                    return None;
+                }
+                let n = config.data.n_classes();
+                let narrowest = narrowest_chunk(n);
+                if effective_chunk(config) <= narrowest {
+                    return None;
+                }
+                c.model.class_chunk = narrowest;
+            }
             Remedy::HostTier => {
                 let to = if n_bands > 1 {
                     vec![BandPlacement::Device, BandPlacement::Host]
@@ -114,6 +139,10 @@ impl Remedy {
     pub fn value(self, config: &Config, n_bands: usize) -> String {
         let ib = &config.model.input_bands;
         match self {
+            Remedy::NarrowChunk => match config.model.class_chunk {
+                0 => "0 (largest)".to_string(),
+                c => c.to_string(),
+            },
             Remedy::HostTier => {
                 let v: Vec<&str> = (0..n_bands).map(|k| ib.placement_of(k).name()).collect();
                 format!("{v:?}")
@@ -125,6 +154,38 @@ impl Remedy {
             Remedy::HalfMoments => config.optim.state_dtype.name().to_string(),
         }
     }
+}
+
+/// The most class chunks the narrower-chunk remedy makes: each is a pass over the output layer.
+pub const MAX_CHUNKS: usize = 64;
+
+/// The narrowest chunk of `n_classes` the remedy tries.
+pub(crate) fn narrowest_chunk(n_classes: usize) -> usize {
+    n_classes.div_ceil(MAX_CHUNKS).max(1)
+}
+
+/// The configured chunk, `0` read as every class (the buffer limit caps it further).
+pub(crate) fn effective_chunk(config: &Config) -> usize {
+    match config.model.class_chunk {
+        0 => config.data.n_classes(),
+        c => c,
+    }
+}
+
+/// `remedies` taken on `config` in order, each applied as the ladder applies it; `None` when
+/// one of them does not apply there (e.g. bf16 moments on a device without bf16 and no host
+/// tier).
+pub(crate) fn with_remedies(
+    config: &Config,
+    remedies: &[Remedy],
+    n_bands: usize,
+    host_threads: u64,
+) -> Option<Config> {
+    let mut c = config.clone();
+    for r in remedies {
+        c = r.applied(&c, n_bands, host_threads)?;
+    }
+    Some(c)
 }
 
 /// The rungs the solver compares: the configured layout, then each remedy not pinned and not
@@ -169,6 +230,7 @@ pub struct RemedyTaken {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Change {
+    ClassChunk(usize),
     Placement(Vec<BandPlacement>),
     TableDtype(Vec<Precision>),
     StateDtype(Precision),
@@ -179,6 +241,7 @@ impl Change {
     pub(crate) fn of(remedy: Remedy, config: &Config) -> Self {
         let ib = &config.model.input_bands;
         match remedy {
+            Remedy::NarrowChunk => Change::ClassChunk(config.model.class_chunk),
             Remedy::HostTier => Change::Placement(ib.placement.clone()),
             Remedy::HalfTables => Change::TableDtype(ib.dtype.clone()),
             Remedy::HalfMoments => Change::StateDtype(config.optim.state_dtype),
@@ -189,7 +252,15 @@ impl Change {
 impl RemedyTaken {
     /// Sets the remedy's key in `config`.
     pub fn apply(&self, config: &mut Config) {
-        match &self.change {
+        self.change.apply_to(config);
+    }
+}
+
+impl Change {
+    /// Sets the key in `config`.
+    pub fn apply_to(&self, config: &mut Config) {
+        match self {
+            Change::ClassChunk(c) => config.model.class_chunk = *c,
             Change::Placement(p) => config.model.input_bands.placement = p.clone(),
             Change::TableDtype(d) => config.model.input_bands.dtype = d.clone(),
             Change::StateDtype(d) => config.optim.state_dtype = *d,
@@ -219,29 +290,35 @@ mod tests {
         let c = Config::default();
         let rungs = ladder(&c, 1, Pins::default(), 0);
         let taken: Vec<Vec<Remedy>> = rungs.iter().map(|(r, _)| r.clone()).collect();
-        // One band on a device without bf16: host tier, then f16 tables; the moments then live
-        // on the host, so bf16 moments follow.
+        // One band on a device without bf16: the narrowest chunk, the host tier, then f16
+        // tables; the moments then live on the host, so bf16 moments follow.
+        let [chunk, host, half, moments] = Remedy::ORDER;
         assert_eq!(
             taken,
             vec![
                 vec![],
-                vec![Remedy::HostTier],
-                vec![Remedy::HostTier, Remedy::HalfTables],
-                vec![Remedy::HostTier, Remedy::HalfTables, Remedy::HalfMoments],
+                vec![chunk],
+                vec![chunk, host],
+                vec![chunk, host, half],
+                vec![chunk, host, half, moments],
             ]
         );
-        let last = &rungs[3].1;
+        let last = &rungs[4].1;
+        assert_eq!(last.model.class_chunk, 240_000usize.div_ceil(MAX_CHUNKS));
         assert_eq!(last.model.input_bands.placement, vec![BandPlacement::Host]);
         assert_eq!(last.model.input_bands.dtype, vec![Precision::F16]);
         assert_eq!(last.optim.state_dtype, Precision::Bf16);
         let pins = Pins {
             placement: true,
+            class_chunk: true,
             ..Pins::default()
         };
         // Pinned on the device (no bf16 there): only f16 tables.
         let rungs = ladder(&c, 1, pins, 0);
         assert_eq!(rungs.len(), 2);
         assert_eq!(rungs[1].0, vec![Remedy::HalfTables]);
+        assert!(with_remedies(&c, &[Remedy::HalfMoments], 1, 0).is_none());
+        assert!(with_remedies(&c, &[Remedy::HalfMoments], 1, 2).is_some());
         // On flex bf16 moments need no host tier.
         assert_eq!(ladder(&c, 1, pins, 2).len(), 3);
         let mut dense = c.clone();

@@ -11,7 +11,11 @@ use crate::{Candidate, slack_bytes};
 
 /// The largest value in `[lo, hi]` at which `fits` holds, by bisection (`fits` holds up to some
 /// value and not beyond); `None` when `lo` does not fit.
-pub(crate) fn largest_batch(lo: usize, hi: usize, fits: impl Fn(usize) -> bool) -> Option<usize> {
+pub(crate) fn largest_batch(
+    lo: usize,
+    hi: usize,
+    mut fits: impl FnMut(usize) -> bool,
+) -> Option<usize> {
     if !fits(lo) {
         return None;
     }

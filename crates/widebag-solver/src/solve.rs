@@ -4,11 +4,13 @@
 
 use std::cmp::Ordering;
 
-use widebag_config::Objective;
+use widebag_config::{Config, Objective};
 
 use crate::enumerate::{capability, cheapest, pairs};
 use crate::estimate::{Estimator, Variant};
-use crate::remedy::{Change, LayoutOption, Remedy, RemedyTaken, ladder};
+use crate::remedy::{
+    Change, LayoutOption, Remedy, RemedyTaken, effective_chunk, ladder, with_remedies,
+};
 use crate::report::over_budget;
 use crate::search::{Search, choose, largest_batch};
 use crate::suggest::suggestions;
@@ -17,19 +19,17 @@ use crate::{Plan, Problem, SolverError, slack_bytes};
 /// Plans the run: the batch size, optimizers and layout remedies that fit
 /// `problem.budget_bytes`. Each layout of the ladder is planned alone; the best plan wins by the
 /// objective (fits, then the largest batch and the most capable optimizers, or the highest
-/// predicted throughput), ties to the fewer remedies. When no layout fits, the plan is the most
-/// remedied layout's (its suggestions name what would still be needed).
+/// predicted throughput), ties to the fewer remedies. The winner's remedies are then pruned to
+/// those that change the answer, and a narrower class chunk is widened as far as the plan
+/// allows. When no layout fits, the plan is the most remedied layout's (its suggestions name
+/// what would still be needed).
 pub fn solve(problem: &Problem) -> Result<Plan, SolverError> {
     let n_bands = problem.bands.input.len().max(1);
-    let rungs = ladder(
-        problem.config,
-        n_bands,
-        problem.pins,
-        problem.device.host_threads,
-    );
-    let mut plans = Vec::with_capacity(rungs.len());
-    for (_, config) in &rungs {
-        let p = Problem {
+    let host_threads = problem.device.host_threads;
+    let rungs = ladder(problem.config, n_bands, problem.pins, host_threads);
+    let mut evaluations = 0;
+    let mut plan_of = |config: &Config| -> Result<Plan, SolverError> {
+        let p = solve_layout(&Problem {
             config,
             bands: problem.bands,
             device: problem.device,
@@ -37,8 +37,13 @@ pub fn solve(problem: &Problem) -> Result<Plan, SolverError> {
             sample: problem.sample,
             pins: problem.pins,
             calibration: problem.calibration,
-        };
-        plans.push(solve_layout(&p)?);
+        })?;
+        evaluations += p.evaluations;
+        Ok(p)
+    };
+    let mut plans = Vec::with_capacity(rungs.len());
+    for (_, config) in &rungs {
+        plans.push(plan_of(config)?);
     }
     let objective = problem.config.plan.objective;
     let mut best = 0;
@@ -50,16 +55,56 @@ pub fn solve(problem: &Problem) -> Result<Plan, SolverError> {
     if !plans[best].fits {
         best = plans.len() - 1;
     }
-    let evaluations: usize = plans.iter().map(|p| p.evaluations).sum();
+    let (mut set, mut config, mut plan) = (
+        rungs[best].0.clone(),
+        rungs[best].1.clone(),
+        plans[best].clone(),
+    );
+    if plan.fits {
+        // A layout is as good when the chosen batch and optimizers still fit there: removing a
+        // remedy or widening the chunk only adds memory (and saves time).
+        let est = Estimator::new(problem);
+        let (batch, t, d) = (plan.chosen.batch_size, plan.chosen.table, plan.chosen.dense);
+        let still_fits = |c: &Config| {
+            let v = Variant {
+                config: c,
+                bands: problem.bands,
+            };
+            est.fits_with(v, batch, t, d)
+        };
+        // Drop each remedy (last first) the chosen plan does not need.
+        for r in set.clone().into_iter().rev() {
+            let fewer: Vec<Remedy> = set.iter().copied().filter(|&x| x != r).collect();
+            if let Some(c) = with_remedies(problem.config, &fewer, n_bands, host_threads)
+                && still_fits(&c)
+            {
+                (set, config) = (fewer, c);
+            }
+        }
+        // The widest chunk at which it still fits.
+        if set.contains(&Remedy::NarrowChunk) {
+            let (lo, hi) = (config.model.class_chunk, effective_chunk(problem.config));
+            let at = |chunk: usize| {
+                let mut c = config.clone();
+                c.model.class_chunk = chunk;
+                c
+            };
+            if let Some(w) = largest_batch(lo, hi.saturating_sub(1).max(lo), |w| still_fits(&at(w)))
+            {
+                config = at(w);
+            }
+        }
+        let extra = est.evaluations();
+        plan = plan_of(&config)?;
+        evaluations += extra;
+    }
     let layouts: Vec<LayoutOption> = plans
         .iter()
         .zip(&rungs)
-        .enumerate()
-        .filter(|&(i, _)| i != best)
-        .map(|(i, (p, (remedies, _)))| layout_option(p, remedies, &plans[best], i < best))
+        .filter(|(_, (remedies, _))| *remedies != set)
+        .map(|(p, (remedies, _))| layout_option(p, remedies, &plan, objective))
         .collect();
-    let remedies = taken(problem, &rungs, best, &plans[best]);
-    let mut plan = plans.swap_remove(best);
+    let remedies = taken(problem, &set, &config, &plan);
     plan.evaluations = evaluations;
     plan.remedies = remedies;
     plan.layouts = layouts;
@@ -80,65 +125,54 @@ fn better(a: &Plan, b: &Plan, objective: Objective) -> Ordering {
     })
 }
 
-/// The remedies of rung `best`, each with the bytes it saves at the chosen batch and optimizers
-/// (the rung before it against its own).
-fn taken(
-    problem: &Problem,
-    rungs: &[(Vec<Remedy>, widebag_config::Config)],
-    best: usize,
-    plan: &Plan,
-) -> Vec<RemedyTaken> {
+/// The remedies `set` of the chosen `config`, each with the bytes it saves at the chosen batch
+/// and optimizers: the config with the remedies before it against the config with it too.
+fn taken(problem: &Problem, set: &[Remedy], config: &Config, plan: &Plan) -> Vec<RemedyTaken> {
     let est = Estimator::new(problem);
     let n_bands = problem.bands.input.len().max(1);
     let (batch, t, d) = (plan.chosen.batch_size, plan.chosen.table, plan.chosen.dense);
-    let peak = |k: usize| {
+    // Configs along the way: the configured one, then each remedy's key set as `config` has it.
+    let mut steps = vec![problem.config.clone()];
+    for &r in set {
+        let mut next = steps.last().expect("the configured config").clone();
+        Change::of(r, config).apply_to(&mut next);
+        steps.push(next);
+    }
+    let peak = |c: &Config| {
         let v = Variant {
-            config: &rungs[k].1,
+            config: c,
             bands: problem.bands,
         };
         est.candidate_with(v, batch, t, d).predicted_peak_bytes as i64
     };
-    (1..=best)
-        .map(|k| {
-            let r = *rungs[k]
-                .0
-                .last()
-                .expect("a rung past the first adds a remedy");
-            RemedyTaken {
-                remedy: r,
-                key: r.key(),
-                from: r.value(&rungs[k - 1].1, n_bands),
-                to: r.value(&rungs[k].1, n_bands),
-                cost: r.cost(),
-                saves_bytes: peak(k - 1) - peak(k),
-                change: Change::of(r, &rungs[k].1),
-            }
+    set.iter()
+        .enumerate()
+        .map(|(k, &r)| RemedyTaken {
+            remedy: r,
+            key: r.key(),
+            from: r.value(&steps[k], n_bands),
+            to: r.value(&steps[k + 1], n_bands),
+            cost: r.cost(),
+            saves_bytes: peak(&steps[k]) - peak(&steps[k + 1]),
+            change: Change::of(r, config),
         })
         .collect()
 }
 
 /// Another layout's best plan, and why the chosen one beat it.
-fn layout_option(p: &Plan, remedies: &[Remedy], chosen: &Plan, fewer: bool) -> LayoutOption {
+fn layout_option(
+    p: &Plan,
+    remedies: &[Remedy],
+    chosen: &Plan,
+    objective: Objective,
+) -> LayoutOption {
     let c = &p.chosen;
     let verdict = if !p.fits {
         "nothing fits".to_string()
-    } else if fewer {
-        format!(
-            "fits at batch {} with {} + {}: below the chosen plan",
-            c.batch_size,
-            c.table.name(),
-            c.dense.name()
-        )
-    } else if (c.batch_size, c.table, c.dense)
-        == (
-            chosen.chosen.batch_size,
-            chosen.chosen.table,
-            chosen.chosen.dense,
-        )
-    {
-        "the same plan with more remedies".to_string()
+    } else if better(p, chosen, objective) == Ordering::Less {
+        "fits, below the chosen plan".to_string()
     } else {
-        format!("fits at batch {}: no better", c.batch_size)
+        "as good: the chosen plan needs fewer remedies".to_string()
     };
     LayoutOption {
         remedies: remedies.to_vec(),

@@ -61,7 +61,15 @@ fn plan(c: &Config, rows: &RowSample, budget: u64, pins: Pins) -> Plan {
 fn chosen_fits_and_one_more_row_does_not() {
     let c = config(&[]);
     let rows = sample(&c);
-    let p = plan(&c, &rows, 4 << 20, Pins::default());
+    // The configured layout (the remedies' knobs pinned): the batch alone meets the budget.
+    let layout = Pins {
+        placement: true,
+        table_dtype: true,
+        state_dtype: true,
+        class_chunk: true,
+        ..Pins::default()
+    };
+    let p = plan(&c, &rows, 4 << 20, layout);
     assert!(p.fits);
     let b = p.chosen.batch_size;
     assert!(b > 1 && b < 2048, "batch {b}");
@@ -203,17 +211,23 @@ fn the_solver_takes_remedies_in_order_and_keeps_adam() {
         (p.chosen.table, p.chosen.dense),
         (TableOptim::Adam, DenseOptim::Adam)
     );
-    // The host tier is the first remedy (time, the numbers unchanged), and it suffices.
+    // The host tier (time, the numbers unchanged) suffices: the narrower chunk, tried first,
+    // does not help a table-bound run and is pruned.
     let keys: Vec<&str> = p.remedies.iter().map(|r| r.key).collect();
     assert_eq!(keys, ["model.input_bands.placement"]);
     assert!(p.remedies[0].saves_bytes > 0);
     assert_eq!(p.remedies[0].to, "[\"host\"]");
-    // The configured layout is listed as the one that lost; further rungs as no better.
+    // The configured layout is listed as the one that lost; rungs with the host tier as no
+    // better (they take more remedies).
     assert!(!p.layouts[0].fits && p.layouts[0].remedies.is_empty());
+    let with_host = p
+        .layouts
+        .iter()
+        .filter(|l| l.remedies.contains(&Remedy::HostTier));
     assert!(
-        p.layouts[1..]
-            .iter()
-            .all(|l| l.verdict.contains("more remedies"))
+        with_host
+            .clone()
+            .all(|l| l.verdict.contains("fewer remedies"))
     );
     // With the placement pinned, f16 tables are taken instead.
     let pins = Pins {
@@ -226,6 +240,38 @@ fn the_solver_takes_remedies_in_order_and_keeps_adam() {
     assert_eq!(keys, ["model.input_bands.dtype"]);
     // Every knob pinned: the configured layout, which does not fit.
     assert!(!plan(&c, &rows, 18 << 20, Pins::ALL).fits);
+}
+
+#[test]
+fn a_logits_bound_run_takes_the_widest_class_chunk_that_fits() {
+    // Batch 1024 over 2,000 classes with Adam pinned: the logits are what does not fit.
+    let c = config(&[
+        "train.batch_size=1024",
+        "optim.table=adam",
+        "optim.dense=adam",
+    ]);
+    let rows = sample(&c);
+    let pins = Pins {
+        batch_size: true,
+        table: true,
+        dense: true,
+        ..Pins::default()
+    };
+    let budget = 3 << 20;
+    assert!(!plan(&c, &rows, budget, Pins::ALL).fits);
+    let p = plan(&c, &rows, budget, pins);
+    assert!(p.fits, "{}", p.chosen.verdict);
+    let keys: Vec<&str> = p.remedies.iter().map(|r| r.key).collect();
+    assert_eq!(keys, ["model.class_chunk"]);
+    let chunk: usize = p.remedies[0].to.parse().unwrap();
+    assert!(chunk > crate::remedy::narrowest_chunk(2000) && chunk < 2000);
+    // The widest: one class more per chunk does not fit.
+    let mut wider = c.clone();
+    wider.model.class_chunk = chunk + 1;
+    assert!(!plan(&wider, &rows, budget, Pins::ALL).fits);
+    let mut exact = c.clone();
+    exact.model.class_chunk = chunk;
+    assert!(plan(&exact, &rows, budget, Pins::ALL).fits);
 }
 
 fn serde_plain(name: &str) -> TableOptim {
@@ -315,7 +361,7 @@ proptest! {
     fn with_remedies_a_larger_budget_never_gives_a_worse_plan_and_pins_hold(
         a in (4u64 << 20)..(40u64 << 20),
         extra in 0u64..(24u64 << 20),
-        pin_bits in 0u8..64,
+        pin_bits in 0u8..128,
     ) {
         let c = table_bound();
         let rows = sample(&c);
@@ -327,6 +373,7 @@ proptest! {
             placement: bit(3),
             table_dtype: bit(4),
             state_dtype: bit(5),
+            class_chunk: bit(6),
         };
         let small = plan(&c, &rows, a, pins);
         let large = plan(&c, &rows, a + extra, pins);

@@ -305,39 +305,40 @@ mod tests {
     #[test]
     fn a_plan_that_fits_renders_with_its_remedies_and_layouts() {
         expect![[r#"
-            widebag plan: batch 4096, table adam + dense adam — predicted peak 441.21 MiB of a 512.00 MiB budget
+            widebag plan: batch 4096, table adam + dense adam — predicted peak 510.69 MiB of a 512.00 MiB budget
               budget      512.00 MiB (--budget 512MiB); 1.30 MiB kept free as slack
               device      largest buffer 128.00 MiB, alignment 32 B
               search      objective batch, batch 1..=4096, pinned: nothing
               why         the largest batch allowed (plan.max_batch = 4096); the most capable optimizers that fit at it
-              peak        441.21 MiB at forward.logits (largest tensor 128.00 MiB)
+              peak        510.69 MiB at forward.logits (largest tensor 118.80 MiB)
                 activations                5.87 MiB
-                allocator_padding              12 B
+                allocator_padding          1.89 KiB
                 batch_buffers            785.30 KiB
-                logits                   256.00 MiB
-                optimizer_state          119.03 MiB
-                parameters                59.52 MiB
+                logits                   237.59 MiB
+                optimizer_state          177.63 MiB
+                parameters                88.81 MiB
                 temporaries               16.00 KiB
               runner-ups
                  batch  optimizers                                    peak  parameters  opt. state activations  verdict
-                  4096  table adam + dense momentum             381.69 MiB   59.52 MiB   59.52 MiB    5.87 MiB  fits, less capable than the chosen optimizers
-                  4096  table rowwise_adagrad + dense adam      441.21 MiB   59.52 MiB  119.03 MiB    5.87 MiB  fits, less capable than the chosen optimizers
-                  4096  table adam + dense sgd                  322.17 MiB   59.52 MiB         0 B    5.87 MiB  fits, less capable than the chosen optimizers
-                  4096  table rowwise_adagrad + dense momentum  381.69 MiB   59.52 MiB   59.52 MiB    5.87 MiB  fits, less capable than the chosen optimizers
-                  4096  table momentum + dense adam             441.21 MiB   59.52 MiB  119.03 MiB    5.87 MiB  fits, less capable than the chosen optimizers
-                  4096  table rowwise_adagrad + dense sgd       322.17 MiB   59.52 MiB         0 B    5.87 MiB  fits, less capable than the chosen optimizers
-                  4096  table momentum + dense momentum         381.69 MiB   59.52 MiB   59.52 MiB    5.87 MiB  fits, less capable than the chosen optimizers
-                  4096  table sgd + dense adam                  441.21 MiB   59.52 MiB  119.03 MiB    5.87 MiB  fits, less capable than the chosen optimizers
-                  4096  table momentum + dense sgd              322.17 MiB   59.52 MiB         0 B    5.87 MiB  fits, less capable than the chosen optimizers
-                  4096  table sgd + dense momentum              381.69 MiB   59.52 MiB   59.52 MiB    5.87 MiB  fits, less capable than the chosen optimizers
-                  4096  table sgd + dense sgd                   322.17 MiB   59.52 MiB         0 B    5.87 MiB  fits, less capable than the chosen optimizers
+                  4096  table adam + dense momentum             451.17 MiB   88.81 MiB  118.11 MiB    5.87 MiB  fits, less capable than the chosen optimizers
+                  4096  table rowwise_adagrad + dense adam      453.01 MiB   88.81 MiB  119.95 MiB    5.87 MiB  fits, less capable than the chosen optimizers
+                  4096  table adam + dense sgd                  391.66 MiB   88.81 MiB   58.59 MiB    5.87 MiB  fits, less capable than the chosen optimizers
+                  4096  table rowwise_adagrad + dense momentum  393.50 MiB   88.81 MiB   60.43 MiB    5.87 MiB  fits, less capable than the chosen optimizers
+                  4096  table momentum + dense adam             481.40 MiB   88.81 MiB  148.33 MiB    5.87 MiB  fits, less capable than the chosen optimizers
+                  4096  table rowwise_adagrad + dense sgd       333.98 MiB   88.81 MiB  937.50 KiB    5.87 MiB  fits, less capable than the chosen optimizers
+                  4096  table momentum + dense momentum         421.88 MiB   88.81 MiB   88.81 MiB    5.87 MiB  fits, less capable than the chosen optimizers
+                  4096  table sgd + dense adam                  452.10 MiB   88.81 MiB  119.03 MiB    5.87 MiB  fits, less capable than the chosen optimizers
+                  4096  table momentum + dense sgd              362.36 MiB   88.81 MiB   29.30 MiB    5.87 MiB  fits, less capable than the chosen optimizers
+                  4096  table sgd + dense momentum              392.58 MiB   88.81 MiB   59.52 MiB    5.87 MiB  fits, less capable than the chosen optimizers
+                  4096  table sgd + dense sgd                   333.06 MiB   88.81 MiB         0 B    5.87 MiB  fits, less capable than the chosen optimizers
               layout remedies taken (in their order)
-                model.input_bands.placement ["device"] → ["host"] (costs time) saves 87.89 MiB
+                model.class_chunk 0 (largest) → 7603 (costs time) saves 18.40 MiB
               layouts compared
-                as configured                              batch   4096  table adam + dense momentum             469.58 MiB  fits at batch 4096 with adam + momentum: below the chosen plan
-                + host tier, f16 tables                    batch   4096  table adam + dense adam                 441.21 MiB  the same plan with more remedies
-                + host tier, f16 tables, bf16 moments      batch   4096  table adam + dense adam                 441.21 MiB  the same plan with more remedies
-              planned in 1.5 ms (70 ledger evaluations)
+                as configured                              batch   4096  table adam + dense momentum             469.58 MiB  fits, below the chosen plan
+                + narrower chunk, host tier                batch   4096  table adam + dense adam                 304.31 MiB  as good: the chosen plan needs fewer remedies
+                + narrower chunk, host tier, f16 tables    batch   4096  table adam + dense adam                 304.31 MiB  as good: the chosen plan needs fewer remedies
+                + narrower chunk, host tier, f16 tables, bf16 moments batch   4096  table adam + dense adam                 304.31 MiB  as good: the chosen plan needs fewer remedies
+              planned in 1.5 ms (119 ledger evaluations)
         "#]].assert_eq(&render(&default_plan("512MiB", &[]), 1.5));
     }
 
@@ -352,26 +353,30 @@ mod tests {
         ];
         let pinned = default_plan("256MiB", &pins);
         expect![[r#"
-            widebag plan: does not fit — the cheapest run (table adam + dense adam, batch 1) needs 326.87 MiB of a 256.00 MiB budget
+            widebag plan: does not fit — the cheapest run (table adam + dense adam, batch 1) needs 325.97 MiB of a 256.00 MiB budget
               budget      256.00 MiB (--budget 256MiB); 671.36 KiB kept free as slack
               device      largest buffer 128.00 MiB, alignment 32 B
               search      objective batch, batch 1..=4096, pinned: optim.table, optim.dense, model.input_bands.placement, model.input_bands.dtype, optim.state_dtype
-              why         nothing fits: even table adam + dense adam at batch 1 needs 326.87 MiB (+ 671.36 KiB slack) of 256.00 MiB
-              peak        326.87 MiB at backward.logits (largest tensor 58.59 MiB)
+              why         nothing fits: even table adam + dense adam at batch 1 needs 325.97 MiB (+ 671.36 KiB slack) of 256.00 MiB
+              peak        325.97 MiB at backward.logits (largest tensor 29.30 MiB)
                 activations                3.25 KiB
-                allocator_padding             156 B
+                allocator_padding          2.16 KiB
                 batch_buffers                 256 B
                 dense_gradients           59.51 MiB
-                logits                   937.50 KiB
+                logits                    14.65 KiB
                 optimizer_state          177.63 MiB
                 parameters                88.81 MiB
                 temporaries                   256 B
+              layout remedies tried (all of them, still over)
+                model.class_chunk 0 (largest) → 3750 (costs time) saves 920.84 KiB
+              layouts compared
+                as configured                              batch      1  table adam + dense adam                 326.87 MiB  nothing fits
               smallest changes that fit
                 1. model.input_bands.placement ["device"] → ["host"] frees 87.89 MiB
-                2. optim.dense adam → sgd frees 119.03 MiB
-                3. model.dim 32 → 5 frees 74.18 MiB
-                4. budget 256.00 MiB → 328.00 MiB (adds 72.00 MiB)
-              planned in 1.5 ms (18 ledger evaluations)
+                2. optim.dense adam → sgd frees 119.04 MiB
+                3. model.dim 32 → 6 frees 71.43 MiB
+                4. budget 256.00 MiB → 327.00 MiB (adds 71.00 MiB)
+              planned in 1.5 ms (36 ledger evaluations)
         "#]].assert_eq(&render(&pinned, 1.5));
     }
 }
