@@ -73,25 +73,48 @@ pub fn adam(
         return Ok(false);
     };
     let g = to_vec(grad.clone())?;
-    let (bc1, bc2) = a.bias_corrections();
-    let (c1, c2) = ((1.0 - a.beta1) as f32, (1.0 - a.beta2) as f32);
-    let (sqrt_bc2, eps, step_size) = (bc2.sqrt() as f32, a.eps as f32, (-a.lr / bc1) as f32);
+    let k = AdamRows::new(a);
     w.into_par_iter()
         .zip(m)
         .zip(v)
         .zip(g.par_chunks(dim))
-        .for_each(|(((w, m), v), g)| {
-            for (((w, m), v), &g) in w.iter_mut().zip(m.iter_mut()).zip(v.iter_mut()).zip(g) {
-                // As the tensor path: m + (1 − β₁)(g − m), v + (1 − β₂)(g² − v), then
-                // w + (−lr / bc₁) · m / (√v / √bc₂ + ε).
-                let m_new = *m + (g - *m) * c1;
-                let v_new = *v + (g * g - *v) * c2;
-                *w += m_new / (v_new.sqrt() / sqrt_bc2 + eps) * step_size;
-                *m = m_new;
-                *v = v_new;
-            }
-        });
+        .for_each(|(((w, m), v), g)| k.update(w, m, v, g));
     Ok(true)
+}
+
+/// Lazy Adam's per-element arithmetic for one step, in f32.
+struct AdamRows {
+    c1: f32,
+    c2: f32,
+    sqrt_bc2: f32,
+    eps: f32,
+    step_size: f32,
+}
+
+impl AdamRows {
+    fn new(a: &AdamStep) -> Self {
+        let (bc1, bc2) = a.bias_corrections();
+        Self {
+            c1: (1.0 - a.beta1) as f32,
+            c2: (1.0 - a.beta2) as f32,
+            sqrt_bc2: bc2.sqrt() as f32,
+            eps: a.eps as f32,
+            step_size: (-a.lr / bc1) as f32,
+        }
+    }
+
+    /// One row of the table and its moments, in place, with its gradient `g`.
+    fn update(&self, w: &mut [f32], m: &mut [f32], v: &mut [f32], g: &[f32]) {
+        for (((w, m), v), &g) in w.iter_mut().zip(m.iter_mut()).zip(v.iter_mut()).zip(g) {
+            // As the tensor path: m + (1 − β₁)(g − m), v + (1 − β₂)(g² − v), then
+            // w + (−lr / bc₁) · m / (√v / √bc₂ + ε).
+            let m_new = *m + (g - *m) * self.c1;
+            let v_new = *v + (g * g - *v) * self.c2;
+            *w += m_new / (v_new.sqrt() / self.sqrt_bc2 + self.eps) * self.step_size;
+            *m = m_new;
+            *v = v_new;
+        }
+    }
 }
 
 /// [`adam`] where the table or its moments are half precision: each row of the three is
@@ -112,9 +135,7 @@ fn adam_any(
         return Ok(false);
     };
     let g = to_vec(grad.clone())?;
-    let (bc1, bc2) = a.bias_corrections();
-    let (c1, c2) = ((1.0 - a.beta1) as f32, (1.0 - a.beta2) as f32);
-    let (sqrt_bc2, eps, step_size) = (bc2.sqrt() as f32, a.eps as f32, (-a.lr / bc1) as f32);
+    let k = AdamRows::new(a);
     let rows: Vec<((RowMut, RowMut), RowMut)> = w.into_iter().zip(m).zip(v).collect();
     rows.into_par_iter().zip(g.par_chunks(dim)).for_each_init(
         || [Vec::new(), Vec::new(), Vec::new()],
@@ -123,13 +144,7 @@ fn adam_any(
                 buf.resize(g.len(), 0.0);
                 row.load(buf);
             }
-            for (((w, m), v), &g) in wb.iter_mut().zip(mb.iter_mut()).zip(vb.iter_mut()).zip(g) {
-                let m_new = *m + (g - *m) * c1;
-                let v_new = *v + (g * g - *v) * c2;
-                *w += m_new / (v_new.sqrt() / sqrt_bc2 + eps) * step_size;
-                *m = m_new;
-                *v = v_new;
-            }
+            k.update(wb, mb, vb, g);
             w.store(wb);
             m.store(mb);
             v.store(vb);
