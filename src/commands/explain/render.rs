@@ -356,6 +356,7 @@ mod tests {
               activations        output              256 B  log-sum-exp per row [64, 1]
               activations        table           92.38 KiB  gathered unique rows (gradient leaves) [739, 32]
               batch_buffers      batch           12.82 KiB  bag entry positions (i32) [1009]; bag entry rows (i32) [1009]; bag entry values [1009];...
+              batch_buffers      output              256 B  target flat indices per class chunk (i32, for the loss) [64]
               logits             output          58.59 MiB  logit gradient of the last chunk [64, 240000]
               temporaries        output          16.00 KiB  dL/dh (accumulated over chunks) [64, 64]
               allocator_padding  -                    84 B  rounding each allocation to 32 B
@@ -364,22 +365,22 @@ mod tests {
             Point by point (bytes in use, padding included):
               point            phase              predicted       measured    error
               setup            forward            279385728              -        -
-              forward.logits   forward            402422944              -        -
-              forward.end      forward            279542944              -        -
-              backward.logits  backward           403399328              -        -
-              backward.end     backward           342013344              -        -
+              forward.logits   forward            340982976              -        -
+              forward.end      forward            279543200              -        -
+              backward.logits  backward           403399584              -        -
+              backward.end     backward           342013600              -        -
               table_update     table_update       342078080              -        -
               dense_update     dense_update       341794304              -        -
               step.end         dense_update       279385728              -        -
 
             Per phase (peak of its points):
               phase              predicted       measured    error
-              forward            402422944              -        -
-              backward           403399328              -        -
+              forward            340982976              -        -
+              backward           403399584              -        -
               table_update       342078080              -        -
               dense_update       341794304              -        -
 
-            Predicted peak 384.71 MiB (403399328 B) at backward.logits
+            Predicted peak 384.71 MiB (403399584 B) at backward.logits
               an evaluation pass peaks at 383.77 MiB: the parameters and state (266.44 MiB) and its temporaries (largest: masked scores [batch, chunk], 58.59 MiB)
             Host memory    8 B (bands placed on the host and host-side state); per step at most 0 B to the device and 0 B back
             Allocator reservation: estimated 395.89 MiB

@@ -130,8 +130,7 @@ fn setup_tables(b: &mut Builder, spec: &StepSpec, cuts: &Cuts) {
             BandPlacement::Device => Placement::Device,
             BandPlacement::Host => Placement::Host,
         };
-        // Rows per shard follow the f32 rule whatever the storage, so a gathered segment (f32)
-        // stays within the buffer limit; a half-precision shard is half the bytes.
+        // Rows per shard follow the f32 rule (gathered rows are f32) whatever the storage.
         let (table_bytes, state_bytes) = (spec.band_dtype(k).bytes(), spec.state_dtype.bytes());
         let mut table = |name: String, shape: [u64; 2], count: u64, (category, element_bytes)| {
             b.ledger.push(Entry {
@@ -338,6 +337,16 @@ fn forward(b: &mut Builder, spec: &StepSpec, cuts: &Cuts) {
         return;
     }
     let first = cuts.chunks[0].n as u64;
+    b.add(
+        "target flat indices per class chunk (i32, for the loss)",
+        "output",
+        &[spec.batch.n_targets],
+        I32_BYTES,
+        1,
+        Category::BatchBuffers,
+        Pool::Dynamic,
+        Lifetime::span(ForwardLogits, BackwardEnd),
+    );
     b.f32(
         "logits of one class chunk",
         "output",
@@ -345,20 +354,11 @@ fn forward(b: &mut Builder, spec: &StepSpec, cuts: &Cuts) {
         Category::Logits,
         Lifetime::at(ForwardLogits),
     );
-    b.f32(
-        "dense targets of one class chunk",
-        "output",
-        &[rows, first],
-        Category::Logits,
+    let (sum, at) = (
+        "running sum of the targets' logits",
         Lifetime::at(ForwardLogits),
     );
-    b.f32(
-        "running target logit",
-        "output",
-        &[rows, 1],
-        Category::Temporaries,
-        Lifetime::at(ForwardLogits),
-    );
+    b.f32(sum, "output", &[1], Category::Temporaries, at);
     b.f32(
         "log-sum-exp per row",
         "output",
