@@ -44,6 +44,7 @@ pub fn device_facts(compute: &Compute) -> DeviceFacts {
         max_buffer_bytes: compute.max_buffer_bytes,
         alignment_bytes: compute.alignment_bytes,
         host_threads: widebag_model::cpu::host_threads(&compute.device),
+        bf16: widebag_model::device::stores_bf16(compute),
     }
 }
 

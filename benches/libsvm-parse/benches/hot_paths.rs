@@ -45,6 +45,7 @@ fn plan_seed(c: &mut Criterion) {
         max_buffer_bytes: 128 << 20,
         alignment_bytes: 32,
         host_threads: 0,
+        bf16: false,
     };
     let mut group = c.benchmark_group("solver");
     group.sample_size(20);

@@ -93,6 +93,7 @@ mod tests {
             max_buffer_bytes: 128 << 20,
             alignment_bytes: 32,
             host_threads: 0,
+            bf16: false,
         };
         let batch = BatchFacts {
             n_rows: 256,

@@ -263,6 +263,11 @@ pub fn open_device(choice: DeviceChoice) -> Result<Compute, ModelError> {
     }
 }
 
+/// Whether the device stores bf16 tensors (lavapipe does not).
+pub fn stores_bf16(compute: &Compute) -> bool {
+    compute.device.supports_dtype(burn::tensor::DType::BF16)
+}
+
 /// An error naming the key unless every half-precision table and state `config` places on the
 /// device is a dtype the device supports (lavapipe has f16, not bf16). Host-placed bands, and
 /// every table under flex's host kernels, keep their rows in host memory: any precision.

@@ -25,8 +25,8 @@ pub enum Remedy {
     /// f16 table rows with stochastic rounding (`model.input_bands.dtype`). Costs precision:
     /// within 0.2 % of f32's validation loss on GCIDE and Zipf (README, `benches/precision.sh`).
     HalfTables,
-    /// bf16 moments of the table optimizer (`optim.state_dtype`), where the device stores bf16
-    /// (flex, or every band on the host tier). Costs precision: within 0.41 % on GCIDE and Zipf.
+    /// bf16 moments of the table optimizer (`optim.state_dtype`), where they are stored as bf16:
+    /// a device that has bf16 (flex, most GPUs; not lavapipe), or every band on the host tier. Costs precision: within 0.41 % on GCIDE and Zipf.
     HalfMoments,
 }
 
@@ -78,7 +78,7 @@ impl Remedy {
 
     /// The config with the remedy taken (`n_bands` input bands), or `None` when it changes
     /// nothing there: already taken, or not applicable.
-    pub fn applied(self, config: &Config, n_bands: usize, host_threads: u64) -> Option<Config> {
+    pub fn applied(self, config: &Config, n_bands: usize, device_bf16: bool) -> Option<Config> {
         if config.model.layout != Layout::Sparse {
             return None;
         }
@@ -126,7 +126,7 @@ impl Remedy {
                 // Whatever the table optimizer (it may still change): SGD keeps no moments, so
                 // the rung costs what the one before did and loses the tie.
                 let all_host = (0..n_bands).all(|k| ib.placement_of(k) == BandPlacement::Host);
-                if config.optim.state_dtype != Precision::F32 || !(all_host || host_threads > 0) {
+                if config.optim.state_dtype != Precision::F32 || !(all_host || device_bf16) {
                     return None;
                 }
                 c.optim.state_dtype = Precision::Bf16;
@@ -179,11 +179,11 @@ pub(crate) fn with_remedies(
     config: &Config,
     remedies: &[Remedy],
     n_bands: usize,
-    host_threads: u64,
+    device_bf16: bool,
 ) -> Option<Config> {
     let mut c = config.clone();
     for r in remedies {
-        c = r.applied(&c, n_bands, host_threads)?;
+        c = r.applied(&c, n_bands, device_bf16)?;
     }
     Some(c)
 }
@@ -194,7 +194,7 @@ pub(crate) fn ladder(
     config: &Config,
     n_bands: usize,
     pins: Pins,
-    host_threads: u64,
+    device_bf16: bool,
 ) -> Vec<(Vec<Remedy>, Config)> {
     let mut out = vec![(Vec::new(), config.clone())];
     for r in Remedy::ORDER {
@@ -202,7 +202,7 @@ pub(crate) fn ladder(
             continue;
         }
         let (taken, last) = out.last().expect("the configured rung");
-        if let Some(next) = r.applied(last, n_bands, host_threads) {
+        if let Some(next) = r.applied(last, n_bands, device_bf16) {
             let mut taken = taken.clone();
             taken.push(r);
             out.push((taken, next));
@@ -288,7 +288,7 @@ mod tests {
     #[test]
     fn the_ladder_adds_remedies_in_order_skipping_pins_and_what_is_taken() {
         let c = Config::default();
-        let rungs = ladder(&c, 1, Pins::default(), 0);
+        let rungs = ladder(&c, 1, Pins::default(), false);
         let taken: Vec<Vec<Remedy>> = rungs.iter().map(|(r, _)| r.clone()).collect();
         // One band on a device without bf16: the narrowest chunk, the host tier, then f16
         // tables; the moments then live on the host, so bf16 moments follow.
@@ -314,15 +314,15 @@ mod tests {
             ..Pins::default()
         };
         // Pinned on the device (no bf16 there): only f16 tables.
-        let rungs = ladder(&c, 1, pins, 0);
+        let rungs = ladder(&c, 1, pins, false);
         assert_eq!(rungs.len(), 2);
         assert_eq!(rungs[1].0, vec![Remedy::HalfTables]);
-        assert!(with_remedies(&c, &[Remedy::HalfMoments], 1, 0).is_none());
-        assert!(with_remedies(&c, &[Remedy::HalfMoments], 1, 2).is_some());
-        // On flex bf16 moments need no host tier.
-        assert_eq!(ladder(&c, 1, pins, 2).len(), 3);
+        assert!(with_remedies(&c, &[Remedy::HalfMoments], 1, false).is_none());
+        assert!(with_remedies(&c, &[Remedy::HalfMoments], 1, true).is_some());
+        // On a device with bf16 (flex, most GPUs) bf16 moments need no host tier.
+        assert_eq!(ladder(&c, 1, pins, true).len(), 3);
         let mut dense = c.clone();
         dense.model.layout = Layout::Dense;
-        assert_eq!(ladder(&dense, 1, Pins::default(), 0).len(), 1);
+        assert_eq!(ladder(&dense, 1, Pins::default(), false).len(), 1);
     }
 }

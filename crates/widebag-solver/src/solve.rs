@@ -25,8 +25,8 @@ use crate::{Plan, Problem, SolverError, slack_bytes};
 /// what would still be needed).
 pub fn solve(problem: &Problem) -> Result<Plan, SolverError> {
     let n_bands = problem.bands.input.len().max(1);
-    let host_threads = problem.device.host_threads;
-    let rungs = ladder(problem.config, n_bands, problem.pins, host_threads);
+    let device_bf16 = problem.device.bf16;
+    let rungs = ladder(problem.config, n_bands, problem.pins, device_bf16);
     let mut evaluations = 0;
     let mut plan_of = |config: &Config| -> Result<Plan, SolverError> {
         let p = solve_layout(&Problem {
@@ -75,7 +75,7 @@ pub fn solve(problem: &Problem) -> Result<Plan, SolverError> {
         // Drop each remedy (last first) the chosen plan does not need.
         for r in set.clone().into_iter().rev() {
             let fewer: Vec<Remedy> = set.iter().copied().filter(|&x| x != r).collect();
-            if let Some(c) = with_remedies(problem.config, &fewer, n_bands, host_threads)
+            if let Some(c) = with_remedies(problem.config, &fewer, n_bands, device_bf16)
                 && still_fits(&c)
             {
                 (set, config) = (fewer, c);

@@ -208,8 +208,8 @@ pub(crate) fn suggestions(
 /// The sparse layout's remedies, each alone, as `(key, from, to, changed config)`: the widest
 /// class chunk that fits (time: more, smaller output passes; at most [`MAX_CHUNKS`] of them), every input band's table and state
 /// on the host tier (time: rows cross to the device each step), f16 tables (precision: updates
-/// rounded stochastically), and bf16 moments where the device is the host (flex; lavapipe has no
-/// bf16). Remedies already in the config are skipped.
+/// rounded stochastically), and bf16 moments on a device that has bf16 (flex, most GPUs; not
+/// lavapipe). Remedies already in the config are skipped.
 fn remedies(
     est: &Estimator,
     min_batch: usize,
@@ -290,7 +290,7 @@ fn remedies(
         ct,
         TableOptim::Momentum | TableOptim::Adam | TableOptim::AdamW
     );
-    if has_moments && config.optim.state_dtype == Precision::F32 && p.device.host_threads > 0 {
+    if has_moments && config.optim.state_dtype == Precision::F32 && p.device.bf16 {
         let mut c = config.clone();
         c.optim.state_dtype = Precision::Bf16;
         out.push(("optim.state_dtype", "f32".into(), "bf16".into(), c));

@@ -312,6 +312,7 @@ mod tests {
             max_buffer_bytes: 128 << 20,
             alignment_bytes: 32,
             host_threads: 0,
+            bf16: false,
         };
         let (spec, ledger) = predict(&prepared, device).unwrap();
         super::super::report::report(spec, ledger, "test adapter", None)

@@ -80,6 +80,7 @@ pub fn device_facts(
         max_buffer_bytes: u64::MAX,
         alignment_bytes: 256,
         host_threads: 0,
+        bf16: false,
     });
     if let Some(bytes) = flags.max_buffer_bytes {
         facts.max_buffer_bytes = bytes;

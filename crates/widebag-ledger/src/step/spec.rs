@@ -21,6 +21,10 @@ pub struct DeviceFacts {
     /// per thread; see `host`); 0 on wgpu, whose step is the tensor path.
     #[serde(default)]
     pub host_threads: u64,
+    /// Whether the device stores bf16 tensors (lavapipe does not; flex and most GPUs do): the
+    /// solver offers bf16 moments on the device only then.
+    #[serde(default)]
+    pub bf16: bool,
 }
 
 /// What the ledger needs to know about a batch (from data statistics at the batch size).
@@ -125,6 +129,7 @@ impl StepSpec {
                     CpuKernels::Host => device.host_threads,
                     CpuKernels::Tensor => 0,
                 },
+                bf16: device.bf16,
             },
             input_bands: bands
                 .input
@@ -290,6 +295,7 @@ pub(super) fn seed_spec(layout: Layout, dense_optim: DenseOptim) -> StepSpec {
             max_buffer_bytes: 128 << 20,
             alignment_bytes: 32,
             host_threads: 0,
+            bf16: false,
         },
         input_bands: Vec::new(),
         output_bands: Vec::new(),
