@@ -110,14 +110,6 @@ impl HostRows {
         }
     }
 
-    /// Rows `uniq` as disjoint mutable f32 slices (f32 storage only).
-    pub fn split_f32(&mut self, dim: usize, uniq: SortedIds) -> Option<Vec<&mut [f32]>> {
-        match self {
-            HostRows::F32(host) => Some(host_rows::split(host, dim, uniq)),
-            HostRows::Half { .. } => None,
-        }
-    }
-
     /// Rows `uniq` as disjoint mutable rows of either storage, for updates computed in f32 in
     /// place ([`RowMut::load`], [`RowMut::store`]); `round` rounds half-precision stores.
     pub fn split_rows(&mut self, dim: usize, uniq: SortedIds, round: RoundKey) -> Vec<RowMut<'_>> {
@@ -198,6 +190,22 @@ impl RowMut<'_> {
         }
     }
 
+    /// Runs `update` on the row as f32: in place for f32 rows, on `scratch` decoded from and
+    /// stored back (rounded) to half-precision rows.
+    pub fn with_f32(&mut self, scratch: &mut Vec<f32>, update: impl FnOnce(&mut [f32])) {
+        if let RowMut::F32(row) = self {
+            return update(row);
+        }
+        let n = match self {
+            RowMut::Half { bits, .. } => bits.len(),
+            RowMut::F32(row) => row.len(),
+        };
+        scratch.resize(n, 0.0);
+        self.load(scratch);
+        update(scratch);
+        self.store(scratch);
+    }
+
     /// Stores `values` as the row (rounded as the table rounds).
     pub fn store(&mut self, values: &[f32]) {
         match self {
@@ -263,14 +271,22 @@ mod tests {
                 key(Rounding::Stochastic, 1),
             );
             assert_eq!(rows.to_vec(), [0.5, 0.5, 1.75, 1.0, 2.5, 2.5, 4.5, 5.5]);
-            assert!(rows.split_f32(2, ids).is_none());
+            let round = key(Rounding::Nearest, 2);
+            let lent = rows.split_rows(2, ids, round);
+            assert!(lent.iter().all(|r| matches!(r, RowMut::Half { .. })));
             rows.write(2..4, &[-1.0, 8.0]);
             assert_eq!(rows.read(2..4).as_ref(), [-1.0, 8.0]);
         }
         let mut f = HostRows::new(2, 2, Precision::F32, init);
         assert_eq!(f.element_bytes(), 4);
         assert!(matches!(f.read(0..2), Cow::Borrowed(_)));
-        assert!(f.split_f32(2, SortedIds::new(&[1]).unwrap()).is_some());
+        let one = SortedIds::new(&[1]).unwrap();
+        let mut lent = f.split_rows(2, one, key(Rounding::Nearest, 0));
+        // f32 rows are lent as they are, updated without a copy.
+        lent[0].with_f32(&mut Vec::new(), |row| row[0] = 9.0);
+        assert!(matches!(lent[0], RowMut::F32(_)));
+        drop(lent);
+        assert_eq!(f.read(2..4).as_ref(), [9.0, 1.5]);
     }
 
     #[test]

@@ -366,22 +366,10 @@ impl ShardedTable {
         Ok(())
     }
 
-    /// Rows `uniq` of a resident table (host kernels), one disjoint mutable slice each, in
-    /// `uniq`'s order; `None` for a device or host-tier table (whose updates go through the
-    /// device). Ids past the last row are an error.
-    pub fn resident_rows_mut(
-        &mut self,
-        uniq: SortedIds,
-    ) -> Result<Option<Vec<&mut [f32]>>, ModelError> {
-        self.check_range(uniq)?;
-        match &mut self.storage {
-            Storage::Host(host) if self.resident => Ok(host.split_f32(self.dim, uniq)),
-            _ => Ok(None),
-        }
-    }
-
-    /// Rows `uniq` of a resident table of any precision, lent for an in-place update computed in
-    /// f32 (and counted as one update for the rounding); `None` for a device or host-tier table.
+    /// Rows `uniq` of a resident table (host kernels), one disjoint mutable row each in `uniq`'s
+    /// order, of any precision, lent for an in-place update computed in f32 (and counted as one
+    /// update for the rounding); `None` for a device or host-tier table (whose updates go through
+    /// the device). Ids past the last row are an error.
     pub fn resident_rows_any(
         &mut self,
         uniq: SortedIds,

@@ -97,11 +97,7 @@ fn at_the_batch_cap_the_optimizer_improves_with_the_budget() {
 
 #[test]
 fn infeasible_pins_get_ranked_suggestions_that_fit() {
-    let c = config(&[
-        "train.batch_size=1024",
-        "optim.table=adam",
-        "optim.dense=adam",
-    ]);
+    let c = logits_bound();
     let rows = sample(&c);
     let pins = Pins::ALL;
     let p = plan(&c, &rows, 3 << 20, pins);
@@ -184,6 +180,26 @@ fn a_table_bound_run_is_offered_the_host_tier_and_half_tables() {
     assert!(key("optim.state_dtype").is_none());
 }
 
+/// The logits-bound model: batch 1024 over 2,000 classes, Adam on both parts.
+fn logits_bound() -> Config {
+    config(&[
+        "train.batch_size=1024",
+        "optim.table=adam",
+        "optim.dense=adam",
+    ])
+}
+
+/// The batch and both optimizers pinned, the layout free.
+const RUN_PINNED: Pins = Pins {
+    batch_size: true,
+    table: true,
+    dense: true,
+    placement: false,
+    table_dtype: false,
+    state_dtype: false,
+    class_chunk: false,
+};
+
 /// The table-bound model: 100,000 × 16 rows with lazy Adam, few classes, batch 32.
 fn table_bound() -> Config {
     config(&[
@@ -200,12 +216,7 @@ fn table_bound() -> Config {
 fn the_solver_takes_remedies_in_order_and_keeps_adam() {
     let c = table_bound();
     let rows = sample(&c);
-    let pins = Pins {
-        batch_size: true,
-        table: true,
-        dense: true,
-        ..Pins::default()
-    };
+    let pins = RUN_PINNED;
     let p = plan(&c, &rows, 18 << 20, pins);
     assert!(p.fits, "{:?}", p.chosen.verdict);
     assert_eq!(
@@ -246,18 +257,9 @@ fn the_solver_takes_remedies_in_order_and_keeps_adam() {
 #[test]
 fn a_logits_bound_run_takes_the_widest_class_chunk_that_fits() {
     // Batch 1024 over 2,000 classes with Adam pinned: the logits are what does not fit.
-    let c = config(&[
-        "train.batch_size=1024",
-        "optim.table=adam",
-        "optim.dense=adam",
-    ]);
+    let c = logits_bound();
     let rows = sample(&c);
-    let pins = Pins {
-        batch_size: true,
-        table: true,
-        dense: true,
-        ..Pins::default()
-    };
+    let pins = RUN_PINNED;
     let budget = 3 << 20;
     assert!(!plan(&c, &rows, budget, Pins::ALL).fits);
     let p = plan(&c, &rows, budget, pins);

@@ -6,7 +6,6 @@
 
 use burn::tensor::Tensor;
 use rayon::prelude::*;
-use widebag_config::Precision;
 
 use crate::ModelError;
 use crate::dense_optim::AdamStep;
@@ -23,29 +22,18 @@ pub fn sgd(
     lr: f64,
 ) -> Result<bool, ModelError> {
     let dim = table.dim().max(1);
-    let neg_lr = -lr as f32;
-    if table.format().precision != Precision::F32 {
-        let Some(rows) = table.resident_rows_any(uniq)? else {
-            return Ok(false);
-        };
-        let g = to_vec(grad.clone())?;
-        rows.into_par_iter()
-            .zip(g.par_chunks(dim))
-            .for_each_init(Vec::new, |w, (mut row, g)| {
-                w.resize(g.len(), 0.0);
-                row.load(w);
-                w.iter_mut().zip(g).for_each(|(w, g)| *w += g * neg_lr);
-                row.store(w);
-            });
-        return Ok(true);
-    }
-    let Some(rows) = table.resident_rows_mut(uniq)? else {
+    let Some(rows) = table.resident_rows_any(uniq)? else {
         return Ok(false);
     };
     let g = to_vec(grad.clone())?;
+    let neg_lr = -lr as f32;
     rows.into_par_iter()
         .zip(g.par_chunks(dim))
-        .for_each(|(w, g)| w.iter_mut().zip(g).for_each(|(w, g)| *w += g * neg_lr));
+        .for_each_init(Vec::new, |scratch, (mut w, g)| {
+            w.with_f32(scratch, |w| {
+                w.iter_mut().zip(g).for_each(|(w, g)| *w += g * neg_lr)
+            })
+        });
     Ok(true)
 }
 
@@ -59,26 +47,24 @@ pub fn adam(
     a: &AdamStep,
 ) -> Result<bool, ModelError> {
     let dim = table.dim().max(1);
-    if [&*table, &*m, &*v]
-        .iter()
-        .any(|t| t.format().precision != Precision::F32)
-    {
-        return adam_any(table, (m, v), uniq, grad, a);
-    }
     let (Some(w), Some(m), Some(v)) = (
-        table.resident_rows_mut(uniq)?,
-        m.resident_rows_mut(uniq)?,
-        v.resident_rows_mut(uniq)?,
+        table.resident_rows_any(uniq)?,
+        m.resident_rows_any(uniq)?,
+        v.resident_rows_any(uniq)?,
     ) else {
         return Ok(false);
     };
     let g = to_vec(grad.clone())?;
     let k = AdamRows::new(a);
-    w.into_par_iter()
-        .zip(m)
-        .zip(v)
-        .zip(g.par_chunks(dim))
-        .for_each(|(((w, m), v), g)| k.update(w, m, v, g));
+    let rows: Vec<((RowMut, RowMut), RowMut)> = w.into_iter().zip(m).zip(v).collect();
+    rows.into_par_iter().zip(g.par_chunks(dim)).for_each_init(
+        || [Vec::new(), Vec::new(), Vec::new()],
+        |[ws, ms, vs], (((mut w, mut m), mut v), g)| {
+            w.with_f32(ws, |w| {
+                m.with_f32(ms, |m| v.with_f32(vs, |v| k.update(w, m, v, g)))
+            })
+        },
+    );
     Ok(true)
 }
 
@@ -115,40 +101,4 @@ impl AdamRows {
             *v = v_new;
         }
     }
-}
-
-/// [`adam`] where the table or its moments are half precision: each row of the three is
-/// decoded, updated as in [`adam`] and stored back rounded.
-fn adam_any(
-    table: &mut ShardedTable,
-    (m, v): (&mut ShardedTable, &mut ShardedTable),
-    uniq: SortedIds,
-    grad: &Tensor<2>,
-    a: &AdamStep,
-) -> Result<bool, ModelError> {
-    let dim = table.dim().max(1);
-    let (Some(w), Some(m), Some(v)) = (
-        table.resident_rows_any(uniq)?,
-        m.resident_rows_any(uniq)?,
-        v.resident_rows_any(uniq)?,
-    ) else {
-        return Ok(false);
-    };
-    let g = to_vec(grad.clone())?;
-    let k = AdamRows::new(a);
-    let rows: Vec<((RowMut, RowMut), RowMut)> = w.into_iter().zip(m).zip(v).collect();
-    rows.into_par_iter().zip(g.par_chunks(dim)).for_each_init(
-        || [Vec::new(), Vec::new(), Vec::new()],
-        |[wb, mb, vb], (((mut w, mut m), mut v), g)| {
-            for (buf, row) in [(&mut *wb, &w), (&mut *mb, &m), (&mut *vb, &v)] {
-                buf.resize(g.len(), 0.0);
-                row.load(buf);
-            }
-            k.update(wb, mb, vb, g);
-            w.store(wb);
-            m.store(mb);
-            v.store(vb);
-        },
-    );
-    Ok(true)
 }
