@@ -7,6 +7,7 @@ mod common;
 mod access;
 mod architecture;
 mod bad_inputs;
+mod checkpointing;
 mod cli;
 mod data_files;
 mod device;

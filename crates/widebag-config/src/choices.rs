@@ -295,3 +295,24 @@ pub enum Rounding {
     /// To the nearest (ties to even): updates below half a unit in the last place are lost.
     Nearest,
 }
+
+/// What the MLP keeps for its backward pass (`model.checkpointing`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Checkpointing {
+    /// Autodiff saves every layer's activations in the forward pass.
+    #[default]
+    None,
+    /// The MLP keeps only its block input (the gathered rows) and its output; its layers are
+    /// recomputed on autodiff after the output layer's backward (one more MLP forward).
+    Mlp,
+}
+
+impl Checkpointing {
+    pub fn name(self) -> &'static str {
+        match self {
+            Checkpointing::None => "none",
+            Checkpointing::Mlp => "mlp",
+        }
+    }
+}

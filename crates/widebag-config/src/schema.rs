@@ -8,8 +8,9 @@ use serde::{Deserialize, Serialize};
 use widebag_data::LabelMode;
 
 use crate::{
-    Activation, CpuKernels, DenseOptim, DeviceChoice, Format, InputBands, Layout, OutputBands,
-    Precision, RecallConvention, Rounding, Schedule, TableOptim, TargetKind, TextMode, TokenFormat,
+    Activation, Checkpointing, CpuKernels, DenseOptim, DeviceChoice, Format, InputBands, Layout,
+    OutputBands, Precision, RecallConvention, Rounding, Schedule, TableOptim, TargetKind, TextMode,
+    TokenFormat,
 };
 
 /// `[data]`: where batches come from.
@@ -145,6 +146,9 @@ pub struct ModelConfig {
     pub class_chunk: usize,
     /// Caps any single device buffer (MiB) below the adapter's own limit; 0 keeps the adapter's.
     pub max_buffer_mib: u64,
+    /// `none`, or `mlp`: the MLP's activations are recomputed in backward instead of saved
+    /// (sparse layout).
+    pub checkpointing: Checkpointing,
     /// The output objective: `full` softmax, `adaptive` softmax (`output_bands`), or
     /// `multinomial` (a target bag's counts, full or, with `output_bands`, adaptive).
     pub output: OutputKind,
@@ -232,6 +236,7 @@ impl Default for ModelConfig {
             hidden: vec![64],
             class_chunk: 0,
             max_buffer_mib: 0,
+            checkpointing: Checkpointing::None,
             output: OutputKind::Full,
             activation: Activation::Relu,
             input_dropout: 0.0,
@@ -401,7 +406,7 @@ impl Objective {
 }
 
 /// The choices the budget solver may make (and a config may pin with `plan.pin`).
-pub const PLAN_KNOBS: [&str; 7] = [
+pub const PLAN_KNOBS: [&str; 8] = [
     "train.batch_size",
     "optim.table",
     "optim.dense",
@@ -409,6 +414,7 @@ pub const PLAN_KNOBS: [&str; 7] = [
     "model.input_bands.dtype",
     "optim.state_dtype",
     "model.class_chunk",
+    "model.checkpointing",
 ];
 
 /// `[plan]`: the budget solver (`widebag plan`, `widebag train --budget`).

@@ -3,8 +3,8 @@
 use widebag_data::LabelMode;
 
 use crate::{
-    BandPlacement, Config, DataConfig, Format, Layout, ModelConfig, OutputKind, PLAN_KNOBS,
-    Precision, TextMode, units,
+    BandPlacement, Checkpointing, Config, DataConfig, Format, Layout, ModelConfig, OutputKind,
+    PLAN_KNOBS, Precision, TextMode, units,
 };
 
 /// The head/tail keys of `[model]`.
@@ -92,6 +92,13 @@ fn check_bands(m: &ModelConfig) -> Result<(), (&'static str, String)> {
             return err(
                 "model.input_bands.dtype",
                 "f16/bf16 tables need layout = \"sparse\" (the dense layout is the f32 baseline)"
+                    .into(),
+            );
+        }
+        if m.checkpointing != Checkpointing::None {
+            return err(
+                "model.checkpointing",
+                "needs layout = \"sparse\" (the dense layout is the baseline that saves everything)"
                     .into(),
             );
         }

@@ -38,9 +38,11 @@ mod eval;
 mod host;
 mod sparse;
 mod spec;
+mod trunk;
 
 pub use eval::{EvalPeak, eval_peak};
 pub use spec::{BatchFacts, DeviceFacts, StepSpec};
+pub use trunk::{CheckpointEffect, checkpoint_effect};
 use widebag_config::{DenseOptim, Layout, TableOptim};
 
 use crate::{Category, Entry, Ledger, Lifetime, Placement, Pool};

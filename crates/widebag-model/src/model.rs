@@ -35,6 +35,8 @@ pub struct ModelSpec {
     pub output: OutputKind,
     /// The hidden layers' activation.
     pub activation: widebag_config::Activation,
+    /// What the MLP saves for backward: everything, or (`mlp`) only its block input and output.
+    pub checkpointing: widebag_config::Checkpointing,
     /// Input bands (one: the unsplit table) and output clusters (one: the full softmax; more:
     /// the adaptive softmax's head and tails), as run preparation resolved them.
     pub bands: ModelBands,
@@ -89,6 +91,7 @@ impl ModelSpec {
             seed: config.train.seed,
             output: config.model.output,
             activation: config.model.activation,
+            checkpointing: config.model.checkpointing,
             bands: bands.clone(),
         })
     }

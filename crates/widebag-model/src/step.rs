@@ -5,6 +5,8 @@
 use burn::tensor::{Gradients, Tensor};
 use widebag_csr::CsrBatch;
 
+use widebag_config::Checkpointing;
+
 use crate::ModelError;
 use crate::adaptive_host::AdaptiveForward;
 use crate::bag::{BagInputs, BandIds, BandSegment};
@@ -12,6 +14,7 @@ use crate::cpu::Kernels;
 use crate::cpu::access::HostMatrix;
 use crate::cpu::host_layer::HostLayer;
 use crate::cpu::softmax_ce::{self, CeForward, ChunkGrad, HostTargets, Logits};
+use crate::dense_optim::DenseParam;
 use crate::memory::{MemoryMeter, Point, Stage};
 use crate::model::{StepStats, WideModel};
 use crate::params::{Cluster, DenseParams, Linear, OutputParams};
@@ -205,15 +208,26 @@ impl WideModel {
         host: Option<&HostLayer>,
         meter: &mut MemoryMeter,
     ) -> Result<Forward, ModelError> {
-        let rows: Vec<Tensor<2>> = rows.into_iter().map(|r| r.require_grad()).collect();
-        let targets = self.objective_targets(batch);
-        let leaf = |p: &crate::dense_optim::DenseParam| p.value.clone().autodiff().require_grad();
-        let params = if self.adaptive() {
-            self.dense.map(leaf)
-        } else {
-            self.dense.map_split(leaf, |p| p.value.clone())
+        // With checkpointing the trunk runs off the graph (nothing saved) and `h` is a leaf:
+        // the output layer's backward stops there and `recompute_trunk` goes on.
+        let recompute = self.recomputes_trunk();
+        let rows: Vec<Tensor<2>> = match recompute {
+            true => rows,
+            false => rows.into_iter().map(|r| r.require_grad()).collect(),
         };
-        let h = self.forward_hidden(&rows, &params, &inputs);
+        let targets = self.objective_targets(batch);
+        let leaf = |p: &DenseParam| p.value.clone().autodiff().require_grad();
+        let off_graph = |p: &DenseParam| p.value.clone().autodiff();
+        let params = match (self.adaptive(), recompute) {
+            (true, false) => self.dense.map(leaf),
+            (false, false) => self.dense.map_split(leaf, |p| p.value.clone()),
+            (true, true) => self.dense.map_split(off_graph, leaf),
+            (false, true) => self.dense.map_split(off_graph, |p| p.value.clone()),
+        };
+        let mut h = self.forward_hidden(&rows, &params, &inputs);
+        if recompute {
+            h = h.detach().require_grad();
+        }
         meter.lap(Stage::Forward);
         let (loss, output) = match (&params.output, host) {
             (OutputParams::Full { .. }, Some(layer)) => {
@@ -277,6 +291,7 @@ impl WideModel {
             h,
             output,
         } = forward;
+        let h_leaf = self.recomputes_trunk().then(|| h.clone());
         let (ad_grads, output_grads, h) = match output {
             ForwardOutput::Adaptive(loss) => {
                 // Autodiff through the adaptive softmax, the MLP and the bag (one pass: its
@@ -363,23 +378,29 @@ impl WideModel {
                 (g.autodiff, Some(output), None)
             }
         };
+        // 4b. checkpointing: the trunk again, on autodiff, from the output's dL/dh.
+        let recomputed = h_leaf.map(|h| self.recompute_trunk(&h, &ad_grads, &rows, &inputs, meter));
+        let (trunk_grads, trunk_rows, trunk_params) = match &recomputed {
+            Some((g, r, p)) => (g, r, p),
+            None => (&ad_grads, &rows, &params),
+        };
         let rows_grad = ids
             .segments
             .iter()
-            .zip(&rows)
-            .map(|(s, leaf)| (*s, self.row_grad(s, leaf, &ad_grads)))
+            .zip(trunk_rows)
+            .map(|(s, leaf)| (*s, self.row_grad(s, leaf, trunk_grads)))
             .collect();
-        let grad = |leaf: &Tensor<2>| leaf_grad(leaf, &ad_grads);
+        let grad = |leaf: &Tensor<2>| leaf_grad(leaf, trunk_grads);
         let dense = DenseParams {
-            bag_bias: grad(&params.bag_bias),
-            projections: params.projections.iter().map(grad).collect(),
-            hidden: params.hidden.iter().map(|l| l.map(grad)).collect(),
+            bag_bias: grad(&trunk_params.bag_bias),
+            projections: trunk_params.projections.iter().map(grad).collect(),
+            hidden: trunk_params.hidden.iter().map(|l| l.map(grad)).collect(),
             output: match output_grads {
                 Some(full) => full,
-                None => params.output.map(grad),
+                None => params.output.map(|leaf| leaf_grad(leaf, &ad_grads)),
             },
         };
-        drop(ad_grads);
+        drop((ad_grads, recomputed));
         meter.sample(Point::BackwardEnd);
         // The batch's buffers, the gathered rows and the leaves go only now, as the ledger
         // counts them at the end of backward.
@@ -391,6 +412,43 @@ impl WideModel {
             rows: rows_grad,
             dense,
         })
+    }
+}
+
+impl WideModel {
+    /// Whether the trunk is checkpointed (`model.checkpointing = "mlp"`): run off the graph in
+    /// the forward pass and recomputed on autodiff in backward.
+    fn recomputes_trunk(&self) -> bool {
+        self.spec.checkpointing == Checkpointing::Mlp
+    }
+
+    /// Step 4b with checkpointing: the bag, the projections and the MLP again from the
+    /// gathered `rows`, now gradient leaves, on autodiff (its saved activations alive at
+    /// `Point::BackwardInput`), differentiated from `h`'s gradient in `grads`. Returns the
+    /// gradients with the leaves they belong to: the rows and the trunk's parameters (the
+    /// output layer left empty).
+    fn recompute_trunk(
+        &self,
+        h: &Tensor<2>,
+        grads: &Gradients,
+        rows: &[Tensor<2>],
+        inputs: &BagInputs,
+        meter: &mut MemoryMeter,
+    ) -> (Gradients, Vec<Tensor<2>>, DenseParams<Tensor<2>>) {
+        let dh = leaf_grad(h, grads);
+        let rows: Vec<Tensor<2>> = rows.iter().map(|r| r.clone().require_grad()).collect();
+        let leaf = |p: &DenseParam| p.value.clone().autodiff().require_grad();
+        let d = &self.dense;
+        let params = DenseParams {
+            bag_bias: leaf(&d.bag_bias),
+            projections: d.projections.iter().map(leaf).collect(),
+            hidden: d.hidden.iter().map(|l| l.map(leaf)).collect(),
+            output: OutputParams::Full { chunks: Vec::new() },
+        };
+        let h = self.forward_hidden(&rows, &params, inputs);
+        meter.probe(Point::BackwardInput);
+        let grads = (h * Tensor::from_inner(dh)).sum().backward();
+        (grads, rows, params)
     }
 }
 

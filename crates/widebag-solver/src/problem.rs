@@ -53,6 +53,8 @@ pub struct Pins {
     pub state_dtype: bool,
     /// `model.class_chunk`.
     pub class_chunk: bool,
+    /// `model.checkpointing`.
+    pub checkpointing: bool,
 }
 
 impl Pins {
@@ -65,6 +67,7 @@ impl Pins {
         table_dtype: true,
         state_dtype: true,
         class_chunk: true,
+        checkpointing: true,
     };
 
     /// Pins from knob keys (`widebag_config::PLAN_KNOBS`); others are ignored.
@@ -79,6 +82,7 @@ impl Pins {
                 "model.input_bands.dtype" => pins.table_dtype = true,
                 "optim.state_dtype" => pins.state_dtype = true,
                 "model.class_chunk" => pins.class_chunk = true,
+                "model.checkpointing" => pins.checkpointing = true,
                 _ => {}
             }
         }
@@ -101,6 +105,7 @@ impl Pins {
             (self.table_dtype, "model.input_bands.dtype"),
             (self.state_dtype, "optim.state_dtype"),
             (self.class_chunk, "model.class_chunk"),
+            (self.checkpointing, "model.checkpointing"),
         ] {
             if pinned {
                 out.push(key);

@@ -1,11 +1,11 @@
 //! The layout remedies the solver may take when the configured layout does not reach the best
 //! plan, in their documented order: first those that cost time and keep the numbers (a narrower
-//! class chunk, then the host tier), then those that cost precision (half tables, then half
-//! moments). Each is a change of
+//! class chunk, checkpointing the MLP, then the host tier), then those that cost precision (half
+//! tables, then half moments). Each is a change of
 //! config keys; a pinned key is never changed, and a remedy the config already has is skipped.
 
 use serde::Serialize;
-use widebag_config::{BandPlacement, Config, Layout, Precision, TableOptim};
+use widebag_config::{BandPlacement, Checkpointing, Config, Layout, Precision, TableOptim};
 
 use crate::Pins;
 
@@ -18,6 +18,10 @@ pub enum Remedy {
     /// narrowest (at most [`MAX_CHUNKS`] chunks); the solver then widens it as far as the plan
     /// allows.
     NarrowChunk,
+    /// The MLP recomputed in backward (`model.checkpointing = "mlp"`): only its block input and
+    /// output are kept through the output layer. Costs one more trunk forward; the numbers are
+    /// unchanged.
+    Checkpointing,
     /// Every tail band in host memory, or the whole table when it is one band
     /// (`model.input_bands.placement`). Costs time: a batch's rows and their state cross to the
     /// device and their updates back each step. The numbers are unchanged.
@@ -32,8 +36,9 @@ pub enum Remedy {
 
 impl Remedy {
     /// The documented order.
-    pub const ORDER: [Remedy; 4] = [
+    pub const ORDER: [Remedy; 5] = [
         Remedy::NarrowChunk,
+        Remedy::Checkpointing,
         Remedy::HostTier,
         Remedy::HalfTables,
         Remedy::HalfMoments,
@@ -43,6 +48,7 @@ impl Remedy {
     pub fn key(self) -> &'static str {
         match self {
             Remedy::NarrowChunk => "model.class_chunk",
+            Remedy::Checkpointing => "model.checkpointing",
             Remedy::HostTier => "model.input_bands.placement",
             Remedy::HalfTables => "model.input_bands.dtype",
             Remedy::HalfMoments => "optim.state_dtype",
@@ -53,6 +59,7 @@ impl Remedy {
     pub fn name(self) -> &'static str {
         match self {
             Remedy::NarrowChunk => "narrower chunk",
+            Remedy::Checkpointing => "MLP checkpointing",
             Remedy::HostTier => "host tier",
             Remedy::HalfTables => "f16 tables",
             Remedy::HalfMoments => "bf16 moments",
@@ -62,7 +69,7 @@ impl Remedy {
     /// What it costs: `time` or `precision`.
     pub fn cost(self) -> &'static str {
         match self {
-            Remedy::NarrowChunk | Remedy::HostTier => "time",
+            Remedy::NarrowChunk | Remedy::Checkpointing | Remedy::HostTier => "time",
             Remedy::HalfTables | Remedy::HalfMoments => "precision",
         }
     }
@@ -70,6 +77,7 @@ impl Remedy {
     fn pinned(self, pins: Pins) -> bool {
         match self {
             Remedy::NarrowChunk => pins.class_chunk,
+            Remedy::Checkpointing => pins.checkpointing,
             Remedy::HostTier => pins.placement,
             Remedy::HalfTables => pins.table_dtype,
             Remedy::HalfMoments => pins.state_dtype,
@@ -95,6 +103,12 @@ impl Remedy {
                     return None;
                 }
                 c.model.class_chunk = narrowest;
+            }
+            Remedy::Checkpointing => {
+                if config.model.checkpointing == Checkpointing::Mlp {
+                    return None;
+                }
+                c.model.checkpointing = Checkpointing::Mlp;
             }
             Remedy::HostTier => {
                 let to = if n_bands > 1 {
@@ -152,6 +166,7 @@ impl Remedy {
                 format!("{v:?}")
             }
             Remedy::HalfMoments => config.optim.state_dtype.name().to_string(),
+            Remedy::Checkpointing => config.model.checkpointing.name().to_string(),
         }
     }
 }
@@ -234,6 +249,7 @@ pub enum Change {
     Placement(Vec<BandPlacement>),
     TableDtype(Vec<Precision>),
     StateDtype(Precision),
+    Checkpointing(Checkpointing),
 }
 
 impl Change {
@@ -245,6 +261,7 @@ impl Change {
             Remedy::HostTier => Change::Placement(ib.placement.clone()),
             Remedy::HalfTables => Change::TableDtype(ib.dtype.clone()),
             Remedy::HalfMoments => Change::StateDtype(config.optim.state_dtype),
+            Remedy::Checkpointing => Change::Checkpointing(config.model.checkpointing),
         }
     }
 }
@@ -264,6 +281,7 @@ impl Change {
             Change::Placement(p) => config.model.input_bands.placement = p.clone(),
             Change::TableDtype(d) => config.model.input_bands.dtype = d.clone(),
             Change::StateDtype(d) => config.optim.state_dtype = *d,
+            Change::Checkpointing(c) => config.model.checkpointing = *c,
         }
     }
 }
@@ -292,18 +310,20 @@ mod tests {
         let taken: Vec<Vec<Remedy>> = rungs.iter().map(|(r, _)| r.clone()).collect();
         // One band on a device without bf16: the narrowest chunk, the host tier, then f16
         // tables; the moments then live on the host, so bf16 moments follow.
-        let [chunk, host, half, moments] = Remedy::ORDER;
+        let [chunk, ckpt, host, half, moments] = Remedy::ORDER;
         assert_eq!(
             taken,
             vec![
                 vec![],
                 vec![chunk],
-                vec![chunk, host],
-                vec![chunk, host, half],
-                vec![chunk, host, half, moments],
+                vec![chunk, ckpt],
+                vec![chunk, ckpt, host],
+                vec![chunk, ckpt, host, half],
+                vec![chunk, ckpt, host, half, moments],
             ]
         );
-        let last = &rungs[4].1;
+        let last = &rungs[5].1;
+        assert_eq!(last.model.checkpointing, Checkpointing::Mlp);
         assert_eq!(last.model.class_chunk, 240_000usize.div_ceil(MAX_CHUNKS));
         assert_eq!(last.model.input_bands.placement, vec![BandPlacement::Host]);
         assert_eq!(last.model.input_bands.dtype, vec![Precision::F16]);
@@ -311,6 +331,7 @@ mod tests {
         let pins = Pins {
             placement: true,
             class_chunk: true,
+            checkpointing: true,
             ..Pins::default()
         };
         // Pinned on the device (no bf16 there): only f16 tables.

@@ -4,7 +4,9 @@
 use super::*;
 use proptest::prelude::*;
 use widebag_config::bands::ModelBands;
-use widebag_config::{BandPlacement, Config, DenseOptim, Objective, Precision, TableOptim, load};
+use widebag_config::{
+    BandPlacement, Checkpointing, Config, DenseOptim, Objective, Precision, TableOptim, load,
+};
 use widebag_data::{BatchSource, SyntheticSpec, SyntheticStream};
 use widebag_ledger::step::DeviceFacts;
 
@@ -198,6 +200,7 @@ const RUN_PINNED: Pins = Pins {
     table_dtype: false,
     state_dtype: false,
     class_chunk: false,
+    checkpointing: false,
 };
 
 /// The table-bound model: 100,000 × 16 rows with lazy Adam, few classes, batch 32.
@@ -275,6 +278,37 @@ fn a_logits_bound_run_takes_the_widest_class_chunk_that_fits() {
     let mut exact = c.clone();
     exact.model.class_chunk = chunk;
     assert!(plan(&exact, &rows, budget, Pins::ALL).fits);
+}
+
+#[test]
+fn checkpointing_is_taken_only_where_it_changes_the_answer() {
+    // Every other knob pinned: the logits-bound run at the budget its recomputed trunk meets.
+    let c = logits_bound();
+    let rows = sample(&c);
+    let peak = |c: &Config| {
+        plan(c, &rows, 1 << 30, Pins::ALL)
+            .chosen
+            .predicted_peak_bytes
+    };
+    let mut ckpt = c.clone();
+    ckpt.model.checkpointing = Checkpointing::Mlp;
+    let (none, mlp) = (peak(&c), peak(&ckpt));
+    assert!(none > mlp + (100 << 10), "{none} vs {mlp}");
+    let budget = (mlp + (16 << 10)) * 400 / 399 + 1;
+    let pins = Pins {
+        checkpointing: false,
+        ..Pins::ALL
+    };
+    assert!(!plan(&c, &rows, budget, Pins::ALL).fits);
+    let p = plan(&c, &rows, budget, pins);
+    assert!(p.fits, "{}", p.chosen.verdict);
+    let keys: Vec<&str> = p.remedies.iter().map(|r| r.key).collect();
+    assert_eq!(keys, ["model.checkpointing"]);
+    assert_eq!(p.remedies[0].to, "mlp");
+    assert!(p.remedies[0].saves_bytes > 0);
+    // With room for the saved activations it is not taken.
+    let p = plan(&c, &rows, none + (1 << 20), pins);
+    assert!(p.fits && p.remedies.is_empty());
 }
 
 fn serde_plain(name: &str) -> TableOptim {
@@ -364,7 +398,7 @@ proptest! {
     fn with_remedies_a_larger_budget_never_gives_a_worse_plan_and_pins_hold(
         a in (4u64 << 20)..(40u64 << 20),
         extra in 0u64..(24u64 << 20),
-        pin_bits in 0u8..128,
+        pin_bits in 0u8..=255,
     ) {
         let c = table_bound();
         let rows = sample(&c);
@@ -377,6 +411,7 @@ proptest! {
             table_dtype: bit(4),
             state_dtype: bit(5),
             class_chunk: bit(6),
+            checkpointing: bit(7),
         };
         let small = plan(&c, &rows, a, pins);
         let large = plan(&c, &rows, a + extra, pins);

@@ -7,8 +7,8 @@
 //! Examples/s is `batch / step_s`.
 
 use serde::{Deserialize, Serialize};
-use widebag_config::{DenseOptim, Layout, TableOptim};
-use widebag_ledger::shapes::F32_BYTES;
+use widebag_config::{Checkpointing, DenseOptim, Layout, TableOptim};
+use widebag_ledger::shapes::{self, F32_BYTES};
 use widebag_ledger::step::StepSpec;
 
 /// Fitted coefficients, and where they were measured.
@@ -155,6 +155,26 @@ impl StepWork {
                     TableOptim::AdamW => 11.0,
                 };
                 bytes += rows * dim * f32b * (table_passes + 2.0 * row_state);
+                // The layout remedies' time: checkpointing runs the trunk's forward again; the
+                // host tier moves the batch's rows and state each way; every class chunk reads
+                // `h` and writes a `dL/dh` part in both passes.
+                if spec.checkpointing == Checkpointing::Mlp {
+                    flops += 2.0 * b * sizes.windows(2).map(|p| p[0] * p[1]).sum::<f64>();
+                    flops += 2.0 * nnz * dim;
+                }
+                let (up, down) = spec.host_traffic_bytes();
+                bytes += (up + down) as f64;
+                if !spec.adaptive() {
+                    let chunk = shapes::class_chunk(
+                        spec.class_chunk as usize,
+                        spec.n_classes as usize,
+                        last as usize,
+                        spec.batch.n_rows as usize,
+                        spec.device.max_buffer_bytes,
+                    );
+                    let n_chunks = spec.n_classes.div_ceil(chunk.max(1) as u64) as f64;
+                    bytes += n_chunks * 4.0 * b * last * f32b;
+                }
             }
             Layout::Dense => {
                 let width = spec.width as f64;

@@ -63,6 +63,26 @@ fn write_report(out: &mut String, r: &Report) -> std::fmt::Result {
         largest.map_or("-", |t| t.0.as_str()),
         format_bytes(r.eval.largest_bytes)
     )?;
+    if let Some(c) = &r.checkpointing {
+        let signed = |b: i64| match b {
+            0 => "unchanged".to_string(),
+            b if b > 0 => format!("−{}", format_bytes(b as u64)),
+            b => format!("+{}", format_bytes(b.unsigned_abs())),
+        };
+        writeln!(
+            out,
+            "  checkpointing \"{}\": the MLP saves {} per example ({:.2}% of a {} logit row); \
+             recomputing it (\"mlp\") frees {} inside the output backward; the step's peak: {} \
+             ({} against \"none\")",
+            r.spec.checkpointing.name(),
+            format_bytes(c.saved_bytes_per_example),
+            100.0 * c.saved_bytes_per_example as f64 / c.logit_row_bytes.max(1) as f64,
+            format_bytes(c.logit_row_bytes),
+            format_bytes(c.output_backward_saving_bytes),
+            format_bytes(c.peak_mlp_bytes),
+            signed(c.peak_none_bytes as i64 - c.peak_mlp_bytes as i64),
+        )?;
+    }
     if r.predicted_sampled_peak_bytes != r.predicted_peak_bytes {
         writeln!(
             out,

@@ -59,6 +59,9 @@ pub struct Report {
     pub profile: Option<widebag_model::ProfileReport>,
     /// What an evaluation pass (top-20 ranking) holds: less than a step, as a rule.
     pub eval: widebag_ledger::step::EvalPeak,
+    /// What `model.checkpointing` saves (sparse layout).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub checkpointing: Option<widebag_ledger::step::CheckpointEffect>,
     pub ledger: Ledger,
 }
 
@@ -142,6 +145,7 @@ pub fn report(
         measured_steps: measured.map(|m| m.steps),
         profile: measured.map(|m| m.profile.clone()),
         eval: widebag_ledger::step::eval_peak(&spec, &ledger, 20),
+        checkpointing: widebag_ledger::step::checkpoint_effect(&spec),
         spec,
         ledger,
     }

@@ -9,7 +9,7 @@ use widebag_config::{BandPlacement, TableOptim};
 
 use super::builder::Builder;
 use super::spec::StepSpec;
-use super::{adaptive, host};
+use super::{adaptive, host, trunk};
 use crate::shapes::{self, ClassChunk, F32_BYTES, I32_BYTES};
 use crate::{Category, Entry, Ledger, Lifetime, Placement, Point, Pool};
 
@@ -17,9 +17,11 @@ use crate::{Category, Entry, Ledger, Lifetime, Placement, Point, Pool};
 /// [`super::ledger`] adds for both layouts).
 pub(super) fn ledger(spec: &StepSpec) -> Ledger {
     let cuts = Cuts::of(spec);
+    // `Point::BackwardInput` is sampled only where the trunk is recomputed: its saved
+    // activations are alive there.
     let points = Point::ALL
         .into_iter()
-        .filter(|&p| p != Point::BackwardInput)
+        .filter(|&p| p != Point::BackwardInput || trunk::recomputed(spec))
         .collect();
     let mut b = Builder::new(spec, points, Vec::new());
     setup_tables(&mut b, spec, &cuts);
@@ -316,16 +318,7 @@ fn unique_rows(b: &mut Builder, cuts: &Cuts) {
 fn forward(b: &mut Builder, spec: &StepSpec, cuts: &Cuts) {
     use Point::*;
     let rows = spec.batch.n_rows;
-    b.saved_layers(spec, ForwardLogits, BackwardLogits, BackwardEnd);
-    for (k, (band, _)) in cuts.bands.iter().enumerate().skip(1) {
-        b.f32(
-            &format!("band {k} bag (saved by its projection matmul)"),
-            "input",
-            &[rows, band.dim as u64],
-            Category::Activations,
-            Lifetime::span(ForwardLogits, BackwardEnd),
-        );
-    }
+    trunk::activations(b, spec, &cuts.bands);
     if spec.host_kernels() {
         return match spec.adaptive() {
             true => host::adaptive_softmax(b, spec, adaptive::head_classes(spec)),

@@ -5,7 +5,7 @@
 use serde::{Deserialize, Serialize};
 use widebag_config::bands::{Band, ModelBands};
 use widebag_config::{
-    BandPlacement, Config, CpuKernels, DenseOptim, Layout, Precision, TableOptim,
+    BandPlacement, Checkpointing, Config, CpuKernels, DenseOptim, Layout, Precision, TableOptim,
 };
 
 use crate::shapes;
@@ -94,6 +94,9 @@ pub struct StepSpec {
     /// How the table optimizer's moments are stored (row-wise Adagrad's accumulator stays f32).
     #[serde(default)]
     pub state_dtype: Precision,
+    /// What the MLP saves for backward (`model.checkpointing`).
+    #[serde(default)]
+    pub checkpointing: Checkpointing,
 }
 
 impl StepSpec {
@@ -144,6 +147,7 @@ impl StepSpec {
                 .map(|k| config.model.input_bands.dtype_of(k))
                 .collect(),
             state_dtype: config.optim.state_dtype,
+            checkpointing: config.model.checkpointing,
         }
     }
 
@@ -303,5 +307,6 @@ pub(super) fn seed_spec(layout: Layout, dense_optim: DenseOptim) -> StepSpec {
         band_unique: Vec::new(),
         band_dtypes: Vec::new(),
         state_dtype: Precision::F32,
+        checkpointing: Checkpointing::None,
     }
 }
