@@ -45,6 +45,14 @@ pub fn run(req: &TrainRequest) -> Outcome {
         );
         prepared.config = plan::planner::apply(&prepared.config, &report.plan);
         saved_config = plan::planner::apply(&saved_config, &report.plan);
+        if plan::planner::cuts_bands(&report.plan) {
+            // The plan cut a side into bands: prepare again, so the ids or classes are
+            // renumbered by frequency and the bands resolved for the cut.
+            prepared =
+                widebag_prepare::open_data(&saved_config, &widebag_prepare::PrepareOptions::TRAIN)
+                    .map_err(Failure::usage)?;
+            announce(&prepared);
+        }
         planned = Some(report);
     }
     // Refuse, before anything is allocated, a precision the device cannot store and a step with

@@ -39,14 +39,22 @@ fn plan_json_is_deterministic_with_the_headline_keys() {
     assert!(!v["plan"]["runner_ups"].as_array().unwrap().is_empty());
 }
 
-/// `--pin` for the three layout knobs: the configured layout, as before the solver chose it.
-const LAYOUT_PINNED: [&str; 6] = [
+/// `--pin` for the seven layout knobs: the configured layout, as before the solver chose it.
+const LAYOUT_PINNED: [&str; 14] = [
     "--pin",
     "model.input_bands.placement",
     "--pin",
     "model.input_bands.dtype",
     "--pin",
     "optim.state_dtype",
+    "--pin",
+    "model.class_chunk",
+    "--pin",
+    "model.checkpointing",
+    "--pin",
+    "model.input_bands.cutoffs",
+    "--pin",
+    "model.output_bands",
 ];
 
 #[test]
@@ -210,11 +218,69 @@ fn train_with_a_budget_runs_the_plan_or_refuses() {
         "the plan's optimizers"
     );
     assert_eq!(trained["dense_optimizer"], planned["optimizer"]["dense"]);
-    let mut args = vec!["train", "--budget", "256KiB"];
+    // (At 256 KiB the host tier and an adaptive softmax now fit it, at batch 9.)
+    let mut args = vec!["train", "--budget", "64KiB"];
     args.extend_from_slice(&model);
     let refused = widebag(&args);
     assert_eq!(refused.status.code(), Some(3));
     assert!(String::from_utf8_lossy(&refused.stdout).contains("smallest changes that fit"));
+}
+
+#[test]
+fn train_with_a_budget_cuts_the_output_to_keep_adam_and_runs_it_under_the_budget() {
+    // 20,000 classes on a 64-wide last layer at batch 32 with Adam: the output layer with its
+    // moments (20.5 MB) does not fit 12 MiB; the plan keeps Adam with an adaptive softmax, and
+    // train prepares the cut (classes renumbered by frequency) and runs it.
+    let model = [
+        "--set",
+        "data.width=2000",
+        "--set",
+        "data.n_classes=20000",
+        "--set",
+        "model.dim=16",
+        "--set",
+        "model.hidden=[64]",
+        "--set",
+        "train.batch_size=32",
+        "--set",
+        "optim.table=\"adam\"",
+        "--set",
+        "optim.dense=\"adam\"",
+        "--set",
+        "train.steps=3",
+        "--set",
+        "train.eval_rows=64",
+        "--set",
+        "plan.pin=[\"train.batch_size\"]",
+        "--budget",
+        "12MiB",
+        "--json",
+    ];
+    let mut args = vec!["plan", "--device", "cpu"];
+    args.extend_from_slice(&model);
+    let planned = json(&widebag(&args));
+    assert_eq!(planned["optimizer"]["dense"], "adam");
+    let remedies = planned["plan"]["remedies"].as_array().unwrap();
+    let keys: Vec<&str> = remedies
+        .iter()
+        .map(|r| r["key"].as_str().unwrap())
+        .collect();
+    assert_eq!(keys, ["model.output_bands"]);
+    for device in ["cpu", "wgpu"] {
+        if device == "wgpu" && !has_wgpu("train_with_a_budget_cuts_the_output") {
+            continue;
+        }
+        let mut args = vec!["train", "--device", device];
+        args.extend_from_slice(&model);
+        let trained = json(&widebag(&args));
+        assert_eq!(trained["dense_optimizer"], "adam");
+        assert_eq!(trained["output"], "adaptive", "{device}");
+        assert!(trained["eval_loss"].as_f64().unwrap().is_finite());
+        if device == "wgpu" {
+            let peak = trained["peak_in_use_bytes"].as_u64().unwrap();
+            assert!(peak <= 12 << 20, "measured {peak} B over the budget");
+        }
+    }
 }
 
 #[test]

@@ -116,6 +116,46 @@ pub fn output_parameters(bands: &[Band], hidden: usize) -> u64 {
     total
 }
 
+/// Bands (head and tails) the automatic chooser lays out.
+pub const AUTO_BANDS: usize = 3;
+
+/// Bytes of `config`'s output side cut at `cuts`: its parameters with the dense optimizer's
+/// state, in f32 (what `model.output_bands.budget` bounds). `u64::MAX` for invalid cutoffs.
+pub fn output_side_bytes(config: &Config, cuts: &[usize]) -> u64 {
+    let (n, last) = (config.data.n_classes(), config.model.last_hidden());
+    let per_value = 4 * (1 + config.optim.dense.state_per_weight());
+    bands(n, last, config.model.output_bands.factor, cuts)
+        .map(|b| per_value * output_parameters(&b, last))
+        .unwrap_or(u64::MAX)
+}
+
+/// Bytes of `config`'s input side cut at `cuts` ([`input_bytes`]: tables, their state and the
+/// projections; what `model.input_bands.budget` bounds). `u64::MAX` for invalid cutoffs.
+pub fn input_side_bytes(config: &Config, cuts: &[usize]) -> u64 {
+    let (ib, dim) = (&config.model.input_bands, config.model.dim);
+    bands(config.data.width, dim, ib.factor, cuts)
+        .map(|b| input_bytes(&b, dim, ib, &config.optim))
+        .unwrap_or(u64::MAX)
+}
+
+/// The input cutoffs `"auto"` chooses within `budget_bytes` ([`input_side_bytes`]).
+pub fn auto_input_cutoffs(config: &Config, budget_bytes: u64) -> Option<Vec<usize>> {
+    let (width, factor) = (config.data.width, config.model.input_bands.factor);
+    auto_cutoffs(width, factor, AUTO_BANDS, |c| {
+        input_side_bytes(config, c) <= budget_bytes
+    })
+}
+
+/// The output cutoffs `"auto"` chooses within `budget_bytes` ([`output_side_bytes`]): `None`
+/// when even a one-class head does not fit, none when the full softmax does.
+pub fn auto_output_cutoffs(config: &Config, budget_bytes: u64) -> Option<Vec<usize>> {
+    let n = config.data.n_classes();
+    let factor = config.model.output_bands.factor;
+    auto_cutoffs(n, factor, AUTO_BANDS, |c| {
+        output_side_bytes(config, c) <= budget_bytes
+    })
+}
+
 /// Bands chosen automatically: the first `n_bands` bands (head and tails) follow a geometric
 /// layout, tail band `k` holding `factor` times the ids of band `k − 1` at `1/factor` of its
 /// width, so every band but the last costs about as much as the head; the head is the largest

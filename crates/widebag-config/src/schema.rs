@@ -406,7 +406,7 @@ impl Objective {
 }
 
 /// The choices the budget solver may make (and a config may pin with `plan.pin`).
-pub const PLAN_KNOBS: [&str; 8] = [
+pub const PLAN_KNOBS: [&str; 10] = [
     "train.batch_size",
     "optim.table",
     "optim.dense",
@@ -415,6 +415,8 @@ pub const PLAN_KNOBS: [&str; 8] = [
     "optim.state_dtype",
     "model.class_chunk",
     "model.checkpointing",
+    "model.input_bands.cutoffs",
+    "model.output_bands",
 ];
 
 /// `[plan]`: the budget solver (`widebag plan`, `widebag train --budget`).

@@ -5,12 +5,10 @@ use serde::Serialize;
 use widebag_config::bands::{self, Band};
 use widebag_config::{Config, Cutoffs, IdOrder, units};
 use widebag_data::{Relabel, Renumbering};
-use widebag_ledger::shapes::F32_BYTES;
 
 use crate::PrepareError;
 
-/// Bands (head and tails) the automatic chooser lays out.
-pub const AUTO_BANDS: usize = 3;
+pub use widebag_config::bands::AUTO_BANDS;
 
 /// The bands of one side of the model, as chosen (by hand or `"auto"`), with what they cover.
 #[derive(Clone, Debug, Serialize)]
@@ -118,11 +116,7 @@ pub(crate) fn resolve_bands(
     let ib = config.model.input_bands.clone();
     let (width, dim) = (config.data.width, config.model.dim);
     let unsplit = bands::bands(width, dim, ib.factor, &[]).expect("one band");
-    let input_bytes = |cuts: &[usize]| {
-        bands::bands(width, dim, ib.factor, cuts)
-            .map(|b| bands::input_bytes(&b, dim, &ib, &config.optim))
-            .unwrap_or(u64::MAX)
-    };
+    let input_bytes = |cuts: &[usize]| bands::input_side_bytes(config, cuts);
     let mut budget_bytes = None;
     if ib.cutoffs == Cutoffs::Auto {
         let budget = match &ib.budget {
@@ -131,17 +125,16 @@ pub(crate) fn resolve_bands(
             None => input_bytes(&[]) / 5,
         };
         budget_bytes = Some(budget);
-        let cuts = bands::auto_cutoffs(width, ib.factor, AUTO_BANDS, |c| input_bytes(c) <= budget)
-            .ok_or_else(|| {
-                PrepareError::setting(
-                    "model.input_bands.budget",
-                    format!(
-                        "{} is below the smallest band layout ({})",
-                        units::format_bytes(budget),
-                        units::format_bytes(input_bytes(&[1, ib.factor.max(2)]))
-                    ),
-                )
-            })?;
+        let cuts = bands::auto_input_cutoffs(config, budget).ok_or_else(|| {
+            PrepareError::setting(
+                "model.input_bands.budget",
+                format!(
+                    "{} is below the smallest band layout ({})",
+                    units::format_bytes(budget),
+                    units::format_bytes(input_bytes(&[1, ib.factor.max(2)]))
+                ),
+            )
+        })?;
         config.model.input_bands.cutoffs = if cuts.is_empty() {
             Cutoffs::None
         } else {
@@ -167,12 +160,7 @@ pub(crate) fn resolve_bands(
     let ob = config.model.output_bands.clone();
     let n = config.data.n_classes();
     let last = config.model.last_hidden();
-    let per_value = F32_BYTES * (1 + config.optim.dense.state_per_weight());
-    let output_bytes = |cuts: &[usize]| {
-        bands::bands(n, last, ob.factor, cuts)
-            .map(|b| per_value * bands::output_parameters(&b, last))
-            .unwrap_or(u64::MAX)
-    };
+    let output_bytes = |cuts: &[usize]| bands::output_side_bytes(config, cuts);
     let mut budget_bytes = None;
     if ob.cutoffs == Cutoffs::Auto {
         let budget = match &ob.budget {
@@ -181,17 +169,16 @@ pub(crate) fn resolve_bands(
             None => output_bytes(&[]) / 5,
         };
         budget_bytes = Some(budget);
-        let cuts = bands::auto_cutoffs(n, ob.factor, AUTO_BANDS, |c| output_bytes(c) <= budget)
-            .ok_or_else(|| {
-                PrepareError::setting(
-                    "model.output_bands.budget",
-                    format!(
-                        "{} is below the smallest cluster layout ({})",
-                        units::format_bytes(budget),
-                        units::format_bytes(output_bytes(&[1, ob.factor.max(2)]))
-                    ),
-                )
-            })?;
+        let cuts = bands::auto_output_cutoffs(config, budget).ok_or_else(|| {
+            PrepareError::setting(
+                "model.output_bands.budget",
+                format!(
+                    "{} is below the smallest cluster layout ({})",
+                    units::format_bytes(budget),
+                    units::format_bytes(output_bytes(&[1, ob.factor.max(2)]))
+                ),
+            )
+        })?;
         config.model.output_bands.cutoffs = if cuts.is_empty() {
             Cutoffs::None
         } else {

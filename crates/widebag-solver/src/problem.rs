@@ -55,6 +55,10 @@ pub struct Pins {
     pub class_chunk: bool,
     /// `model.checkpointing`.
     pub checkpointing: bool,
+    /// `model.input_bands.cutoffs` (and the side budget that cuts them).
+    pub input_cutoffs: bool,
+    /// `model.output_bands` (the adaptive softmax's cutoffs and side budget).
+    pub output_bands: bool,
 }
 
 impl Pins {
@@ -68,6 +72,8 @@ impl Pins {
         state_dtype: true,
         class_chunk: true,
         checkpointing: true,
+        input_cutoffs: true,
+        output_bands: true,
     };
 
     /// Pins from knob keys (`widebag_config::PLAN_KNOBS`); others are ignored.
@@ -83,6 +89,12 @@ impl Pins {
                 "optim.state_dtype" => pins.state_dtype = true,
                 "model.class_chunk" => pins.class_chunk = true,
                 "model.checkpointing" => pins.checkpointing = true,
+                "model.input_bands.cutoffs" | "model.input_bands.budget" => {
+                    pins.input_cutoffs = true
+                }
+                k if k == "model.output" || k.starts_with("model.output_bands") => {
+                    pins.output_bands = true
+                }
                 _ => {}
             }
         }
@@ -106,6 +118,8 @@ impl Pins {
             (self.state_dtype, "optim.state_dtype"),
             (self.class_chunk, "model.class_chunk"),
             (self.checkpointing, "model.checkpointing"),
+            (self.input_cutoffs, "model.input_bands.cutoffs"),
+            (self.output_bands, "model.output_bands"),
         ] {
             if pinned {
                 out.push(key);

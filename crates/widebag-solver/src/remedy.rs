@@ -1,11 +1,17 @@
 //! The layout remedies the solver may take when the configured layout does not reach the best
 //! plan, in their documented order: first those that cost time and keep the numbers (a narrower
 //! class chunk, checkpointing the MLP, then the host tier), then those that cost precision (half
-//! tables, then half moments). Each is a change of
+//! tables, then half moments), then those that cost accuracy: head/tail input bands (narrower
+//! rows for the rarer ids), then the adaptive softmax (a head of the most frequent classes and
+//! narrower tail clusters), each cut by its side's byte budget as `"auto"` cuts it, where run
+//! preparation knows the data's frequencies. Each is a change of
 //! config keys; a pinned key is never changed, and a remedy the config already has is skipped.
 
 use serde::Serialize;
-use widebag_config::{BandPlacement, Checkpointing, Config, Layout, Precision, TableOptim};
+use widebag_config::bands::{self, ModelBands};
+use widebag_config::{
+    BandPlacement, Checkpointing, Config, Cutoffs, Layout, OutputKind, Precision, TableOptim, units,
+};
 
 use crate::Pins;
 
@@ -32,16 +38,28 @@ pub enum Remedy {
     /// bf16 moments of the table optimizer (`optim.state_dtype`), where they are stored as bf16:
     /// a device that has bf16 (flex, most GPUs; not lavapipe), or every band on the host tier. Costs precision: within 0.41 % on GCIDE and Zipf.
     HalfMoments,
+    /// Head/tail input bands over frequency-sorted ids (`model.input_bands.cutoffs`), cut by a
+    /// side budget as `"auto"` cuts them: tail bands a quarter as wide per band, projected up.
+    /// Costs accuracy. Tried at the default budget (a fifth of the unsplit table's bytes); the
+    /// solver then raises it as far as the plan allows.
+    HeadTailInput,
+    /// The adaptive softmax over frequency-sorted classes (`model.output_bands`), cut by a side
+    /// budget as `"auto"` cuts it: the output layer and its dense state shrink to the budget.
+    /// Costs accuracy. The ladder tries the default budget (a fifth of the full layer's); the
+    /// solver then raises it (a larger head) as far as the plan allows.
+    AdaptiveOutput,
 }
 
 impl Remedy {
     /// The documented order.
-    pub const ORDER: [Remedy; 5] = [
+    pub const ORDER: [Remedy; 7] = [
         Remedy::NarrowChunk,
         Remedy::Checkpointing,
         Remedy::HostTier,
         Remedy::HalfTables,
         Remedy::HalfMoments,
+        Remedy::HeadTailInput,
+        Remedy::AdaptiveOutput,
     ];
 
     /// The config key the remedy changes.
@@ -52,6 +70,8 @@ impl Remedy {
             Remedy::HostTier => "model.input_bands.placement",
             Remedy::HalfTables => "model.input_bands.dtype",
             Remedy::HalfMoments => "optim.state_dtype",
+            Remedy::HeadTailInput => "model.input_bands.cutoffs",
+            Remedy::AdaptiveOutput => "model.output_bands",
         }
     }
 
@@ -63,6 +83,8 @@ impl Remedy {
             Remedy::HostTier => "host tier",
             Remedy::HalfTables => "f16 tables",
             Remedy::HalfMoments => "bf16 moments",
+            Remedy::HeadTailInput => "head/tail input",
+            Remedy::AdaptiveOutput => "adaptive softmax",
         }
     }
 
@@ -71,6 +93,7 @@ impl Remedy {
         match self {
             Remedy::NarrowChunk | Remedy::Checkpointing | Remedy::HostTier => "time",
             Remedy::HalfTables | Remedy::HalfMoments => "precision",
+            Remedy::HeadTailInput | Remedy::AdaptiveOutput => "accuracy",
         }
     }
 
@@ -81,6 +104,8 @@ impl Remedy {
             Remedy::HostTier => pins.placement,
             Remedy::HalfTables => pins.table_dtype,
             Remedy::HalfMoments => pins.state_dtype,
+            Remedy::HeadTailInput => pins.input_cutoffs,
+            Remedy::AdaptiveOutput => pins.output_bands,
         }
     }
 
@@ -145,6 +170,20 @@ impl Remedy {
                 }
                 c.optim.state_dtype = Precision::Bf16;
             }
+            Remedy::HeadTailInput => {
+                if ib.cutoffs.is_split() {
+                    return None;
+                }
+                let budget = bands::input_side_bytes(config, &[]) / 5;
+                return with_input_budget(config, budget);
+            }
+            Remedy::AdaptiveOutput => {
+                if config.model.output_bands.cutoffs.is_split() {
+                    return None;
+                }
+                let budget = bands::output_side_bytes(config, &[]) / 5;
+                return with_output_budget(config, budget);
+            }
         }
         Some(c)
     }
@@ -167,7 +206,75 @@ impl Remedy {
             }
             Remedy::HalfMoments => config.optim.state_dtype.name().to_string(),
             Remedy::Checkpointing => config.model.checkpointing.name().to_string(),
+            Remedy::HeadTailInput => side_value(&ib.budget, ib.cutoffs.ids(), "unsplit"),
+            Remedy::AdaptiveOutput => {
+                let ob = &config.model.output_bands;
+                side_value(&ob.budget, ob.cutoffs.ids(), "full softmax")
+            }
         }
+    }
+}
+
+/// A side's budget and cutoffs as the plan prints them.
+fn side_value(budget: &Option<String>, cuts: &[usize], unsplit: &str) -> String {
+    match (budget, cuts) {
+        (Some(b), cuts) if !cuts.is_empty() => {
+            let b = units::parse_bytes(b).map_or(b.clone(), units::format_bytes);
+            format!("{b} (cutoffs {cuts:?})")
+        }
+        _ => format!("none ({unsplit})"),
+    }
+}
+
+/// `config` with its input cut into head and tail bands as `"auto"` cuts it within
+/// `budget_bytes` (cutoffs explicit, the budget recorded); `None` when nothing would be cut.
+pub(crate) fn with_input_budget(config: &Config, budget_bytes: u64) -> Option<Config> {
+    if config.model.layout != Layout::Sparse {
+        return None;
+    }
+    let cuts = bands::auto_input_cutoffs(config, budget_bytes)?;
+    if cuts.is_empty() {
+        return None;
+    }
+    let mut c = config.clone();
+    c.model.input_bands.cutoffs = Cutoffs::Ids(cuts);
+    c.model.input_bands.budget = Some(format!("{budget_bytes}B"));
+    Some(c)
+}
+
+/// `config` with its output cut as `"auto"` cuts it within `budget_bytes` (the cutoffs kept
+/// explicit, so the plan's optimizers cannot move them; the budget recorded beside them): the
+/// full softmax becomes the adaptive one, a multinomial output its adaptive form. `None` when
+/// nothing would be cut.
+pub(crate) fn with_output_budget(config: &Config, budget_bytes: u64) -> Option<Config> {
+    if config.model.layout != Layout::Sparse {
+        return None;
+    }
+    let cuts = bands::auto_output_cutoffs(config, budget_bytes)?;
+    if cuts.is_empty() {
+        return None;
+    }
+    let mut c = config.clone();
+    if c.model.output == OutputKind::Full {
+        c.model.output = OutputKind::Adaptive;
+    }
+    c.model.output_bands.cutoffs = Cutoffs::Ids(cuts);
+    c.model.output_bands.budget = Some(format!("{budget_bytes}B"));
+    Some(c)
+}
+
+/// The model bands of a rung: the problem's, each side cut as the rung cut it.
+pub(crate) fn bands_of(config: &Config, base: &ModelBands) -> ModelBands {
+    let m = &config.model;
+    ModelBands {
+        input: match m.input_bands.cutoffs.is_split() {
+            true => bands::input_bands(config).unwrap_or_else(|_| base.input.clone()),
+            false => base.input.clone(),
+        },
+        output: match m.output_bands.cutoffs.is_split() {
+            true => bands::output_bands(config).unwrap_or_else(|_| base.output.clone()),
+            false => base.output.clone(),
+        },
     }
 }
 
@@ -250,6 +357,17 @@ pub enum Change {
     TableDtype(Vec<Precision>),
     StateDtype(Precision),
     Checkpointing(Checkpointing),
+    /// The input cutoffs and the side budget they were cut by.
+    InputBands {
+        cutoffs: Vec<usize>,
+        budget: Option<String>,
+    },
+    /// The output's objective, cutoffs and the side budget they were cut by.
+    OutputBands {
+        output: OutputKind,
+        cutoffs: Vec<usize>,
+        budget: Option<String>,
+    },
 }
 
 impl Change {
@@ -262,6 +380,15 @@ impl Change {
             Remedy::HalfTables => Change::TableDtype(ib.dtype.clone()),
             Remedy::HalfMoments => Change::StateDtype(config.optim.state_dtype),
             Remedy::Checkpointing => Change::Checkpointing(config.model.checkpointing),
+            Remedy::HeadTailInput => Change::InputBands {
+                cutoffs: ib.cutoffs.ids().to_vec(),
+                budget: ib.budget.clone(),
+            },
+            Remedy::AdaptiveOutput => Change::OutputBands {
+                output: config.model.output,
+                cutoffs: config.model.output_bands.cutoffs.ids().to_vec(),
+                budget: config.model.output_bands.budget.clone(),
+            },
         }
     }
 }
@@ -282,7 +409,28 @@ impl Change {
             Change::TableDtype(d) => config.model.input_bands.dtype = d.clone(),
             Change::StateDtype(d) => config.optim.state_dtype = *d,
             Change::Checkpointing(c) => config.model.checkpointing = *c,
+            Change::InputBands { cutoffs, budget } => {
+                config.model.input_bands.cutoffs = cuts_of(cutoffs);
+                config.model.input_bands.budget = budget.clone();
+            }
+            Change::OutputBands {
+                output,
+                cutoffs,
+                budget,
+            } => {
+                config.model.output = *output;
+                config.model.output_bands.cutoffs = cuts_of(cutoffs);
+                config.model.output_bands.budget = budget.clone();
+            }
         }
+    }
+}
+
+/// Explicit cutoffs, none when empty.
+fn cuts_of(cutoffs: &[usize]) -> Cutoffs {
+    match cutoffs.is_empty() {
+        true => Cutoffs::None,
+        false => Cutoffs::Ids(cutoffs.to_vec()),
     }
 }
 
@@ -300,50 +448,5 @@ pub struct LayoutOption {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_ladder_adds_remedies_in_order_skipping_pins_and_what_is_taken() {
-        let c = Config::default();
-        let rungs = ladder(&c, 1, Pins::default(), false);
-        let taken: Vec<Vec<Remedy>> = rungs.iter().map(|(r, _)| r.clone()).collect();
-        // One band on a device without bf16: the narrowest chunk, the host tier, then f16
-        // tables; the moments then live on the host, so bf16 moments follow.
-        let [chunk, ckpt, host, half, moments] = Remedy::ORDER;
-        assert_eq!(
-            taken,
-            vec![
-                vec![],
-                vec![chunk],
-                vec![chunk, ckpt],
-                vec![chunk, ckpt, host],
-                vec![chunk, ckpt, host, half],
-                vec![chunk, ckpt, host, half, moments],
-            ]
-        );
-        let last = &rungs[5].1;
-        assert_eq!(last.model.checkpointing, Checkpointing::Mlp);
-        assert_eq!(last.model.class_chunk, 240_000usize.div_ceil(MAX_CHUNKS));
-        assert_eq!(last.model.input_bands.placement, vec![BandPlacement::Host]);
-        assert_eq!(last.model.input_bands.dtype, vec![Precision::F16]);
-        assert_eq!(last.optim.state_dtype, Precision::Bf16);
-        let pins = Pins {
-            placement: true,
-            class_chunk: true,
-            checkpointing: true,
-            ..Pins::default()
-        };
-        // Pinned on the device (no bf16 there): only f16 tables.
-        let rungs = ladder(&c, 1, pins, false);
-        assert_eq!(rungs.len(), 2);
-        assert_eq!(rungs[1].0, vec![Remedy::HalfTables]);
-        assert!(with_remedies(&c, &[Remedy::HalfMoments], 1, false).is_none());
-        assert!(with_remedies(&c, &[Remedy::HalfMoments], 1, true).is_some());
-        // On a device with bf16 (flex, most GPUs) bf16 moments need no host tier.
-        assert_eq!(ladder(&c, 1, pins, true).len(), 3);
-        let mut dense = c.clone();
-        dense.model.layout = Layout::Dense;
-        assert_eq!(ladder(&dense, 1, Pins::default(), false).len(), 1);
-    }
-}
+#[path = "remedy_tests.rs"]
+mod tests;

@@ -4,12 +4,14 @@
 
 use std::cmp::Ordering;
 
+use widebag_config::bands;
 use widebag_config::{Config, Objective};
 
 use crate::enumerate::{capability, cheapest, pairs};
 use crate::estimate::{Estimator, Variant};
 use crate::remedy::{
-    Change, LayoutOption, Remedy, RemedyTaken, effective_chunk, ladder, with_remedies,
+    Change, LayoutOption, Remedy, RemedyTaken, bands_of, effective_chunk, ladder,
+    with_input_budget, with_output_budget, with_remedies,
 };
 use crate::report::over_budget;
 use crate::search::{Search, choose, largest_batch};
@@ -29,9 +31,10 @@ pub fn solve(problem: &Problem) -> Result<Plan, SolverError> {
     let rungs = ladder(problem.config, n_bands, problem.pins, device_bf16);
     let mut evaluations = 0;
     let mut plan_of = |config: &Config| -> Result<Plan, SolverError> {
+        let bands = bands_of(config, problem.bands);
         let p = solve_layout(&Problem {
             config,
-            bands: problem.bands,
+            bands: &bands,
             device: problem.device,
             budget_bytes: problem.budget_bytes,
             sample: problem.sample,
@@ -66,9 +69,10 @@ pub fn solve(problem: &Problem) -> Result<Plan, SolverError> {
         let est = Estimator::new(problem);
         let (batch, t, d) = (plan.chosen.batch_size, plan.chosen.table, plan.chosen.dense);
         let still_fits = |c: &Config| {
+            let bands = bands_of(c, problem.bands);
             let v = Variant {
                 config: c,
-                bands: problem.bands,
+                bands: &bands,
             };
             est.fits_with(v, batch, t, d)
         };
@@ -94,6 +98,21 @@ pub fn solve(problem: &Problem) -> Result<Plan, SolverError> {
                 config = at(w);
             }
         }
+        // The largest side budgets (the largest heads) at which it still fits.
+        if set.contains(&Remedy::HeadTailInput) {
+            let full = bands::input_side_bytes(problem.config, &[]);
+            let cuts = config.model.input_bands.cutoffs.ids();
+            let lo = bands::input_side_bytes(&config, cuts);
+            let at = |c: &Config, b: u64| with_input_budget(c, b);
+            config = widest(&config, (lo, full), at, &still_fits);
+        }
+        if set.contains(&Remedy::AdaptiveOutput) {
+            let full = bands::output_side_bytes(problem.config, &[]);
+            let cuts = config.model.output_bands.cutoffs.ids();
+            let lo = bands::output_side_bytes(&config, cuts);
+            let at = |c: &Config, b: u64| with_output_budget(c, b);
+            config = widest(&config, (lo, full), at, &still_fits);
+        }
         let extra = est.evaluations();
         plan = plan_of(&config)?;
         evaluations += extra;
@@ -109,6 +128,24 @@ pub fn solve(problem: &Problem) -> Result<Plan, SolverError> {
     plan.remedies = remedies;
     plan.layouts = layouts;
     Ok(plan)
+}
+
+/// `config` re-cut by `at` at the largest side budget in `lo..full` (bytes of its current cut,
+/// and of the unsplit side) at which it still `fits`.
+fn widest(
+    config: &Config,
+    (lo, full): (u64, u64),
+    at: impl Fn(&Config, u64) -> Option<Config>,
+    fits: &impl Fn(&Config) -> bool,
+) -> Config {
+    let fits_at = |b: usize| at(config, b as u64).is_some_and(|c| fits(&c));
+    largest_batch(
+        lo as usize,
+        full.saturating_sub(1).max(lo) as usize,
+        fits_at,
+    )
+    .and_then(|b| at(config, b as u64))
+    .unwrap_or_else(|| config.clone())
 }
 
 /// How `a` compares with `b` under the objective: fitting first, then the largest batch and the
@@ -139,9 +176,10 @@ fn taken(problem: &Problem, set: &[Remedy], config: &Config, plan: &Plan) -> Vec
         steps.push(next);
     }
     let peak = |c: &Config| {
+        let bands = bands_of(c, problem.bands);
         let v = Variant {
             config: c,
-            bands: problem.bands,
+            bands: &bands,
         };
         est.candidate_with(v, batch, t, d).predicted_peak_bytes as i64
     };
@@ -232,4 +270,4 @@ fn solve_layout(problem: &Problem) -> Result<Plan, SolverError> {
 
 #[cfg(test)]
 #[path = "solve_tests.rs"]
-mod tests;
+pub(crate) mod tests;

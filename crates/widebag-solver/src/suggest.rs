@@ -1,6 +1,6 @@
 //! The suggestions when nothing fits: single changes (a weaker optimizer, a smaller batch, a
-//! layout remedy: a narrower class chunk, the host tier, half-precision tables or moments; the
-//! sparse layout, a narrower embedding, a larger budget), each checked against the ledger and
+//! layout remedy: a narrower class chunk, checkpointing, the host tier, half-precision tables
+//! or moments, head/tail inputs, the adaptive softmax; the sparse layout, a narrower embedding, a larger budget), each checked against the ledger and
 //! ranked.
 
 use widebag_config::bands::{Band, ModelBands, band_dim};
@@ -11,6 +11,7 @@ use crate::Candidate;
 use crate::Suggestion;
 use crate::enumerate::capability;
 use crate::estimate::{Estimator, Variant};
+use crate::remedy::{Remedy, bands_of};
 use crate::search::largest_batch;
 
 /// Single changes that would make the run fit, ranked: the optimizer, batch and layout-remedy
@@ -98,9 +99,10 @@ pub(crate) fn suggestions(
     // Layout remedies: the same model stored or scheduled differently.
     if layout == Layout::Sparse {
         for (key, from, to, changed) in remedies(est, min_batch, (ct, cd)) {
+            let bands = bands_of(&changed, p.bands);
             let variant = Variant {
                 config: &changed,
-                bands: p.bands,
+                bands: &bands,
             };
             let c = est.candidate_with(variant, min_batch, ct, cd);
             push(0, key, from, to, &c);
@@ -294,6 +296,17 @@ fn remedies(
         let mut c = config.clone();
         c.optim.state_dtype = Precision::Bf16;
         out.push(("optim.state_dtype", "f32".into(), "bf16".into(), c));
+    }
+    // Checkpointing, and each side cut into bands at its default side budget.
+    for r in [
+        Remedy::Checkpointing,
+        Remedy::HeadTailInput,
+        Remedy::AdaptiveOutput,
+    ] {
+        if let Some(c) = r.applied(config, n_bands, p.device.bf16) {
+            let (from, to) = (r.value(config, n_bands), r.value(&c, n_bands));
+            out.push((r.key(), from, to, c));
+        }
     }
     out
 }

@@ -132,6 +132,15 @@ pub fn apply(config: &Config, plan: &Plan) -> Config {
     c
 }
 
+/// Whether the plan cuts a side into bands (head/tail input, the adaptive softmax): the run must
+/// be prepared again, for the ids or classes renumbered by frequency and the bands resolved.
+pub fn cuts_bands(plan: &Plan) -> bool {
+    use widebag_solver::Remedy;
+    plan.remedies
+        .iter()
+        .any(|r| matches!(r.remedy, Remedy::HeadTailInput | Remedy::AdaptiveOutput))
+}
+
 /// A plan and how long the solver took, in milliseconds.
 pub struct Planned {
     pub report: Report,

@@ -333,10 +333,13 @@ mod tests {
                   4096  table sgd + dense sgd                   223.47 MiB   88.81 MiB         0 B    5.87 MiB  fits, less capable than the chosen optimizers
               layouts compared
                 + narrower chunk                           batch   4096  table adam + dense adam                 392.22 MiB  as good: the chosen plan needs fewer remedies
-                + narrower chunk, host tier                batch   4096  table adam + dense adam                 304.33 MiB  as good: the chosen plan needs fewer remedies
-                + narrower chunk, host tier, f16 tables    batch   4096  table adam + dense adam                 304.33 MiB  as good: the chosen plan needs fewer remedies
-                + narrower chunk, host tier, f16 tables, bf16 moments batch   4096  table adam + dense adam                 304.33 MiB  as good: the chosen plan needs fewer remedies
-              planned in 1.5 ms (84 ledger evaluations)
+                + narrower chunk, MLP checkpointing        batch   4096  table adam + dense adam                 390.22 MiB  as good: the chosen plan needs fewer remedies
+                + narrower chunk, MLP checkpointing, host tier batch   4096  table adam + dense adam                 302.33 MiB  as good: the chosen plan needs fewer remedies
+                + narrower chunk, MLP checkpointing, host tier, f16 tables batch   4096  table adam + dense adam                 302.33 MiB  as good: the chosen plan needs fewer remedies
+                + narrower chunk, MLP checkpointing, host tier, f16 tables, bf16 moments batch   4096  table adam + dense adam                 302.33 MiB  as good: the chosen plan needs fewer remedies
+                + narrower chunk, MLP checkpointing, host tier, f16 tables, bf16 moments, head/tail input batch   4096  table adam + dense adam                 303.04 MiB  as good: the chosen plan needs fewer remedies
+                + narrower chunk, MLP checkpointing, host tier, f16 tables, bf16 moments, head/tail input, adaptive softmax batch    418  table adam + dense adam                 419.43 MiB  fits, below the chosen plan
+              planned in 1.5 ms (140 ledger evaluations)
         "#]].assert_eq(&render(&default_plan("512MiB", &[]), 1.5));
     }
 
@@ -348,16 +351,18 @@ mod tests {
             "model.input_bands.placement",
             "model.input_bands.dtype",
             "optim.state_dtype",
+            "model.input_bands.cutoffs",
+            "model.output_bands",
         ];
         let pinned = default_plan("256MiB", &pins);
         expect![[r#"
             widebag plan: does not fit — the cheapest run (table adam + dense adam, batch 1) needs 325.97 MiB of a 256.00 MiB budget
               budget      256.00 MiB (--budget 256MiB); 671.36 KiB kept free as slack
               device      largest buffer 128.00 MiB, alignment 32 B
-              search      objective batch, batch 1..=4096, pinned: optim.table, optim.dense, model.input_bands.placement, model.input_bands.dtype, optim.state_dtype
+              search      objective batch, batch 1..=4096, pinned: optim.table, optim.dense, model.input_bands.placement, model.input_bands.dtype, optim.state_dtype, model.input_bands.cutoffs, model.output_bands
               why         nothing fits: even table adam + dense adam at batch 1 needs 325.97 MiB (+ 671.36 KiB slack) of 256.00 MiB
               peak        325.97 MiB at backward.logits (largest tensor 29.30 MiB)
-                activations                3.25 KiB
+                activations                2.75 KiB
                 allocator_padding          2.19 KiB
                 batch_buffers                 260 B
                 dense_gradients           59.51 MiB
@@ -367,14 +372,17 @@ mod tests {
                 temporaries                   256 B
               layout remedies tried (all of them, still over)
                 model.class_chunk 0 (largest) → 3750 (costs time) saves 920.84 KiB
+                model.checkpointing none → mlp (costs time) saves 512 B
               layouts compared
                 as configured                              batch      1  table adam + dense adam                 326.87 MiB  nothing fits
+                + narrower chunk                           batch      1  table adam + dense adam                 325.97 MiB  nothing fits
               smallest changes that fit
                 1. model.input_bands.placement ["device"] → ["host"] frees 87.89 MiB
                 2. optim.dense adam → sgd frees 119.04 MiB
-                3. model.dim 32 → 6 frees 71.43 MiB
-                4. budget 256.00 MiB → 327.00 MiB (adds 71.00 MiB)
-              planned in 1.5 ms (36 ledger evaluations)
+                3. model.output_bands none (full softmax) → 35.71 MiB (cutoffs [19985, 79940]) frees 190.43 MiB
+                4. model.dim 32 → 6 frees 71.43 MiB
+                5. budget 256.00 MiB → 327.00 MiB (adds 71.00 MiB)
+              planned in 1.5 ms (62 ledger evaluations)
         "#]].assert_eq(&render(&pinned, 1.5));
     }
 }

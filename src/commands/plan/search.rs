@@ -53,6 +53,17 @@ fn measured_peak(
     compute: &Compute,
     steps: usize,
 ) -> anyhow::Result<Option<(u64, Option<u64>)>> {
+    let cut = |c: &Config| {
+        (
+            c.model.input_bands.cutoffs.clone(),
+            c.model.output_bands.clone(),
+        )
+    };
+    if cut(config) != cut(&prepared.config) {
+        // The plan cut a side into bands: they and the numbering come from preparing it again.
+        let again = widebag_prepare::open_data(config, &widebag_prepare::PrepareOptions::TRAIN)?;
+        return measured_peak(&again, config, compute, steps);
+    }
     let probe = Prepared {
         config: config.clone(),
         batches: prepared.batches.clone(),
