@@ -4,8 +4,11 @@
 //! threads of one process for tests. Reductions combine contributions in rank order, so every
 //! rank holds the same bits and a run does not depend on arrival order.
 
+pub mod check;
 #[cfg(feature = "mpi")]
 pub mod mpi;
+pub mod partition;
+pub mod route;
 pub mod threads;
 
 /// A collective that could not complete.

@@ -1,0 +1,85 @@
+//! How a multi-process step divides its work: each rank's rows of a global batch (a contiguous,
+//! disjoint part, so the union over ranks is the single process's batch, whatever order the
+//! batches come in), each rank's block of output classes (the class-split output layer), and one
+//! fused buffer for the dense layers' gradients (one all-reduce per step, not one per tensor).
+
+use std::ops::Range;
+
+/// Rank `rank`'s rows of a global batch of `global_rows` over `ranks`: the first
+/// `global_rows % ranks` ranks take one row more. Every row belongs to exactly one rank.
+pub fn local_rows(global_rows: usize, rank: usize, ranks: usize) -> Range<usize> {
+    let ranks = ranks.max(1);
+    let (base, extra) = (global_rows / ranks, global_rows % ranks);
+    let start = rank * base + rank.min(extra);
+    start..start + base + usize::from(rank < extra)
+}
+
+/// Rank `rank`'s classes of `n_classes` (consecutive blocks, as [`crate::route::BlockSharding`]
+/// cuts rows).
+pub fn class_block(n_classes: usize, rank: usize, ranks: usize) -> Range<usize> {
+    crate::route::BlockSharding::new(n_classes, ranks).rows_of(rank)
+}
+
+/// Several tensors' values end to end in one buffer, and back.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Fused {
+    /// Each part's length, in order.
+    pub lens: Vec<usize>,
+}
+
+impl Fused {
+    /// `parts` end to end, remembering their lengths.
+    pub fn pack(parts: &[&[f32]]) -> (Self, Vec<f32>) {
+        let lens = parts.iter().map(|p| p.len()).collect();
+        (Self { lens }, parts.concat())
+    }
+
+    /// The parts of `buf` (as packed), or `None` when its length is not theirs.
+    pub fn unpack<'a>(&self, buf: &'a [f32]) -> Option<Vec<&'a [f32]>> {
+        if buf.len() != self.lens.iter().sum::<usize>() {
+            return None;
+        }
+        let mut rest = buf;
+        Some(
+            self.lens
+                .iter()
+                .map(|&n| {
+                    let (part, tail) = rest.split_at(n);
+                    rest = tail;
+                    part
+                })
+                .collect(),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn local_rows_split_every_batch_exactly() {
+        for rows in [0, 1, 5, 128, 129] {
+            for ranks in 1..=5 {
+                let mut next = 0;
+                for r in 0..ranks {
+                    let part = local_rows(rows, r, ranks);
+                    assert_eq!(part.start, next);
+                    assert!(part.len() == rows / ranks || part.len() == rows / ranks + 1);
+                    next = part.end;
+                }
+                assert_eq!(next, rows);
+            }
+        }
+        assert_eq!(class_block(240_000, 2, 3), 160_000..240_000);
+    }
+
+    #[test]
+    fn fused_buffers_round_trip() {
+        let (a, b, c) = ([1.0f32, 2.0], [3.0f32], [4.0f32, 5.0, 6.0]);
+        let (fused, buf) = Fused::pack(&[&a, &b, &c]);
+        assert_eq!(buf, vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+        assert_eq!(fused.unpack(&buf).unwrap(), vec![&a[..], &b[..], &c[..]]);
+        assert!(fused.unpack(&buf[1..]).is_none());
+    }
+}
