@@ -132,6 +132,10 @@ pub struct TrainArgs {
     /// Continue the run in DIR from its last good checkpoint, with its own config.toml.
     #[arg(long, value_name = "DIR", conflicts_with_all = ["config", "overrides", "budget"])]
     pub resume: Option<PathBuf>,
+    /// Train as N ranks (row-sharded tables, data-parallel dense layers), here as N threads;
+    /// under `mpirun` (a binary built with `--features mpi`) the MPI world size sets it.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub ranks: Option<u32>,
 }
 
 /// How the solver's flags reach the plan.

@@ -10,3 +10,4 @@ pub mod plan;
 pub mod predict;
 pub mod sweep;
 pub mod train;
+pub mod train_ranks;

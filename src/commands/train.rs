@@ -17,6 +17,9 @@ use crate::request::TrainRequest;
 use crate::run_dir::RunDir;
 
 pub fn run(req: &TrainRequest) -> Outcome {
+    if let Some(ranks) = crate::commands::train_ranks::wanted(req) {
+        return crate::commands::train_ranks::run(req, ranks);
+    }
     let mut prepared =
         widebag_prepare::open_data(&req.config, &widebag_prepare::PrepareOptions::TRAIN)
             .map_err(Failure::usage)?;

@@ -133,6 +133,8 @@ pub struct TrainRequest {
     pub out: Option<PathBuf>,
     /// `--resume`: the run directory to continue.
     pub resume: Option<PathBuf>,
+    /// `--ranks`: ranks to train as (threads here; MPI's world size under mpirun).
+    pub ranks: Option<usize>,
 }
 
 pub fn train(args: &TrainArgs) -> Result<TrainRequest, Failure> {
@@ -167,6 +169,7 @@ pub fn train(args: &TrainArgs) -> Result<TrainRequest, Failure> {
         plan,
         out: args.out.clone(),
         resume: args.resume.clone(),
+        ranks: args.ranks.map(|n| n as usize),
     })
 }
 

@@ -83,7 +83,7 @@ fn check_route(c: &impl Collective) -> Result<(), CheckError> {
     let mut foreign = false;
     let rows = route.fetch_rows(c, dim, |ask| {
         foreign |= ask.iter().any(|&id| !own.contains(&(id as usize)));
-        ask.iter().flat_map(|&id| row(id, dim)).collect()
+        Ok::<_, CheckError>(ask.iter().flat_map(|&id| row(id, dim)).collect())
     })?;
     if foreign {
         return Err(differs("asked for rows of another block".into()));

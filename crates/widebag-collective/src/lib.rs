@@ -1,12 +1,10 @@
 //! The collectives a multi-process step needs (all-reduce, all-gather, all-to-all with variable
-//! counts, barrier) behind one trait, so the trainer never calls MPI itself: an MPI
-//! implementation comes behind a cargo feature, and [`threads::ThreadGroup`] runs N ranks as
+//! counts, barrier) behind one trait, so the trainer never calls MPI itself: the MPI
+//! implementation is the crate `widebag-mpi`, which the binary takes behind its `mpi` feature, and [`threads::ThreadGroup`] runs N ranks as
 //! threads of one process for tests. Reductions combine contributions in rank order, so every
 //! rank holds the same bits and a run does not depend on arrival order.
 
 pub mod check;
-#[cfg(feature = "mpi")]
-pub mod mpi;
 pub mod partition;
 pub mod route;
 pub mod threads;

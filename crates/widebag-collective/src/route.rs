@@ -55,7 +55,7 @@ pub struct Route {
 impl Route {
     /// Sends this rank's sorted, deduplicated `unique_ids` to their owners.
     pub fn exchange_ids(
-        c: &impl Collective,
+        c: &(impl Collective + ?Sized),
         sharding: BlockSharding,
         unique_ids: &[u32],
     ) -> Result<Self, CollectiveError> {
@@ -81,14 +81,19 @@ impl Route {
 
     /// Forward: `gather(ids)` returns this rank's rows (`dim` wide, row-major) for ids of its
     /// block; every rank's requests are answered and this rank's own rows come back, in the order
-    /// of its `unique_ids`, `[unique, dim]`.
-    pub fn fetch_rows(
+    /// of its `unique_ids`, `[unique, dim]`. A failed gather returns before the exchange (the
+    /// other ranks then wait for this one until their collective gives up).
+    pub fn fetch_rows<E: From<CollectiveError>>(
         &self,
-        c: &impl Collective,
+        c: &(impl Collective + ?Sized),
         dim: usize,
-        mut gather: impl FnMut(&[u32]) -> Vec<f32>,
-    ) -> Result<Vec<f32>, CollectiveError> {
-        let answers: Vec<Vec<f32>> = self.requested.iter().map(|ids| gather(ids)).collect();
+        mut gather: impl FnMut(&[u32]) -> Result<Vec<f32>, E>,
+    ) -> Result<Vec<f32>, E> {
+        let answers = self
+            .requested
+            .iter()
+            .map(|ids| gather(ids))
+            .collect::<Result<Vec<Vec<f32>>, E>>()?;
         for (ids, rows) in self.requested.iter().zip(&answers) {
             check_len("fetch_rows", ids.len() * dim, rows.len(), c.rank())?;
         }
@@ -112,7 +117,7 @@ impl Route {
     /// id's gradient summed over the ranks that sent one, in rank order.
     pub fn return_grads(
         &self,
-        c: &impl Collective,
+        c: &(impl Collective + ?Sized),
         dim: usize,
         grads: &[f32],
     ) -> Result<(Vec<u32>, Vec<f32>), CollectiveError> {

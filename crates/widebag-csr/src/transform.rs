@@ -1,6 +1,7 @@
 //! What a model does to its input bag before the first layer: L2 normalisation (Mult-DAE's
 //! `F.normalize`) and, in training, dropout of entries with the survivors scaled by 1/(1 − p),
-//! drawn from a counter-based hash so a batch's mask is a pure function of seed, step and entry.
+//! drawn from a counter-based hash so a batch's mask is a pure function of seed, step and entry;
+//! and a batch's rows `range` as a batch of its own (a rank's part of a global batch).
 
 use sprs::CsMatI;
 
@@ -54,6 +55,35 @@ impl CsrBatch {
         CsrBatch::from_parts(matrix, self.targets().clone())
     }
 
+    /// Rows `range` of the batch, with their targets, as a batch (its unique ids its own).
+    pub fn row_range(&self, range: std::ops::Range<usize>) -> CsrBatch {
+        let ptr = self.row_ptr();
+        let (lo, hi) = (ptr[range.start], ptr[range.end]);
+        let row_ptr: Vec<usize> = ptr[range.start..=range.end]
+            .iter()
+            .map(|p| p - lo)
+            .collect();
+        let matrix = CsMatI::new(
+            (range.len(), self.width()),
+            row_ptr,
+            self.ids()[lo..hi].to_vec(),
+            self.values()[lo..hi].to_vec(),
+        );
+        let t = self.targets();
+        let (tlo, thi) = (t.row_ptr[range.start], t.row_ptr[range.end]);
+        let targets = crate::Targets {
+            n_classes: t.n_classes,
+            row_ptr: t.row_ptr[range.start..=range.end]
+                .iter()
+                .map(|p| p - tlo)
+                .collect(),
+            classes: t.classes[tlo..thi].to_vec(),
+            weights: t.weights[tlo..thi].to_vec(),
+            single_class: t.single_class,
+        };
+        CsrBatch::from_parts(matrix, targets)
+    }
+
     fn with_values(&self, values: Vec<f32>) -> CsrBatch {
         let m = self.matrix();
         let shape = (m.rows(), m.cols());
@@ -65,6 +95,26 @@ impl CsrBatch {
 #[cfg(test)]
 mod tests {
     use crate::{CsrBatch, RowTarget, SparseRow};
+
+    #[test]
+    fn a_row_range_is_the_batch_of_those_rows() {
+        let rows: Vec<SparseRow> = (0..5u32)
+            .map(|r| SparseRow {
+                ids: vec![r, r + 3, 9],
+                values: vec![1.0, r as f32, 2.0],
+            })
+            .collect();
+        let targets: Vec<RowTarget> = (0..5).map(|r| RowTarget::Class(r % 3)).collect();
+        let whole = CsrBatch::from_rows(&rows, &targets, 10, 3).unwrap();
+        let part = whole.row_range(1..4);
+        let want = CsrBatch::from_rows(&rows[1..4], &targets[1..4], 10, 3).unwrap();
+        assert_eq!(part.row_ptr(), want.row_ptr());
+        assert_eq!(part.ids(), want.ids());
+        assert_eq!(part.values(), want.values());
+        assert_eq!(part.unique_ids(), want.unique_ids());
+        assert_eq!(part.targets(), want.targets());
+        assert_eq!(whole.row_range(0..5).ids(), whole.ids());
+    }
 
     fn batch() -> CsrBatch {
         let rows = vec![

@@ -139,6 +139,37 @@ impl WideModel {
         Ok(BandIds { local, segments })
     }
 
+    /// The batch's unique ids by band as [`Self::band_ids`], each band's in one segment (a rank
+    /// of a multi-process run gathers them from their owners, not from shards of its own).
+    pub(crate) fn band_ids_whole(&self, batch: &CsrBatch) -> Result<BandIds, ModelError> {
+        let uniq = SortedIds::new(batch.unique_ids())?;
+        let mut local = Vec::with_capacity(self.bands.len());
+        let mut segments = Vec::new();
+        for (k, b) in self.bands.iter().enumerate() {
+            let (offset, ids) = uniq.window(b.band.start as u32, b.band.end as u32);
+            if !ids.ids().is_empty() {
+                let seg = Segment {
+                    shard: 0,
+                    start: 0,
+                    end: ids.ids().len(),
+                };
+                segments.push(BandSegment {
+                    band: k,
+                    seg,
+                    offset,
+                });
+            }
+            local.push(ids);
+        }
+        Ok(BandIds { local, segments })
+    }
+
+    /// The batch's bag inputs on the autodiff device, by the segments of `ids`.
+    pub(crate) fn upload_inputs(&self, batch: &CsrBatch, ids: &BandIds) -> BagInputs {
+        let ad = self.device().clone().autodiff();
+        BagInputs::upload(batch, &ids.segments, |b| self.max_entries(b), &ad)
+    }
+
     /// Largest bag piece of band `band` (entries whose `[n, dim]` weighted rows fit a buffer).
     fn max_entries(&self, band: usize) -> usize {
         widebag_ledger::shapes::max_bag_entries(
@@ -155,8 +186,7 @@ impl WideModel {
         batch: &CsrBatch,
         ids: &BandIds,
     ) -> Result<(BagInputs, Vec<Tensor<2>>), ModelError> {
-        let ad = self.device().clone().autodiff();
-        let inputs = BagInputs::upload(batch, &ids.segments, |b| self.max_entries(b), &ad);
+        let inputs = self.upload_inputs(batch, ids);
         let rows = ids
             .segments
             .iter()

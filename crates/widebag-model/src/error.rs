@@ -22,6 +22,9 @@ pub enum ModelError {
     Unsupported { key: &'static str, message: String },
     #[error(transparent)]
     Data(#[from] widebag_data::DataError),
+    /// A collective of a multi-process step did not complete (a rank is gone or late).
+    #[error("across ranks: {0}")]
+    Collective(#[from] widebag_collective::CollectiveError),
 }
 
 impl From<widebag_checkpoint::CheckpointError> for ModelError {

@@ -33,11 +33,13 @@ pub mod saved;
 pub mod scores;
 pub mod softmax;
 pub mod step;
+mod step_ranks;
 pub mod table;
 mod table_io;
 pub mod table_optim;
 pub mod tensors;
 pub mod train;
+pub mod train_ranks;
 
 #[cfg(test)]
 mod model_tests;
@@ -47,7 +49,7 @@ pub use error::ModelError;
 pub use ids::{SortedIdBuf, SortedIds};
 pub use layout::{LayoutFacts, TrainLayout};
 pub use memory::{MemoryMeter, MeterMode, Phase, Point};
-pub use model::{ModelSpec, StepStats, WideModel};
+pub use model::{ModelSpec, Ranks, StepStats, WideModel};
 pub use params::DenseParams;
 pub use profile::{ProfileReport, Stage, StepProfile};
 pub use step::Grads;

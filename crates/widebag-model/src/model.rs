@@ -176,13 +176,49 @@ pub struct WideModel {
     pub dense: DenseParams,
     pub optim: OptimConfig,
     pub step: u64,
+    /// This process's rank and the ranks training together: each band's table holds only this
+    /// rank's block of rows (`widebag_collective::route::BlockSharding`). One rank: all rows.
+    pub ranks: Ranks,
     device: Device,
+}
+
+/// A rank of a multi-process run (`rank` of `size`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ranks {
+    pub rank: usize,
+    pub size: usize,
+}
+
+impl Ranks {
+    /// The single process.
+    pub const ONE: Ranks = Ranks { rank: 0, size: 1 };
+
+    /// The full softmax's classes this rank owns (all of them for one rank).
+    pub fn class_block(&self, n_classes: usize) -> std::ops::Range<usize> {
+        widebag_collective::partition::class_block(n_classes, self.rank, self.size)
+    }
+
+    /// How a band of `n_rows` rows is split over the ranks.
+    pub fn sharding(&self, n_rows: usize) -> widebag_collective::route::BlockSharding {
+        widebag_collective::route::BlockSharding::new(n_rows, self.size)
+    }
 }
 
 impl WideModel {
     /// The configured model with the resolved `bands`, every parameter at its seeded initial
     /// value ([`init`]).
     pub fn new(config: &Config, bands: &ModelBands, compute: &Compute) -> Result<Self, ModelError> {
+        Self::new_rank(config, bands, compute, Ranks::ONE)
+    }
+
+    /// Rank `ranks.rank`'s part of the model: its block of each band's rows with their optimizer
+    /// state (initialised as the whole table's same rows), and every dense parameter.
+    pub fn new_rank(
+        config: &Config,
+        bands: &ModelBands,
+        compute: &Compute,
+        ranks: Ranks,
+    ) -> Result<Self, ModelError> {
         let spec = ModelSpec::new(config, bands, compute)?;
         crate::device::check_precisions(config, compute, bands.input.len())?;
         let device = compute.device.clone();
@@ -192,8 +228,10 @@ impl WideModel {
             .iter()
             .enumerate()
             .map(|(k, &band)| {
+                let block = ranks.sharding(band.n_rows()).rows_of(ranks.rank);
+                let rows = init::table_rows(spec.seed, k, band);
                 let table = ShardedTable::placed(
-                    band.n_rows(),
+                    block.len(),
                     band.dim,
                     spec.max_buffer_bytes,
                     &device,
@@ -204,7 +242,7 @@ impl WideModel {
                         rounding: config.optim.rounding,
                         seed: init::rounding_seed(spec.seed, k),
                     },
-                    init::table_rows(spec.seed, k, band),
+                    move |r: usize, out: &mut [f32]| rows(block.start + r, out),
                 );
                 let state = TableState::new(
                     config.optim.table,
@@ -215,10 +253,19 @@ impl WideModel {
                 InputBand { band, table, state }
             })
             .collect();
+        // The full softmax's classes are split by rank (each owns a block, `class_block`); the
+        // chunks keep their global offsets, so they start as the whole layer's same columns.
         let chunks = if spec.bands.output_split() {
             Vec::new()
         } else {
-            softmax::class_chunks(spec.n_classes, spec.class_chunk)
+            let block = ranks.class_block(spec.n_classes);
+            softmax::class_chunks(block.len(), spec.class_chunk)
+                .into_iter()
+                .map(|c| ClassChunk {
+                    offset: c.offset + block.start,
+                    n: c.n,
+                })
+                .collect()
         };
         let dense = init::dense_params(&spec, &chunks, config.optim.dense, &device);
         Ok(Self {
@@ -228,6 +275,7 @@ impl WideModel {
             dense,
             optim: scheduled(config),
             step: 0,
+            ranks,
             device,
         })
     }

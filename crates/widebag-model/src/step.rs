@@ -47,7 +47,7 @@ impl Grads {
 
 /// What the forward pass hands to the backward pass. It holds the batch's buffers and the
 /// gathered rows until the backward pass is measured, as the ledger counts them.
-struct Forward {
+pub(crate) struct Forward {
     loss: f32,
     inputs: BagInputs,
     /// Each segment's unique rows, gradient leaves.
@@ -161,7 +161,7 @@ impl WideModel {
     }
 
     /// Whether the output layer's softmax runs on the host kernel (flex).
-    fn host_softmax(&self) -> bool {
+    pub(crate) fn host_softmax(&self) -> bool {
         self.spec.kernels == Kernels::Host
     }
 
@@ -200,7 +200,7 @@ impl WideModel {
     }
 
     /// Step 3: the forward pass and the loss, from the gathered `rows` (made gradient leaves).
-    fn forward(
+    pub(crate) fn forward(
         &self,
         batch: &CsrBatch,
         inputs: BagInputs,
@@ -276,7 +276,7 @@ impl WideModel {
 
     /// Step 4: the backward pass, to the gradients of the rows `ids` and of every dense
     /// parameter.
-    fn backward(
+    pub(crate) fn backward(
         &self,
         forward: Forward,
         ids: BandIds,

@@ -155,7 +155,7 @@ impl InputTransform {
 type Fetched = Result<(CsrBatch, DataPosition), DataError>;
 
 /// Streams the batches of steps `first..=last` from a background thread (two in flight).
-fn prefetch(
+pub(crate) fn prefetch(
     mut stream: BatchSource,
     batch_size: usize,
     steps: std::ops::RangeInclusive<u64>,

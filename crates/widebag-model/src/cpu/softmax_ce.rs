@@ -92,6 +92,15 @@ impl HostTargets {
         }
     }
 
+    /// The same targets with each row's total weight given (the classes of an output layer
+    /// split by rank hold only part of a row's targets, while its log-sum-exp term weighs them
+    /// all).
+    pub fn with_row_weights(mut self, row_weight: Vec<f32>) -> Self {
+        assert_eq!(row_weight.len(), self.n_rows, "one weight per row");
+        self.row_weight = row_weight;
+        self
+    }
+
     /// Targets of `block`, as `(row, column in the block, weight)`.
     fn of(&self, b: Block) -> impl Iterator<Item = (usize, usize, f32)> + '_ {
         let list = &self.per_chunk[b.chunk];

@@ -9,7 +9,7 @@ use mpi::environment::Universe;
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::{Communicator, CommunicatorCollectives};
 
-use crate::{Collective, CollectiveError};
+use widebag_collective::{Collective, CollectiveError};
 
 /// This process's rank of `MPI_COMM_WORLD`. MPI is finalised when it is dropped.
 pub struct MpiCollective {

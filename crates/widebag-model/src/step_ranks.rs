@@ -1,0 +1,266 @@
+//! The training step of one rank of a multi-process run, top to bottom as the single-process
+//! step (`step.rs`) with the exchanges between its stages: data (this rank's rows of the global
+//! batch) → unique rows (ids to their owners, the owners' rows back: TorchRec's row-wise
+//! sharding) → forward → backward → row updates (each row's gradient summed at its owner, which
+//! alone holds its optimizer state) → dense updates (one fused all-reduce) → measure.
+//!
+//! The full softmax's output layer is split by classes (Megatron's class-split output): the
+//! ranks' hidden states are all-gathered, each rank scores every row against its classes, the
+//! rows' log-sum-exp is combined across ranks from per-row scalars (an all-reduced max and sum),
+//! each rank's weight gradient stays its own, and `dL/dh` is all-reduced. The adaptive softmax
+//! is data-parallel for now: each rank scores its rows and every output gradient is all-reduced,
+//! scaled by the rank's share of the global batch.
+
+use burn::tensor::Tensor;
+use widebag_collective::Collective;
+use widebag_collective::partition::{Fused, local_rows};
+use widebag_collective::route::Route;
+use widebag_csr::CsrBatch;
+
+use crate::ModelError;
+use crate::bag::{BagInputs, BandIds};
+use crate::cpu::host_layer::HostLayer;
+use crate::cpu::softmax_ce::{self, HostTargets, Logits};
+use crate::dense_optim::DenseParam;
+use crate::ids::SortedIds;
+use crate::memory::{MemoryMeter, Point, Stage};
+use crate::model::{StepStats, WideModel};
+use crate::params::{DenseParams, Linear, OutputParams};
+use crate::step::Grads;
+use crate::tensors::{floats, to_vec};
+
+/// A band's route for the step, with the first row of this rank's block of the band.
+type BandRoute = (Route, u32);
+
+impl WideModel {
+    /// One training step of this rank on its rows of the `global` batch; every rank of `comm`
+    /// calls it with the same global batch. Returns the global batch's loss.
+    pub fn train_step_ranks(
+        &mut self,
+        global: &CsrBatch,
+        comm: &dyn Collective,
+        meter: &mut MemoryMeter,
+    ) -> Result<StepStats, ModelError> {
+        meter.probe(Point::Setup);
+        self.check_batch(global)?;
+        self.step += 1;
+        let (ranks, step) = (self.ranks, self.step);
+        // 1. data: this rank's rows and their unique ids, one segment per band.
+        let mine = local_rows(global.n_rows(), ranks.rank, ranks.size);
+        let batch = global.row_range(mine.clone());
+        let ids = self.band_ids_whole(&batch)?;
+        meter.lap(Stage::Ids);
+        // 2. unique rows from their owners.
+        let (routes, rows) = self.fetch_rows(&ids, comm)?;
+        let inputs = self.upload_inputs(&batch, &ids);
+        meter.lap(Stage::Gather);
+        // 3.–4. forward and backward.
+        let host = HostLayer::take(&mut self.dense.output)?;
+        let grads = match self.adaptive() {
+            true => self
+                .forward(&batch, inputs, rows, Some(&host), meter)
+                .and_then(|forward| self.backward(forward, ids, Some(&host), meter))
+                .map(|g| (g, false)),
+            false => self
+                .class_split(global, &mine, (ids, inputs, rows), &host, comm, meter)
+                .map(|g| (g, true)),
+        };
+        let device = self.device().clone();
+        host.restore(&mut self.dense.output, &device);
+        let (grads, split) = grads?;
+        // The class-split step's gradients are already the global batch's mean; the
+        // data-parallel output's are this rank's rows' mean, weighed by their share.
+        let share = match split {
+            true => 1.0,
+            false => batch.n_rows() as f32 / global.n_rows().max(1) as f32,
+        };
+        let Grads {
+            loss, rows, dense, ..
+        } = grads;
+        let mut global_loss = [loss * share];
+        if !split {
+            comm.all_reduce_sum(&mut global_loss)?;
+        }
+        // 5. row updates: every rank's gradients of each row summed at its owner, which updates
+        //    the union of the rows asked of it (its table's own segments).
+        for (k, (route, first)) in routes.iter().enumerate() {
+            let band = &mut self.bands[k];
+            let dim = band.band.dim;
+            let mine: Vec<f32> = match rows.iter().find(|(s, _)| s.band == k) {
+                Some((_, g)) => to_vec(g.clone())?.iter().map(|x| x * share).collect(),
+                None => Vec::new(),
+            };
+            let (union, sum) = route.return_grads(comm, dim, &mine)?;
+            let owned: Vec<u32> = union.iter().map(|id| id - first).collect();
+            let owned = SortedIds::new(&owned)?;
+            for seg in band.table.segments(owned) {
+                let g = sum[seg.start * dim..seg.end * dim].to_vec();
+                let g = floats(g, [seg.end - seg.start, dim], &band.table.device());
+                let seg_ids = owned.range(seg.start..seg.end);
+                band.state
+                    .step(&mut band.table, seg_ids, g, &self.optim, step, meter)?;
+            }
+        }
+        meter.lap(Stage::RowUpdate);
+        meter.probe(Point::DenseUpdate);
+        // 6. dense updates: the replicated parameters' gradients in one buffer, summed over the
+        //    ranks; a class-split output layer's are this rank's own.
+        let n_output = dense.output.iter().count();
+        let grads = dense.into_vec();
+        let replicated = grads.len() - if split { n_output } else { 0 };
+        let shapes: Vec<[usize; 2]> = grads.iter().map(|g| g.shape().dims()).collect();
+        let mut values = grads
+            .into_iter()
+            .map(|g| to_vec(g).map(|v| v.into_iter().map(|x| x * share).collect()))
+            .collect::<Result<Vec<Vec<f32>>, _>>()?;
+        let parts: Vec<&[f32]> = values[..replicated].iter().map(Vec::as_slice).collect();
+        let (fused, mut buf) = Fused::pack(&parts);
+        comm.all_reduce_sum(&mut buf)?;
+        let summed: Vec<Vec<f32>> = fused
+            .unpack(&buf)
+            .expect("the buffer packed above")
+            .into_iter()
+            .map(<[f32]>::to_vec)
+            .collect();
+        values.splice(..replicated, summed);
+        let kernels = self.spec.kernels;
+        for ((p, g), shape) in self.dense.iter_mut().zip(values).zip(shapes) {
+            p.update(floats(g, shape, &device), &self.optim, step, kernels)?;
+        }
+        meter.lap(Stage::DenseUpdate);
+        // 7. measure.
+        meter.sample(Point::StepEnd);
+        Ok(StepStats::new(step, global_loss[0], &batch))
+    }
+
+    /// Step 2 across ranks: each band's unique ids to their owners; each owner brings the rows
+    /// asked of it up to date (lazy AdamW's catch-up) and sends them back. Returns each band's
+    /// route (with the first row of this rank's block) and the rows, one tensor per segment.
+    fn fetch_rows(
+        &mut self,
+        ids: &BandIds,
+        comm: &dyn Collective,
+    ) -> Result<(Vec<BandRoute>, Vec<Tensor<2>>), ModelError> {
+        let (ranks, step) = (self.ranks, self.step);
+        let mut routes = Vec::with_capacity(self.bands.len());
+        let mut rows = Vec::with_capacity(ids.segments.len());
+        for (k, band) in self.bands.iter_mut().enumerate() {
+            let sharding = ranks.sharding(band.band.n_rows());
+            let first = sharding.rows_of(ranks.rank).start as u32;
+            let route = Route::exchange_ids(comm, sharding, ids.local[k].ids().as_slice())?;
+            let owned: Vec<u32> = route.owned_union().iter().map(|id| id - first).collect();
+            band.state
+                .catch_up(&mut band.table, SortedIds::new(&owned)?, &self.optim, step)?;
+            let (dim, table) = (band.band.dim, &band.table);
+            let fetched = route.fetch_rows(comm, dim, |ask| {
+                let local: Vec<u32> = ask.iter().map(|id| id - first).collect();
+                to_vec(table.gather(SortedIds::new(&local)?)?)
+            })?;
+            let n = ids.local[k].ids().len();
+            if n > 0 {
+                rows.push(floats(fetched, [n, dim], &table.device()).autodiff());
+            }
+            routes.push((route, first));
+        }
+        Ok((routes, rows))
+    }
+
+    /// Steps 3–4 with the full softmax split by classes: the trunk on this rank's rows, the
+    /// output layer on every row of the `global` batch against this rank's classes (`host`, the
+    /// flex kernel), `dL/dh` all-reduced, then autodiff through this rank's trunk.
+    fn class_split(
+        &self,
+        global: &CsrBatch,
+        mine: &std::ops::Range<usize>,
+        (ids, inputs, rows): (BandIds, BagInputs, Vec<Tensor<2>>),
+        host: &HostLayer,
+        comm: &dyn Collective,
+        meter: &mut MemoryMeter,
+    ) -> Result<Grads, ModelError> {
+        let rows: Vec<Tensor<2>> = rows.into_iter().map(|r| r.require_grad()).collect();
+        let leaf = |p: &DenseParam| p.value.clone().autodiff().require_grad();
+        let params = self.dense.map_split(leaf, |p| p.value.clone());
+        let h = self.forward_hidden(&rows, &params, &inputs);
+        meter.lap(Stage::Forward);
+        // Every rank's rows, in rank order: the global batch's.
+        let last = self.spec.last_hidden();
+        let h_all: Vec<f32> = comm.all_gather_f32(&to_vec(h.clone().inner())?)?.concat();
+        let n = global.n_rows();
+        let classes = self.ranks.class_block(self.spec.n_classes);
+        let targets = self.objective_targets(global);
+        let entries = (0..n).flat_map(|r| {
+            let t = &targets;
+            (t.row_ptr[r]..t.row_ptr[r + 1])
+                .filter(|&k| classes.contains(&(t.classes[k] as usize)))
+                .map(move |k| (r as u32, t.classes[k] - classes.start as u32, t.weights[k]))
+        });
+        let weights: Vec<f32> = (0..n).map(|r| targets.row_weight(r)).collect();
+        let targets = HostTargets::from_entries(n, entries, &host.chunk_classes(), 1.0 / n as f32)
+            .with_row_weights(weights.clone());
+        let refs = host.refs();
+        let mut fwd = softmax_ce::forward(&h_all, last, &refs, &targets, Logits::Recompute);
+        // Each row's log-sum-exp over every rank's classes, from the per-row scalars.
+        let local_lse = fwd.lse.clone();
+        let mut max = local_lse.clone();
+        comm.all_reduce_max(&mut max)?;
+        let mut sum: Vec<f32> = local_lse
+            .iter()
+            .zip(&max)
+            .map(|(l, m)| (l - m).exp())
+            .collect();
+        comm.all_reduce_sum(&mut sum)?;
+        fwd.lse = max.iter().zip(&sum).map(|(m, s)| m + s.ln()).collect();
+        // The loss: Σ weight · lse over rows, less every rank's picked logits (this rank's part
+        // is its own loss less its own log-sum-exp term).
+        let lse_term = |lse: &[f32]| -> f64 {
+            (0..n)
+                .map(|r| weights[r] as f64 * lse[r] as f64)
+                .sum::<f64>()
+                / n as f64
+        };
+        let mut picked = [(lse_term(&local_lse) - fwd.loss as f64) as f32];
+        comm.all_reduce_sum(&mut picked)?;
+        let loss = (lse_term(&fwd.lse) - picked[0] as f64) as f32;
+        meter.lap(Stage::OutputForward);
+        let (mut dh, out) = softmax_ce::backward(&h_all, last, &refs, &targets, &mut fwd);
+        comm.all_reduce_sum(&mut dh)?;
+        meter.lap(Stage::OutputBackward);
+        let device = self.device();
+        let dh = dh[mine.start * last..mine.end * last].to_vec();
+        let dh = floats(dh, [mine.len(), last], device);
+        let grads = (h * Tensor::from_inner(dh)).sum().backward();
+        let rows_grad = ids
+            .segments
+            .iter()
+            .zip(&rows)
+            .map(|(s, leaf)| (*s, self.row_grad(s, leaf, &grads)))
+            .collect();
+        let grad = |leaf: &Tensor<2>| {
+            leaf.grad(&grads)
+                .unwrap_or_else(|| leaf.clone().inner().zeros_like())
+        };
+        let chunks = out
+            .into_iter()
+            .map(|g| {
+                let k = g.db.len();
+                Linear {
+                    weight: floats(g.dw, [last, k], device),
+                    bias: floats(g.db, [1, k], device),
+                }
+            })
+            .collect();
+        let dense = DenseParams {
+            bag_bias: grad(&params.bag_bias),
+            projections: params.projections.iter().map(grad).collect(),
+            hidden: params.hidden.iter().map(|l| l.map(grad)).collect(),
+            output: OutputParams::Full { chunks },
+        };
+        meter.lap(Stage::TrunkBackward);
+        Ok(Grads {
+            loss,
+            ids,
+            rows: rows_grad,
+            dense,
+        })
+    }
+}

@@ -1,0 +1,163 @@
+//! Training across ranks against the single process (issue 18's correctness bar): N = 2 and 3
+//! ranks as threads (`widebag_collective::threads::ThreadGroup`) on flex, each with its block of
+//! every table, its rows of each global batch and (full softmax) its block of classes, give the
+//! single process's losses and final weights within 1e-5 — every table optimizer (lazy AdamW's
+//! catch-up included), the class-split full softmax and the (data-parallel) adaptive softmax,
+//! head/tail bands with a host tail.
+
+use std::time::Duration;
+
+use crate::common;
+
+use common::{batch, flex, wide};
+use widebag_collective::Collective;
+use widebag_collective::threads::ThreadGroup;
+use widebag_config::bands::ModelBands;
+use widebag_config::{
+    BandPlacement, Config, Cutoffs, DenseOptim, OutputKind, TableOptim, TargetKind,
+};
+use widebag_model::ids::SortedIdBuf;
+use widebag_model::memory::MemoryMeter;
+use widebag_model::tensors::to_vec;
+use widebag_model::{Ranks, WideModel};
+
+const STEPS: u64 = 4;
+
+fn base() -> Config {
+    let mut c = Config::default();
+    c.data.width = 90;
+    c.data.n_classes = Some(17);
+    c.data.nnz = 6.0;
+    c.data.target = TargetKind::Bag;
+    c.model.dim = 8;
+    c.model.hidden = vec![6];
+    c.train.batch_size = 12;
+    c.optim.dense = DenseOptim::Adam;
+    c.optim.lr = 0.05;
+    c
+}
+
+/// Every table row of `model` (its block, in order) and every dense value.
+fn weights(model: &WideModel) -> (Vec<Vec<f32>>, Vec<f32>) {
+    let tables = model
+        .bands
+        .iter()
+        .map(|b| {
+            let n = b.table.n_rows() as u32;
+            let all = SortedIdBuf::from_unsorted((0..n).collect());
+            to_vec(b.table.gather(all.ids()).unwrap()).unwrap()
+        })
+        .collect();
+    let dense = model
+        .dense
+        .iter()
+        .flat_map(|p| to_vec(p.value.clone()).unwrap())
+        .collect();
+    (tables, dense)
+}
+
+/// The single process's dense values as rank `rank` holds them: every trunk parameter, and of
+/// a full softmax's `[last, classes]` weight and `[1, classes]` bias only its class block.
+fn dense_of(config: &Config, dense: &[f32], rank: usize, size: usize) -> Vec<f32> {
+    if config.model.output != OutputKind::Full {
+        return dense.to_vec();
+    }
+    let (last, n) = (config.model.last_hidden(), config.data.n_classes());
+    let block = Ranks { rank, size }.class_block(n);
+    let output = (last + 1) * n;
+    let (trunk, out) = dense.split_at(dense.len() - output);
+    let mut v = trunk.to_vec();
+    for r in 0..=last {
+        v.extend_from_slice(&out[r * n + block.start..r * n + block.end]);
+    }
+    v
+}
+
+fn close(what: &str, got: &[f32], want: &[f32]) {
+    assert_eq!(got.len(), want.len(), "{what}: lengths");
+    for (i, (a, b)) in got.iter().zip(want).enumerate() {
+        assert!(
+            (a - b).abs() <= 1e-5 * (1.0 + b.abs()),
+            "{what}[{i}]: {a} against {b}"
+        );
+    }
+}
+
+fn check(name: &str, config: &Config, size: usize) {
+    let bands = ModelBands::resolve(config).unwrap();
+    let b = config.train.batch_size;
+    // The single process.
+    let mut one = wide(config, &flex());
+    let mut losses = Vec::new();
+    let mut meter = MemoryMeter::new(one.device());
+    for s in 0..STEPS {
+        losses.push(
+            one.train_step(&batch(config, s * b as u64), &mut meter)
+                .unwrap()
+                .loss,
+        );
+    }
+    let (tables, dense) = weights(&one);
+    // N ranks, each with its rows of the same global batches.
+    let out = ThreadGroup::run(size, Duration::from_secs(120), |c| {
+        let ranks = Ranks {
+            rank: c.rank(),
+            size: c.size(),
+        };
+        let mut m = WideModel::new_rank(config, &bands, &flex(), ranks).unwrap();
+        let mut meter = MemoryMeter::new(m.device());
+        let mut losses = Vec::new();
+        for s in 0..STEPS {
+            let global = batch(config, s * b as u64);
+            let stats = m.train_step_ranks(&global, &c, &mut meter).unwrap();
+            losses.push(stats.loss);
+        }
+        (losses, weights(&m))
+    });
+    for (rank, r) in out.into_iter().enumerate() {
+        let (got, (blocks, got_dense)) = r.unwrap();
+        let what = format!("{name}, rank {rank} of {size}");
+        close(&format!("{what}: losses"), &got, &losses);
+        close(
+            &format!("{what}: dense"),
+            &got_dense,
+            &dense_of(config, &dense, rank, size),
+        );
+        for (k, block) in blocks.iter().enumerate() {
+            let band = bands.input[k];
+            let rows = Ranks { rank, size }.sharding(band.n_rows()).rows_of(rank);
+            let want = &tables[k][rows.start * band.dim..rows.end * band.dim];
+            close(&format!("{what}: band {k}'s rows {rows:?}"), block, want);
+        }
+    }
+}
+
+#[test]
+fn every_table_optimizer_trains_across_ranks_as_in_one_process() {
+    for table in [
+        TableOptim::Sgd,
+        TableOptim::Momentum,
+        TableOptim::RowwiseAdagrad,
+        TableOptim::Adam,
+        TableOptim::AdamW,
+    ] {
+        let mut c = base();
+        c.optim.table = table;
+        for size in [2, 3] {
+            check(&format!("full softmax, table {}", table.name()), &c, size);
+        }
+    }
+}
+
+#[test]
+fn the_adaptive_softmax_and_a_host_tail_train_across_ranks_as_in_one_process() {
+    let mut c = base();
+    c.optim.table = TableOptim::AdamW;
+    c.model.output = OutputKind::Adaptive;
+    c.model.output_bands.cutoffs = Cutoffs::Ids(vec![5, 11]);
+    c.model.input_bands.cutoffs = Cutoffs::Ids(vec![20, 50]);
+    c.model.input_bands.placement = vec![BandPlacement::Device, BandPlacement::Host];
+    for size in [2, 3] {
+        check("adaptive softmax, head/tail bands, host tail", &c, size);
+    }
+}
