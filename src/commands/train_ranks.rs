@@ -117,6 +117,17 @@ fn render(s: &RanksSummary, json: bool) -> anyhow::Result<String> {
         "  loss               {:.4} → {:.4} (mean of last 10: {:.4})",
         s.first_loss, s.final_loss, s.final_loss_mean10
     )?;
-    writeln!(out, "  rank 0's rows     {:?} per band", s.owned_rows)?;
+    writeln!(
+        out,
+        "  rank 0 owns        rows {:?} per band, {} classes",
+        s.owned_rows, s.owned_classes
+    )?;
+    for (what, bytes) in &s.sent_bytes_per_step {
+        writeln!(
+            out,
+            "  rank 0 sent        {} per step: {what}",
+            widebag_config::units::format_bytes(*bytes as u64)
+        )?;
+    }
     Ok(out)
 }

@@ -179,6 +179,8 @@ pub struct WideModel {
     /// This process's rank and the ranks training together: each band's table holds only this
     /// rank's block of rows (`widebag_collective::route::BlockSharding`). One rank: all rows.
     pub ranks: Ranks,
+    /// Bytes this rank has sent to the other ranks, by collective (`Self::train_step_ranks`).
+    pub sent_bytes: std::collections::BTreeMap<&'static str, u64>,
     device: Device,
 }
 
@@ -276,6 +278,7 @@ impl WideModel {
             optim: scheduled(config),
             step: 0,
             ranks,
+            sent_bytes: Default::default(),
             device,
         })
     }

@@ -29,6 +29,16 @@ use crate::params::{DenseParams, Linear, OutputParams};
 use crate::step::Grads;
 use crate::tensors::{floats, to_vec};
 
+/// Values of `lists` (one per rank) that go to a rank other than `me`.
+fn to_others(lists: &[Vec<u32>], me: usize) -> u64 {
+    lists
+        .iter()
+        .enumerate()
+        .filter(|&(r, _)| r != me)
+        .map(|(_, l)| l.len() as u64)
+        .sum()
+}
+
 /// A band's route for the step, with the first row of this rank's block of the band.
 type BandRoute = (Route, u32);
 
@@ -81,6 +91,27 @@ impl WideModel {
         if !split {
             comm.all_reduce_sum(&mut global_loss)?;
         }
+        // What the output layer's collectives sent (reductions are all-gathers summed in rank
+        // order: a rank sends its whole buffer to every other rank).
+        let others = (ranks.size - 1) as u64;
+        let (n, last) = (global.n_rows() as u64, self.spec.last_hidden() as u64);
+        let output_traffic: [(&'static str, u64); 3] = match split {
+            true => [
+                (
+                    "hidden states (all-gather)",
+                    batch.n_rows() as u64 * last * 4 * others,
+                ),
+                (
+                    "log-sum-exp max and sum, loss (all-reduce)",
+                    (2 * n + 1) * 4 * others,
+                ),
+                ("dL/dh (all-reduce)", n * last * 4 * others),
+            ],
+            false => [("loss (all-reduce)", 4 * others), ("", 0), ("", 0)],
+        };
+        for (what, bytes) in output_traffic.into_iter().filter(|(w, _)| !w.is_empty()) {
+            *self.sent_bytes.entry(what).or_default() += bytes;
+        }
         // 5. row updates: every rank's gradients of each row summed at its owner, which updates
         //    the union of the rows asked of it (its table's own segments).
         for (k, (route, first)) in routes.iter().enumerate() {
@@ -91,6 +122,10 @@ impl WideModel {
                 None => Vec::new(),
             };
             let (union, sum) = route.return_grads(comm, dim, &mine)?;
+            *self
+                .sent_bytes
+                .entry("row gradients (all-to-all)")
+                .or_default() += to_others(&route.asked, ranks.rank) * dim as u64 * 4;
             let owned: Vec<u32> = union.iter().map(|id| id - first).collect();
             let owned = SortedIds::new(&owned)?;
             for seg in band.table.segments(owned) {
@@ -116,6 +151,10 @@ impl WideModel {
         let parts: Vec<&[f32]> = values[..replicated].iter().map(Vec::as_slice).collect();
         let (fused, mut buf) = Fused::pack(&parts);
         comm.all_reduce_sum(&mut buf)?;
+        *self
+            .sent_bytes
+            .entry("dense gradients (fused all-reduce)")
+            .or_default() += buf.len() as u64 * 4 * others;
         let summed: Vec<Vec<f32>> = fused
             .unpack(&buf)
             .expect("the buffer packed above")
@@ -152,6 +191,10 @@ impl WideModel {
             band.state
                 .catch_up(&mut band.table, SortedIds::new(&owned)?, &self.optim, step)?;
             let (dim, table) = (band.band.dim, &band.table);
+            let sent = &mut self.sent_bytes;
+            *sent.entry("ids (all-to-all)").or_default() += to_others(&route.asked, ranks.rank) * 4;
+            *sent.entry("rows (all-to-all)").or_default() +=
+                to_others(&route.requested, ranks.rank) * dim as u64 * 4;
             let fetched = route.fetch_rows(comm, dim, |ask| {
                 let local: Vec<u32> = ask.iter().map(|id| id - first).collect();
                 to_vec(table.gather(SortedIds::new(&local)?)?)

@@ -36,6 +36,12 @@ pub struct RanksSummary {
     pub examples_per_s: f64,
     /// Rows of each band this rank owns.
     pub owned_rows: Vec<usize>,
+    /// Classes of the full softmax this rank owns.
+    pub owned_classes: usize,
+    /// Mean bytes this rank sent to the other ranks per step, by collective.
+    pub sent_bytes_per_step: std::collections::BTreeMap<String, f64>,
+    /// This process's peak resident memory (all ranks' when they are threads of one process).
+    pub peak_rss_bytes: Option<u64>,
     pub train_s: f64,
 }
 
@@ -121,6 +127,13 @@ pub fn run_training_ranks(
         losses,
         examples_per_s: timed * b as f64 / warm_s,
         owned_rows: model.bands.iter().map(|band| band.table.n_rows()).collect(),
+        owned_classes: model.chunks.iter().map(|c| c.n).sum(),
+        sent_bytes_per_step: model
+            .sent_bytes
+            .iter()
+            .map(|(k, v)| (k.to_string(), *v as f64 / steps.max(1) as f64))
+            .collect(),
+        peak_rss_bytes: crate::train::peak_rss_bytes(),
         train_s: start.elapsed().as_secs_f64(),
     })
 }
