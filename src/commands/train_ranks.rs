@@ -69,7 +69,14 @@ fn rank_run(req: &TrainRequest, comm: &dyn Collective) -> Result<RanksSummary, F
 
 /// N ranks as threads of this process; rank 0's summary.
 fn by_threads(req: &TrainRequest, ranks: usize) -> Result<Option<RanksSummary>, Failure> {
-    let results = ThreadGroup::run(ranks, PEER_TIMEOUT, |c| rank_run(req, &c));
+    let results = ThreadGroup::run(ranks, PEER_TIMEOUT, |c| {
+        let r = rank_run(req, &c);
+        if r.is_err() {
+            // The others stop at their next collective instead of waiting out the timeout.
+            c.abandon();
+        }
+        r
+    });
     let mut first = None;
     for (rank, r) in results.into_iter().enumerate() {
         let s = r.map_err(|_| Failure::run(anyhow::anyhow!("rank {rank} panicked")))??;

@@ -117,6 +117,14 @@ impl Drop for ThreadRank {
 }
 
 impl ThreadRank {
+    /// Leaves the group after a failure of this rank: the other ranks' collectives fail at once
+    /// with [`CollectiveError::PeerGone`] instead of waiting out the timeout.
+    pub fn abandon(&self) {
+        let mut r = self.shared.round.lock().unwrap_or_else(|p| p.into_inner());
+        r.gone.get_or_insert(self.rank);
+        self.shared.changed.notify_all();
+    }
+
     fn wait<'a>(
         &self,
         mut r: MutexGuard<'a, Round>,
@@ -301,6 +309,24 @@ mod tests {
         }));
         let want: f64 = (0..2_000).map(|i| (6 * i) as f64).sum();
         assert!(out.iter().all(|&t| t == want), "{out:?}");
+    }
+
+    #[test]
+    fn a_rank_that_abandons_fails_the_others_at_once() {
+        let start = Instant::now();
+        let out = ok(ThreadGroup::run(3, Duration::from_secs(60), |c| {
+            if c.rank() == 2 {
+                c.abandon();
+                return true;
+            }
+            let mut x = [1.0];
+            matches!(
+                c.all_reduce_sum(&mut x),
+                Err(CollectiveError::PeerGone { rank: 2, .. })
+            )
+        }));
+        assert!(out.into_iter().all(|failed| failed));
+        assert!(start.elapsed() < Duration::from_secs(10));
     }
 
     #[test]
