@@ -124,6 +124,9 @@ fn render(s: &RanksSummary, json: bool) -> anyhow::Result<String> {
         "  loss               {:.4} → {:.4} (mean of last 10: {:.4})",
         s.first_loss, s.final_loss, s.final_loss_mean10
     )?;
+    if let Some(l) = s.eval_loss {
+        writeln!(out, "  validation loss    {l:.4} over the held-out rows")?;
+    }
     writeln!(
         out,
         "  rank 0 owns        rows {:?} per band, {} classes",

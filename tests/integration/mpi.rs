@@ -1,6 +1,7 @@
 //! The multi-process trainer under `mpirun` (issue 18's CI check): `mpirun -np 2` and `-np 3`
 //! of a binary built with `--features mpi` give the single process's losses within 1e-5 for
-//! every table optimizer, the adaptive softmax and head/tail bands with a host tail; a rank that
+//! every table optimizer, the adaptive softmax and head/tail bands with a host tail, and the same
+//! held-out loss; a rank that
 //! dies ends the job with an error, not a hang. The binary is `WIDEBAG_MPI_BIN` (CI builds it:
 //! `cargo build --release --features mpi`, copied aside, since `cargo test` rebuilds the plain
 //! one); without it these tests say they were skipped, unless `WIDEBAG_REQUIRE_MPI=1`.
@@ -47,6 +48,8 @@ fn run(bin: &str, ranks: Option<usize>, sets: &[&str], env: &[(&str, &str)]) -> 
         "--json",
         "--set",
         "train.steps=5",
+        "--set",
+        "train.eval_rows=256",
     ]);
     for s in sets {
         cmd.args(["--set", s]);
@@ -57,10 +60,11 @@ fn run(bin: &str, ranks: Option<usize>, sets: &[&str], env: &[(&str, &str)]) -> 
     cmd.output().expect("mpirun and the binary run")
 }
 
-fn losses(o: &Output) -> [f64; 3] {
+fn losses(o: &Output) -> [f64; 4] {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    ["first_loss", "final_loss", "final_loss_mean10"].map(|k| v[k].as_f64().unwrap())
+    ["first_loss", "final_loss", "final_loss_mean10", "eval_loss"]
+        .map(|k| v[k].as_f64().unwrap_or_else(|| panic!("no {k} in {v}")))
 }
 
 #[test]

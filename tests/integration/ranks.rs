@@ -1,7 +1,7 @@
 //! Training across ranks against the single process (issue 18's correctness bar): N = 2 and 3
 //! ranks as threads (`widebag_collective::threads::ThreadGroup`) on flex, each with its block of
 //! every table, its rows of each global batch and (full softmax) its block of classes, give the
-//! single process's losses and final weights within 1e-5 — every table optimizer (lazy AdamW's
+//! single process's losses, held-out loss and final weights within 1e-5 — every table optimizer (lazy AdamW's
 //! catch-up included), the class-split full softmax and the (data-parallel) adaptive softmax,
 //! head/tail bands with a host tail.
 
@@ -97,6 +97,11 @@ fn check(name: &str, config: &Config, size: usize) {
                 .loss,
         );
     }
+    // Held-out rows: three batches after the training rows.
+    let held_out: Vec<_> = (0..3)
+        .map(|k| batch(config, 1_000 + k * b as u64))
+        .collect();
+    let eval = one.eval_loss(&held_out).unwrap().unwrap();
     let (tables, dense) = weights(&one);
     // N ranks, each with its rows of the same global batches.
     let out = ThreadGroup::run(size, Duration::from_secs(120), |c| {
@@ -112,12 +117,18 @@ fn check(name: &str, config: &Config, size: usize) {
             let stats = m.train_step_ranks(&global, &c, &mut meter).unwrap();
             losses.push(stats.loss);
         }
-        (losses, weights(&m))
+        let eval = m.eval_loss_ranks(&held_out, &c).unwrap().unwrap();
+        (losses, eval, weights(&m))
     });
     for (rank, r) in out.into_iter().enumerate() {
-        let (got, (blocks, got_dense)) = r.unwrap();
+        let (got, got_eval, (blocks, got_dense)) = r.unwrap();
         let what = format!("{name}, rank {rank} of {size}");
         close(&format!("{what}: losses"), &got, &losses);
+        close(
+            &format!("{what}: held-out loss"),
+            &[got_eval as f32],
+            &[eval as f32],
+        );
         close(
             &format!("{what}: dense"),
             &got_dense,

@@ -48,7 +48,7 @@ impl Grads {
 /// What the forward pass hands to the backward pass. It holds the batch's buffers and the
 /// gathered rows until the backward pass is measured, as the ledger counts them.
 pub(crate) struct Forward {
-    loss: f32,
+    pub(crate) loss: f32,
     inputs: BagInputs,
     /// Each segment's unique rows, gradient leaves.
     rows: Vec<Tensor<2>>,

@@ -20,7 +20,7 @@ use widebag_csr::CsrBatch;
 use crate::ModelError;
 use crate::bag::{BagInputs, BandIds};
 use crate::cpu::host_layer::HostLayer;
-use crate::cpu::softmax_ce::{self, HostTargets, Logits};
+use crate::cpu::softmax_ce::{self, CeForward, HostTargets, Logits};
 use crate::dense_optim::DenseParam;
 use crate::ids::SortedIds;
 use crate::memory::{MemoryMeter, Point, Stage};
@@ -225,45 +225,9 @@ impl WideModel {
         let params = self.dense.map_split(leaf, |p| p.value.clone());
         let h = self.forward_hidden(&rows, &params, &inputs);
         meter.lap(Stage::Forward);
-        // Every rank's rows, in rank order: the global batch's.
+        let (h_all, targets, mut fwd, loss) = self.split_forward(global, &h, host, comm)?;
         let last = self.spec.last_hidden();
-        let h_all: Vec<f32> = comm.all_gather_f32(&to_vec(h.clone().inner())?)?.concat();
-        let n = global.n_rows();
-        let classes = self.ranks.class_block(self.spec.n_classes);
-        let targets = self.objective_targets(global);
-        let entries = (0..n).flat_map(|r| {
-            let t = &targets;
-            (t.row_ptr[r]..t.row_ptr[r + 1])
-                .filter(|&k| classes.contains(&(t.classes[k] as usize)))
-                .map(move |k| (r as u32, t.classes[k] - classes.start as u32, t.weights[k]))
-        });
-        let weights: Vec<f32> = (0..n).map(|r| targets.row_weight(r)).collect();
-        let targets = HostTargets::from_entries(n, entries, &host.chunk_classes(), 1.0 / n as f32)
-            .with_row_weights(weights.clone());
         let refs = host.refs();
-        let mut fwd = softmax_ce::forward(&h_all, last, &refs, &targets, Logits::Recompute);
-        // Each row's log-sum-exp over every rank's classes, from the per-row scalars.
-        let local_lse = fwd.lse.clone();
-        let mut max = local_lse.clone();
-        comm.all_reduce_max(&mut max)?;
-        let mut sum: Vec<f32> = local_lse
-            .iter()
-            .zip(&max)
-            .map(|(l, m)| (l - m).exp())
-            .collect();
-        comm.all_reduce_sum(&mut sum)?;
-        fwd.lse = max.iter().zip(&sum).map(|(m, s)| m + s.ln()).collect();
-        // The loss: Σ weight · lse over rows, less every rank's picked logits (this rank's part
-        // is its own loss less its own log-sum-exp term).
-        let lse_term = |lse: &[f32]| -> f64 {
-            (0..n)
-                .map(|r| weights[r] as f64 * lse[r] as f64)
-                .sum::<f64>()
-                / n as f64
-        };
-        let mut picked = [(lse_term(&local_lse) - fwd.loss as f64) as f32];
-        comm.all_reduce_sum(&mut picked)?;
-        let loss = (lse_term(&fwd.lse) - picked[0] as f64) as f32;
         meter.lap(Stage::OutputForward);
         let (mut dh, out) = softmax_ce::backward(&h_all, last, &refs, &targets, &mut fwd);
         comm.all_reduce_sum(&mut dh)?;
@@ -305,5 +269,96 @@ impl WideModel {
             rows: rows_grad,
             dense,
         })
+    }
+    /// The class-split output layer's forward pass: every rank's `h` gathered (the global
+    /// batch's rows, in rank order), this rank's classes scored, each row's log-sum-exp over
+    /// every rank's classes from the per-row max and sum, and the global batch's mean loss.
+    fn split_forward(
+        &self,
+        global: &CsrBatch,
+        h: &Tensor<2>,
+        host: &HostLayer,
+        comm: &dyn Collective,
+    ) -> Result<(Vec<f32>, HostTargets, CeForward, f32), ModelError> {
+        // Every rank's rows, in rank order: the global batch's.
+        let last = self.spec.last_hidden();
+        let h_all: Vec<f32> = comm.all_gather_f32(&to_vec(h.clone().inner())?)?.concat();
+        let n = global.n_rows();
+        let classes = self.ranks.class_block(self.spec.n_classes);
+        let targets = self.objective_targets(global);
+        let entries = (0..n).flat_map(|r| {
+            let t = &targets;
+            (t.row_ptr[r]..t.row_ptr[r + 1])
+                .filter(|&k| classes.contains(&(t.classes[k] as usize)))
+                .map(move |k| (r as u32, t.classes[k] - classes.start as u32, t.weights[k]))
+        });
+        let weights: Vec<f32> = (0..n).map(|r| targets.row_weight(r)).collect();
+        let targets = HostTargets::from_entries(n, entries, &host.chunk_classes(), 1.0 / n as f32)
+            .with_row_weights(weights.clone());
+        let mut fwd = softmax_ce::forward(&h_all, last, &host.refs(), &targets, Logits::Recompute);
+        // Each row's log-sum-exp over every rank's classes, from the per-row scalars.
+        let local_lse = fwd.lse.clone();
+        let mut max = local_lse.clone();
+        comm.all_reduce_max(&mut max)?;
+        let mut sum: Vec<f32> = local_lse
+            .iter()
+            .zip(&max)
+            .map(|(l, m)| (l - m).exp())
+            .collect();
+        comm.all_reduce_sum(&mut sum)?;
+        fwd.lse = max.iter().zip(&sum).map(|(m, s)| m + s.ln()).collect();
+        // The loss: Σ weight · lse over rows, less every rank's picked logits (this rank's part
+        // is its own loss less its own log-sum-exp term).
+        let lse_term = |lse: &[f32]| -> f64 {
+            (0..n)
+                .map(|r| weights[r] as f64 * lse[r] as f64)
+                .sum::<f64>()
+                / n as f64
+        };
+        let mut picked = [(lse_term(&local_lse) - fwd.loss as f64) as f32];
+        comm.all_reduce_sum(&mut picked)?;
+        let loss = (lse_term(&fwd.lse) - picked[0] as f64) as f32;
+        Ok((h_all, targets, fwd, loss))
+    }
+    /// Mean loss over held-out `batches` (global batches every rank holds), weighted by their
+    /// rows, after this rank's deferred row updates are applied; every rank calls it.
+    pub fn eval_loss_ranks(
+        &mut self,
+        batches: &[CsrBatch],
+        comm: &dyn Collective,
+    ) -> Result<Option<f64>, ModelError> {
+        self.flush_deferred()?;
+        let mut meter = MemoryMeter::new(self.device());
+        let (mut sum, mut n_rows) = (0.0f64, 0usize);
+        for global in batches {
+            let mine = local_rows(global.n_rows(), self.ranks.rank, self.ranks.size);
+            let batch = global.row_range(mine);
+            let ids = self.band_ids_whole(&batch)?;
+            let (_, rows) = self.fetch_rows(&ids, comm)?;
+            let inputs = self.upload_inputs(&batch, &ids);
+            let host = HostLayer::take(&mut self.dense.output)?;
+            let loss = match self.adaptive() {
+                // Data-parallel: this rank's rows' mean, weighed by their share and summed.
+                true => self
+                    .forward(&batch, inputs, rows, Some(&host), &mut meter)
+                    .map(|f| f.loss * batch.n_rows() as f32 / global.n_rows().max(1) as f32)
+                    .and_then(|l| {
+                        let mut l = [l];
+                        comm.all_reduce_sum(&mut l)?;
+                        Ok(l[0])
+                    }),
+                false => {
+                    let off_graph = |p: &DenseParam| p.value.clone().autodiff();
+                    let params = self.dense.map_split(off_graph, |p| p.value.clone());
+                    let h = self.forward_hidden(&rows, &params, &inputs);
+                    self.split_forward(global, &h, &host, comm).map(|f| f.3)
+                }
+            };
+            let device = self.device().clone();
+            host.restore(&mut self.dense.output, &device);
+            sum += loss? as f64 * global.n_rows() as f64;
+            n_rows += global.n_rows();
+        }
+        Ok((n_rows > 0).then(|| sum / n_rows as f64))
     }
 }

@@ -1,8 +1,9 @@
 //! The training loop of one rank of a multi-process run (`mpirun -np N widebag train`, or
 //! `--ranks N` as threads): every rank reads the same global batches and trains on its rows of
 //! each (`widebag_collective::partition::local_rows`), its block of every table and a replica
-//! of the dense layers ([`WideModel::train_step_ranks`]). Evaluation, run directories and
-//! checkpoints are not yet available across ranks and are refused before the run.
+//! of the dense layers ([`WideModel::train_step_ranks`]), then the held-out loss. Run
+//! directories and checkpoints are not yet available across ranks and are refused before the
+//! run.
 
 use std::time::Instant;
 
@@ -34,6 +35,9 @@ pub struct RanksSummary {
     pub final_loss_mean10: f32,
     /// Global examples per second after the first step.
     pub examples_per_s: f64,
+    /// Mean loss over the held-out rows after training (`train.eval_rows` or `data.test_path`;
+    /// the task's metrics are not yet computed across ranks).
+    pub eval_loss: Option<f64>,
     /// Rows of each band this rank owns.
     pub owned_rows: Vec<usize>,
     /// Classes of the full softmax this rank owns.
@@ -61,12 +65,6 @@ pub fn refused_across_ranks(config: &widebag_config::Config) -> Option<(&'static
             "training across ranks runs on the CPU backend with its host kernels for now \
              (--device cpu)"
                 .into(),
-        ));
-    }
-    if config.train.eval_rows > 0 || config.data.test_path.is_some() {
-        return Some((
-            "train.eval_rows",
-            "held-out evaluation is not yet available across ranks".into(),
         ));
     }
     None
@@ -121,6 +119,13 @@ pub fn run_training_ranks(
             warm = Instant::now();
         }
     }
+    let transform = InputTransform::of(config);
+    let eval: Vec<_> = prepared
+        .eval
+        .into_iter()
+        .map(|b| transform.eval(b))
+        .collect();
+    let eval_loss = model.eval_loss_ranks(&eval, comm)?;
     let timed = steps.saturating_sub(1).max(1) as f64;
     let warm_s = warm.elapsed().as_secs_f64().max(1e-9);
     let last = &losses[losses.len().saturating_sub(10)..];
@@ -136,6 +141,7 @@ pub fn run_training_ranks(
         final_loss_mean10: last.iter().sum::<f32>() / last.len().max(1) as f32,
         losses,
         examples_per_s: timed * b as f64 / warm_s,
+        eval_loss,
         owned_rows: model.bands.iter().map(|band| band.table.n_rows()).collect(),
         owned_classes: model.chunks.iter().map(|c| c.n).sum(),
         sent_bytes_per_step: model
