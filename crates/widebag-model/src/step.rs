@@ -331,16 +331,7 @@ impl WideModel {
                 let device = self.device();
                 let dh = floats(dh, [rows, hidden], device);
                 let grads = (h * Tensor::from_inner(dh)).sum().backward();
-                let chunks = out
-                    .into_iter()
-                    .map(|g| {
-                        let n = g.db.len();
-                        Linear {
-                            weight: floats(g.dw, [hidden, n], device),
-                            bias: floats(g.db, [1, n], device),
-                        }
-                    })
-                    .collect();
+                let chunks = chunk_tensors(out, hidden, device);
                 (grads, Some(OutputParams::Full { chunks }), None)
             }
             ForwardOutput::HostAdaptive(fwd) => {
@@ -452,8 +443,25 @@ impl WideModel {
     }
 }
 
+/// The host kernel's per-chunk output gradients as `[hidden, n]` and `[1, n]` tensors.
+pub(crate) fn chunk_tensors(
+    out: Vec<ChunkGrad>,
+    hidden: usize,
+    device: &burn::tensor::Device,
+) -> Vec<Linear<Tensor<2>>> {
+    out.into_iter()
+        .map(|g| {
+            let n = g.db.len();
+            Linear {
+                weight: floats(g.dw, [hidden, n], device),
+                bias: floats(g.db, [1, n], device),
+            }
+        })
+        .collect()
+}
+
 /// A leaf's gradient, zeros when the loss did not reach it.
-fn leaf_grad(leaf: &Tensor<2>, grads: &Gradients) -> Tensor<2> {
+pub(crate) fn leaf_grad(leaf: &Tensor<2>, grads: &Gradients) -> Tensor<2> {
     leaf.grad(grads)
         .unwrap_or_else(|| leaf.clone().inner().zeros_like())
 }

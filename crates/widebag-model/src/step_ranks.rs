@@ -25,8 +25,8 @@ use crate::dense_optim::DenseParam;
 use crate::ids::SortedIds;
 use crate::memory::{MemoryMeter, Point, Stage};
 use crate::model::{StepStats, WideModel};
-use crate::params::{DenseParams, Linear, OutputParams};
-use crate::step::Grads;
+use crate::params::{DenseParams, OutputParams};
+use crate::step::{Grads, chunk_tensors, leaf_grad};
 use crate::tensors::{floats, to_vec};
 
 /// Values of `lists` (one per rank) that go to a rank other than `me`.
@@ -242,20 +242,8 @@ impl WideModel {
             .zip(&rows)
             .map(|(s, leaf)| (*s, self.row_grad(s, leaf, &grads)))
             .collect();
-        let grad = |leaf: &Tensor<2>| {
-            leaf.grad(&grads)
-                .unwrap_or_else(|| leaf.clone().inner().zeros_like())
-        };
-        let chunks = out
-            .into_iter()
-            .map(|g| {
-                let k = g.db.len();
-                Linear {
-                    weight: floats(g.dw, [last, k], device),
-                    bias: floats(g.db, [1, k], device),
-                }
-            })
-            .collect();
+        let grad = |leaf: &Tensor<2>| leaf_grad(leaf, &grads);
+        let chunks = chunk_tensors(out, last, device);
         let dense = DenseParams {
             bag_bias: grad(&params.bag_bias),
             projections: params.projections.iter().map(grad).collect(),
