@@ -375,22 +375,12 @@ impl WideModel {
             Some((g, r, p)) => (g, r, p),
             None => (&ad_grads, &rows, &params),
         };
-        let rows_grad = ids
-            .segments
-            .iter()
-            .zip(trunk_rows)
-            .map(|(s, leaf)| (*s, self.row_grad(s, leaf, trunk_grads)))
-            .collect();
-        let grad = |leaf: &Tensor<2>| leaf_grad(leaf, trunk_grads);
-        let dense = DenseParams {
-            bag_bias: grad(&trunk_params.bag_bias),
-            projections: trunk_params.projections.iter().map(grad).collect(),
-            hidden: trunk_params.hidden.iter().map(|l| l.map(grad)).collect(),
-            output: match output_grads {
-                Some(full) => full,
-                None => params.output.map(|leaf| leaf_grad(leaf, &ad_grads)),
-            },
+        let output = match output_grads {
+            Some(full) => full,
+            None => params.output.map(|leaf| leaf_grad(leaf, &ad_grads)),
         };
+        let (rows_grad, dense) =
+            self.trunk_grads(&ids, trunk_rows, trunk_params, trunk_grads, output);
         drop((ad_grads, recomputed));
         meter.sample(Point::BackwardEnd);
         // The batch's buffers, the gathered rows and the leaves go only now, as the ledger
@@ -407,6 +397,32 @@ impl WideModel {
 }
 
 impl WideModel {
+    /// What autodiff's `grads` hold for the rows (the gradient leaves `rows`, one per segment of
+    /// `ids`) and the trunk's parameters (`params`), with the output layer's gradients `output`.
+    pub(crate) fn trunk_grads(
+        &self,
+        ids: &BandIds,
+        rows: &[Tensor<2>],
+        params: &DenseParams<Tensor<2>>,
+        grads: &Gradients,
+        output: OutputParams<Tensor<2>>,
+    ) -> (Vec<(BandSegment, Tensor<2>)>, DenseParams<Tensor<2>>) {
+        let rows_grad = ids
+            .segments
+            .iter()
+            .zip(rows)
+            .map(|(s, leaf)| (*s, self.row_grad(s, leaf, grads)))
+            .collect();
+        let grad = |leaf: &Tensor<2>| leaf_grad(leaf, grads);
+        let dense = DenseParams {
+            bag_bias: grad(&params.bag_bias),
+            projections: params.projections.iter().map(grad).collect(),
+            hidden: params.hidden.iter().map(|l| l.map(grad)).collect(),
+            output,
+        };
+        (rows_grad, dense)
+    }
+
     /// Whether the trunk is checkpointed (`model.checkpointing = "mlp"`): run off the graph in
     /// the forward pass and recomputed on autodiff in backward.
     fn recomputes_trunk(&self) -> bool {
@@ -461,7 +477,7 @@ pub(crate) fn chunk_tensors(
 }
 
 /// A leaf's gradient, zeros when the loss did not reach it.
-pub(crate) fn leaf_grad(leaf: &Tensor<2>, grads: &Gradients) -> Tensor<2> {
+fn leaf_grad(leaf: &Tensor<2>, grads: &Gradients) -> Tensor<2> {
     leaf.grad(grads)
         .unwrap_or_else(|| leaf.clone().inner().zeros_like())
 }

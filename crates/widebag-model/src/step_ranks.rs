@@ -25,8 +25,8 @@ use crate::dense_optim::DenseParam;
 use crate::ids::SortedIds;
 use crate::memory::{MemoryMeter, Point, Stage};
 use crate::model::{StepStats, WideModel};
-use crate::params::{DenseParams, OutputParams};
-use crate::step::{Grads, chunk_tensors, leaf_grad};
+use crate::params::OutputParams;
+use crate::step::{Grads, chunk_tensors};
 use crate::tensors::{floats, to_vec};
 
 /// Values of `lists` (one per rank) that go to a rank other than `me`.
@@ -236,20 +236,10 @@ impl WideModel {
         let dh = dh[mine.start * last..mine.end * last].to_vec();
         let dh = floats(dh, [mine.len(), last], device);
         let grads = (h * Tensor::from_inner(dh)).sum().backward();
-        let rows_grad = ids
-            .segments
-            .iter()
-            .zip(&rows)
-            .map(|(s, leaf)| (*s, self.row_grad(s, leaf, &grads)))
-            .collect();
-        let grad = |leaf: &Tensor<2>| leaf_grad(leaf, &grads);
-        let chunks = chunk_tensors(out, last, device);
-        let dense = DenseParams {
-            bag_bias: grad(&params.bag_bias),
-            projections: params.projections.iter().map(grad).collect(),
-            hidden: params.hidden.iter().map(|l| l.map(grad)).collect(),
-            output: OutputParams::Full { chunks },
+        let output = OutputParams::Full {
+            chunks: chunk_tensors(out, last, device),
         };
+        let (rows_grad, dense) = self.trunk_grads(&ids, &rows, &params, &grads, output);
         meter.lap(Stage::TrunkBackward);
         Ok(Grads {
             loss,
@@ -258,6 +248,7 @@ impl WideModel {
             dense,
         })
     }
+
     /// The class-split output layer's forward pass: every rank's `h` gathered (the global
     /// batch's rows, in rank order), this rank's classes scored, each row's log-sum-exp over
     /// every rank's classes from the per-row max and sum, and the global batch's mean loss.
