@@ -172,3 +172,31 @@ fn the_adaptive_softmax_and_a_host_tail_train_across_ranks_as_in_one_process() {
         check("adaptive softmax, head/tail bands, host tail", &c, size);
     }
 }
+
+#[test]
+fn a_rank_on_the_tensor_path_is_refused_not_run() {
+    let Some(gpu) = common::wgpu_or_skip("a_rank_on_the_tensor_path_is_refused_not_run") else {
+        return;
+    };
+    let config = base();
+    let bands = ModelBands::resolve(&config).unwrap();
+    let out = ThreadGroup::run(2, Duration::from_secs(60), |c| {
+        let ranks = Ranks {
+            rank: c.rank(),
+            size: c.size(),
+        };
+        let mut m = WideModel::new_rank(&config, &bands, &gpu, ranks).unwrap();
+        let mut meter = MemoryMeter::new(m.device());
+        let err = m
+            .train_step_ranks(&batch(&config, 0), &c, &mut meter)
+            .unwrap_err();
+        err.to_string()
+    });
+    for r in out {
+        let e = r.unwrap();
+        assert!(
+            e.contains("train.device") && e.contains("CPU backend"),
+            "{e}"
+        );
+    }
+}

@@ -52,6 +52,7 @@ impl WideModel {
         meter: &mut MemoryMeter,
     ) -> Result<StepStats, ModelError> {
         meter.probe(Point::Setup);
+        self.check_rank_kernels("this device")?;
         self.check_batch(global)?;
         self.step += 1;
         let (ranks, step) = (self.ranks, self.step);
@@ -170,6 +171,21 @@ impl WideModel {
         // 7. measure.
         meter.sample(Point::StepEnd);
         Ok(StepStats::new(step, global_loss[0], &batch))
+    }
+
+    /// An error unless the model runs flex's host kernels: the class-split output layer and
+    /// the exchanges read the output layer on the host (`adapter` names the device otherwise).
+    pub fn check_rank_kernels(&self, adapter: &str) -> Result<(), ModelError> {
+        match self.spec.kernels {
+            crate::cpu::Kernels::Host => Ok(()),
+            _ => Err(ModelError::Unsupported {
+                key: "train.device",
+                message: format!(
+                    "training across ranks runs on the CPU backend for now, not on {adapter} \
+                     (--device cpu)"
+                ),
+            }),
+        }
     }
 
     /// Step 2 across ranks: each band's unique ids to their owners; each owner brings the rows
@@ -306,6 +322,7 @@ impl WideModel {
         batches: &[CsrBatch],
         comm: &dyn Collective,
     ) -> Result<Option<f64>, ModelError> {
+        self.check_rank_kernels("this device")?;
         self.flush_deferred()?;
         let mut meter = MemoryMeter::new(self.device());
         let (mut sum, mut n_rows) = (0.0f64, 0usize);

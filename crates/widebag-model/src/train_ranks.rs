@@ -85,16 +85,8 @@ pub fn run_training_ranks(
         size: comm.size(),
     };
     let mut model = WideModel::new_rank(config, &prepared.model_bands, compute, ranks)?;
-    if model.spec.kernels != crate::cpu::Kernels::Host {
-        // `auto` may open a GPU: the class-split output runs on flex's host kernel for now.
-        return Err(ModelError::Unsupported {
-            key: "train.device",
-            message: format!(
-                "training across ranks runs on the CPU backend for now, not on {} (--device cpu)",
-                compute.adapter
-            ),
-        });
-    }
+    // Refused before the first step (`auto` may have opened a GPU).
+    model.check_rank_kernels(&compute.adapter)?;
     let mut meter = MemoryMeter::new(&compute.device);
     let (steps, b) = (config.train.steps, config.train.batch_size);
     let batches = prefetch(
