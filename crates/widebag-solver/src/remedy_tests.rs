@@ -143,13 +143,11 @@ fn an_output_bound_run_keeps_adam_by_cutting_the_output_into_an_adaptive_softmax
     assert_eq!(chosen.model.output, OutputKind::Adaptive);
     let cuts = chosen.model.output_bands.cutoffs.ids().to_vec();
     assert!(plan(&chosen, &rows, budget, Pins::ALL).fits);
-    // A head one class larger (the same layout rule) does not fit.
-    let mut wider = chosen.clone();
-    let head = cuts[0] + 1;
-    let layout: Vec<usize> = std::iter::successors(Some(head), |c| Some(c * 4))
-        .take(cuts.len())
-        .filter(|&c| c < 20_000)
-        .collect();
-    wider.model.output_bands.cutoffs = Cutoffs::Ids(layout);
+    // The side budget was raised to within 1/256 of its range: 1/128 of the full layer's
+    // bytes more does not fit.
+    let full = bands::output_side_bytes(&c, &[]);
+    let chosen_bytes = bands::output_side_bytes(&chosen, &cuts);
+    let wider = with_output_budget(&chosen, chosen_bytes + full / 128).unwrap();
+    assert!(wider.model.output_bands.cutoffs.ids()[0] > cuts[0]);
     assert!(!plan(&wider, &rows, budget, Pins::ALL).fits);
 }

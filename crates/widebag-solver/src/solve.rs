@@ -44,11 +44,28 @@ pub fn solve(problem: &Problem) -> Result<Plan, SolverError> {
         evaluations += p.evaluations;
         Ok(p)
     };
+    // Under the batch objective no rung can beat one at the largest batch with the most capable
+    // optimizers: the rungs after it are not planned.
+    let objective = problem.config.plan.objective;
+    let (_, max_batch) = problem.batch_range()?;
+    let top = pairs(problem.config, problem.pins)
+        .into_iter()
+        .map(|(t, d)| capability(problem.config.model.layout, t, d))
+        .max();
     let mut plans = Vec::with_capacity(rungs.len());
     for (_, config) in &rungs {
-        plans.push(plan_of(config)?);
+        let p = plan_of(config)?;
+        let c = &p.chosen;
+        let unbeatable = objective == Objective::Batch
+            && p.fits
+            && c.batch_size == max_batch
+            && Some(capability(p.layout, c.table, c.dense)) == top;
+        plans.push(p);
+        if unbeatable {
+            break;
+        }
     }
-    let objective = problem.config.plan.objective;
+    let rungs = &rungs[..plans.len()];
     let mut best = 0;
     for i in 1..plans.len() {
         if better(&plans[i], &plans[best], objective) == Ordering::Greater {
@@ -119,7 +136,7 @@ pub fn solve(problem: &Problem) -> Result<Plan, SolverError> {
     }
     let layouts: Vec<LayoutOption> = plans
         .iter()
-        .zip(&rungs)
+        .zip(rungs)
         .filter(|(_, (remedies, _))| *remedies != set)
         .map(|(p, (remedies, _))| layout_option(p, remedies, &plan, objective))
         .collect();
@@ -131,21 +148,20 @@ pub fn solve(problem: &Problem) -> Result<Plan, SolverError> {
 }
 
 /// `config` re-cut by `at` at the largest side budget in `lo..full` (bytes of its current cut,
-/// and of the unsplit side) at which it still `fits`.
+/// and of the unsplit side), to 1/256 of the range, at which it still `fits`.
 fn widest(
     config: &Config,
     (lo, full): (u64, u64),
     at: impl Fn(&Config, u64) -> Option<Config>,
     fits: &impl Fn(&Config) -> bool,
 ) -> Config {
-    let fits_at = |b: usize| at(config, b as u64).is_some_and(|c| fits(&c));
-    largest_batch(
-        lo as usize,
-        full.saturating_sub(1).max(lo) as usize,
-        fits_at,
-    )
-    .and_then(|b| at(config, b as u64))
-    .unwrap_or_else(|| config.clone())
+    // Searched in steps of 1/256 of the range: a side budget is a knob, not a byte count.
+    let step = (full.saturating_sub(lo) / 256).max(1);
+    let steps = (full.saturating_sub(1).saturating_sub(lo) / step) as usize;
+    let fits_at = |k: usize| at(config, lo + k as u64 * step).is_some_and(|c| fits(&c));
+    largest_batch(0, steps, fits_at)
+        .and_then(|k| at(config, lo + k as u64 * step))
+        .unwrap_or_else(|| config.clone())
 }
 
 /// How `a` compares with `b` under the objective: fitting first, then the largest batch and the
