@@ -176,8 +176,9 @@ pub enum ObjectiveArg {
 }
 
 /// The flags that shape one plan, which `--grid` and `--calibrate` do not use.
-const ONE_PLAN_FLAGS: [&str; 12] = [
+const ONE_PLAN_FLAGS: [&str; 13] = [
     "config",
+    "ranks",
     "overrides",
     "budget",
     "objective",
@@ -199,6 +200,10 @@ pub struct PlanArgs {
     pub budget: BudgetArgs,
     #[command(flatten)]
     pub device: DeviceArgs,
+    /// Plan each rank of a run across N ranks (`mpirun -np N` or `train --ranks N`): the budget
+    /// is per rank; the report says what each rank holds and the bytes each step moves.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub ranks: Option<u32>,
     /// Print one JSON object (batch_size, optimizer, predicted_peak_bytes, budget_bytes, fits, …).
     #[arg(long)]
     pub json: bool,

@@ -21,6 +21,8 @@ pub struct SolverFlags {
     pub max_buffer_bytes: Option<u64>,
     pub alignment_bytes: Option<u64>,
     pub calibration: Calibration,
+    /// `--ranks`: plan rank 0 of a run across this many ranks (1: one process).
+    pub ranks: usize,
 }
 
 impl SolverFlags {
@@ -32,6 +34,7 @@ impl SolverFlags {
             max_buffer_bytes: None,
             alignment_bytes: None,
             calibration,
+            ranks: 1,
         }
     }
 }
@@ -83,6 +86,7 @@ fn solver_flags(args: &BudgetArgs) -> Result<SolverFlags, Failure> {
         max_buffer_bytes,
         alignment_bytes: args.alignment,
         calibration: calibration(&args.calibration)?,
+        ranks: 1,
     })
 }
 
@@ -173,7 +177,10 @@ pub fn plan(args: &PlanArgs) -> Result<PlanRequest, Failure> {
     Ok(PlanRequest::One(Box::new(OnePlan {
         config: load_args(&args.config, &flags)?,
         overrides: args.config.overrides.clone(),
-        solver: solver_flags(b)?,
+        solver: SolverFlags {
+            ranks: args.ranks.map_or(1, |n| n as usize),
+            ..solver_flags(b)?
+        },
         json: args.json,
         verify: args.verify,
         search: args.search,

@@ -21,6 +21,7 @@ mod out_of_memory;
 mod plan;
 mod precision;
 mod ranks;
+mod ranks_plan;
 mod results;
 mod results_eval;
 mod sweep;

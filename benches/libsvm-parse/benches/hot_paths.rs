@@ -63,6 +63,7 @@ fn plan_seed(c: &mut Criterion) {
                         sample: &rows,
                         pins: Pins::default(),
                         calibration: &calibration,
+                        ranks: 1,
                     })
                     .expect("plans");
                     std::hint::black_box(plan.chosen.batch_size)

@@ -121,12 +121,14 @@ pub enum Category {
     BatchBuffers,
     Logits,
     Temporaries,
+    /// Buffers of the exchanges between ranks (multi-process runs only).
+    Communication,
     /// Bytes the allocator adds to round each allocation up to the device's alignment.
     AllocatorPadding,
 }
 
 impl Category {
-    pub const ALL: [Category; 9] = [
+    pub const ALL: [Category; 10] = [
         Category::Parameters,
         Category::DenseGradients,
         Category::RowGradients,
@@ -135,6 +137,7 @@ impl Category {
         Category::BatchBuffers,
         Category::Logits,
         Category::Temporaries,
+        Category::Communication,
         Category::AllocatorPadding,
     ];
 
@@ -148,6 +151,7 @@ impl Category {
             Category::BatchBuffers => "batch_buffers",
             Category::Logits => "logits",
             Category::Temporaries => "temporaries",
+            Category::Communication => "communication",
             Category::AllocatorPadding => "allocator_padding",
         }
     }

@@ -16,6 +16,7 @@ use widebag_collective::Collective;
 use widebag_collective::partition::{Fused, local_rows};
 use widebag_collective::route::Route;
 use widebag_csr::CsrBatch;
+use widebag_ledger::step::collective_names as names;
 
 use crate::ModelError;
 use crate::bag::{BagInputs, BandIds};
@@ -98,17 +99,11 @@ impl WideModel {
         let (n, last) = (global.n_rows() as u64, self.spec.last_hidden() as u64);
         let output_traffic: [(&'static str, u64); 3] = match split {
             true => [
-                (
-                    "hidden states (all-gather)",
-                    batch.n_rows() as u64 * last * 4 * others,
-                ),
-                (
-                    "log-sum-exp max and sum, loss (all-reduce)",
-                    (2 * n + 1) * 4 * others,
-                ),
-                ("dL/dh (all-reduce)", n * last * 4 * others),
+                (names::HIDDEN, batch.n_rows() as u64 * last * 4 * others),
+                (names::LSE, (2 * n + 1) * 4 * others),
+                (names::DH, n * last * 4 * others),
             ],
-            false => [("loss (all-reduce)", 4 * others), ("", 0), ("", 0)],
+            false => [(names::LOSS, 4 * others), ("", 0), ("", 0)],
         };
         for (what, bytes) in output_traffic.into_iter().filter(|(w, _)| !w.is_empty()) {
             *self.sent_bytes.entry(what).or_default() += bytes;
@@ -123,10 +118,8 @@ impl WideModel {
                 None => Vec::new(),
             };
             let (union, sum) = route.return_grads(comm, dim, &mine)?;
-            *self
-                .sent_bytes
-                .entry("row gradients (all-to-all)")
-                .or_default() += to_others(&route.asked, ranks.rank) * dim as u64 * 4;
+            *self.sent_bytes.entry(names::ROW_GRADS).or_default() +=
+                to_others(&route.asked, ranks.rank) * dim as u64 * 4;
             let owned: Vec<u32> = union.iter().map(|id| id - first).collect();
             let owned = SortedIds::new(&owned)?;
             for seg in band.table.segments(owned) {
@@ -152,10 +145,7 @@ impl WideModel {
         let parts: Vec<&[f32]> = values[..replicated].iter().map(Vec::as_slice).collect();
         let (fused, mut buf) = Fused::pack(&parts);
         comm.all_reduce_sum(&mut buf)?;
-        *self
-            .sent_bytes
-            .entry("dense gradients (fused all-reduce)")
-            .or_default() += buf.len() as u64 * 4 * others;
+        *self.sent_bytes.entry(names::DENSE).or_default() += buf.len() as u64 * 4 * others;
         let summed: Vec<Vec<f32>> = fused
             .unpack(&buf)
             .expect("the buffer packed above")
@@ -208,8 +198,8 @@ impl WideModel {
                 .catch_up(&mut band.table, SortedIds::new(&owned)?, &self.optim, step)?;
             let (dim, table) = (band.band.dim, &band.table);
             let sent = &mut self.sent_bytes;
-            *sent.entry("ids (all-to-all)").or_default() += to_others(&route.asked, ranks.rank) * 4;
-            *sent.entry("rows (all-to-all)").or_default() +=
+            *sent.entry(names::IDS).or_default() += to_others(&route.asked, ranks.rank) * 4;
+            *sent.entry(names::ROWS).or_default() +=
                 to_others(&route.requested, ranks.rank) * dim as u64 * 4;
             let fetched = route.fetch_rows(comm, dim, |ask| {
                 let local: Vec<u32> = ask.iter().map(|id| id - first).collect();

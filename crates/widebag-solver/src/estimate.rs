@@ -9,7 +9,7 @@ use widebag_config::{Config, DenseOptim, TableOptim};
 use widebag_ledger::step::{BatchFacts, StepSpec};
 use widebag_ledger::{Ledger, Placement};
 
-use crate::{Candidate, Problem, slack_bytes};
+use crate::{Candidate, Problem, RankPlan, slack_bytes};
 
 /// The model a cost is taken of: the problem's own, or a changed copy (a suggestion's) with its
 /// bands.
@@ -63,11 +63,75 @@ impl<'a> Estimator<'a> {
             .or_insert_with(|| self.p.sample.facts(batch))
     }
 
+    /// The step of a candidate: rank 0's across ranks (the largest blocks and the most rows).
     fn spec(&self, v: Variant, batch: usize, table: TableOptim, dense: DenseOptim) -> StepSpec {
+        self.spec_on_rank(v, batch, (table, dense), 0)
+    }
+
+    fn spec_on_rank(
+        &self,
+        v: Variant,
+        batch: usize,
+        (table, dense): (TableOptim, DenseOptim),
+        rank: usize,
+    ) -> StepSpec {
         let mut spec = StepSpec::from_config(v.config, v.bands, self.p.device, self.facts(batch));
         spec.table_optim = table;
         spec.dense_optim = dense;
-        spec
+        match self.p.ranks {
+            0 | 1 => spec,
+            n => {
+                let local = widebag_collective::partition::local_rows(batch, rank, n).len();
+                spec.on_rank(rank as u64, n as u64, self.facts(local))
+            }
+        }
+    }
+
+    /// Every rank's part of the problem's model at `batch` with the pair (empty for one
+    /// process): what it holds at its peak and the bytes it sends per step.
+    pub(crate) fn rank_plans(
+        &self,
+        batch: usize,
+        table: TableOptim,
+        dense: DenseOptim,
+    ) -> Vec<RankPlan> {
+        if self.p.ranks <= 1 {
+            return Vec::new();
+        }
+        (0..self.p.ranks)
+            .map(|rank| {
+                let spec = self.spec_on_rank(self.base(), batch, (table, dense), rank);
+                let ledger = widebag_ledger::step::ledger(&spec);
+                let peak = ledger.peak(Placement::Device);
+                let rows = |b: &widebag_config::bands::Band| {
+                    let n = b.n_rows();
+                    widebag_collective::route::BlockSharding::new(n, self.p.ranks)
+                        .rows_of(rank)
+                        .len()
+                };
+                let classes = match spec.adaptive() {
+                    true => spec.n_classes as usize,
+                    false => {
+                        let n = spec.n_classes as usize;
+                        widebag_collective::partition::class_block(n, rank, self.p.ranks).len()
+                    }
+                };
+                RankPlan {
+                    rank,
+                    batch_rows: spec.batch.n_rows as usize,
+                    table_rows: spec.bands().iter().map(|(b, _)| rows(b)).collect(),
+                    classes,
+                    predicted_peak_bytes: peak.bytes,
+                    peak_point: peak.point,
+                    categories: ledger
+                        .categories_at(Placement::Device, peak.point)
+                        .into_iter()
+                        .map(|(c, b)| (c.name().to_string(), b))
+                        .collect(),
+                    traffic: widebag_ledger::step::traffic(&spec),
+                }
+            })
+            .collect()
     }
 
     /// The step, its ledger and whether it fits, for a model variant.

@@ -142,6 +142,10 @@ pub struct Problem<'a> {
     pub sample: &'a RowSample,
     pub pins: Pins,
     pub calibration: &'a Calibration,
+    /// Ranks of a multi-process run (1: one process). Above 1 every candidate is costed as rank
+    /// 0's step (the largest block of every table and class block, and the most rows of the
+    /// batch), so the budget is per rank; the batch is the global one.
+    pub ranks: usize,
 }
 
 impl Problem<'_> {

@@ -70,6 +70,27 @@ pub struct Plan {
     pub layouts: Vec<LayoutOption>,
     /// Ledger evaluations the search made.
     pub evaluations: usize,
+    /// Across ranks (`Problem::ranks` > 1): every rank's part of the chosen plan.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub ranks: Vec<RankPlan>,
+}
+
+/// One rank's part of a plan across ranks: its rows of the batch, its block of each table and of
+/// the classes, its predicted peak with the categories alive there (the communication buffers
+/// among them), and the bytes it sends per step by collective.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct RankPlan {
+    pub rank: usize,
+    pub batch_rows: usize,
+    /// Rows of each input band's table this rank owns.
+    pub table_rows: Vec<usize>,
+    /// Classes of the output layer it holds: its block of the full softmax (all of them for the
+    /// adaptive softmax, which is data-parallel).
+    pub classes: usize,
+    pub predicted_peak_bytes: u64,
+    pub peak_point: Point,
+    pub categories: BTreeMap<String, u64>,
+    pub traffic: Vec<widebag_ledger::step::Traffic>,
 }
 
 /// Why a candidate does not fit (or `fits`): a tensor over the largest buffer, or the bytes it

@@ -40,6 +40,7 @@ pub fn solve(problem: &Problem) -> Result<Plan, SolverError> {
             sample: problem.sample,
             pins: problem.pins,
             calibration: problem.calibration,
+            ranks: problem.ranks,
         })?;
         evaluations += p.evaluations;
         Ok(p)
@@ -265,6 +266,7 @@ fn solve_layout(problem: &Problem) -> Result<Plan, SolverError> {
     } else {
         suggestions(&est, min_batch, (ct, cd), &chosen)
     };
+    let ranks = est.rank_plans(chosen.batch_size, chosen.table, chosen.dense);
     Ok(Plan {
         fits: chosen.fits,
         objective: problem.config.plan.objective,
@@ -281,6 +283,7 @@ fn solve_layout(problem: &Problem) -> Result<Plan, SolverError> {
         remedies: Vec::new(),
         layouts: Vec::new(),
         evaluations: est.evaluations(),
+        ranks,
     })
 }
 

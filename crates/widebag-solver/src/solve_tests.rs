@@ -54,6 +54,7 @@ pub(crate) fn plan(c: &Config, rows: &RowSample, budget: u64, pins: Pins) -> Pla
         sample: rows,
         pins,
         calibration: &calibration,
+        ranks: 1,
     })
     .unwrap()
 }

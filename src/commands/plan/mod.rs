@@ -5,6 +5,7 @@
 mod calibrate;
 mod grid;
 pub mod planner;
+mod ranks;
 mod report;
 pub mod search;
 
@@ -31,6 +32,18 @@ fn plan_one(req: &OnePlan) -> Outcome {
             .map_err(Failure::usage)?;
     for w in &prepared.warnings {
         eprintln!("widebag: {w}");
+    }
+    if req.solver.ranks > 1 {
+        if req.verify || req.search {
+            return Err(Failure::usage(anyhow::anyhow!(
+                "--verify and --search are not yet available with --ranks (they measure one \
+                 process's allocator)"
+            )));
+        }
+        if let Some((key, message)) = widebag_model::train_ranks::refused_across_ranks(&req.config)
+        {
+            return Err(Failure::usage(anyhow::anyhow!("{key}: {message}")));
+        }
     }
     // Given device facts plan for another device; otherwise the device is opened and read.
     let needs_device = req.verify || req.search || req.solver.max_buffer_bytes.is_none();

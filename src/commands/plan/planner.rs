@@ -178,6 +178,7 @@ pub fn make_plan(
         sample: &rows,
         pins,
         calibration: &flags.calibration,
+        ranks: flags.ranks,
     })?;
     let planned_ms = started.elapsed().as_secs_f64() * 1e3;
     Ok(Planned {

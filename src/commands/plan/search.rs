@@ -110,7 +110,8 @@ pub fn verify(
 
 /// The ground truth: doubles the batch from `plan.min_batch` until a run's measured peak exceeds
 /// the budget (or `plan.max_batch` runs under it), then bisects until the bracket is within
-/// `tolerance_pct` of the batch (one row at most when 0). Uses the plan's optimizers.
+/// `tolerance_pct` of the batch (one row at most when 0). Uses the plan's optimizers and its
+/// layout remedies (host tier, half tables, cut bands), so it measures what the plan chose.
 pub fn search(
     prepared: &Prepared,
     plan: &Plan,
@@ -122,10 +123,9 @@ pub fn search(
     let (table, dense) = (plan.chosen.table, plan.chosen.dense);
     let mut probes = Vec::new();
     let mut run = |batch: usize| -> anyhow::Result<bool> {
-        let mut config = prepared.config.clone();
+        // The plan's layout (its remedies) and optimizers, at this batch.
+        let mut config = apply(&prepared.config, plan);
         config.train.batch_size = batch;
-        config.optim.table = table;
-        config.optim.dense = dense;
         let measured = measured_peak(prepared, &config, compute, steps)?;
         let probe = Probe {
             batch_size: batch,

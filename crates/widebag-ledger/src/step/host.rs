@@ -43,7 +43,7 @@ fn dh_partials(b: &mut Builder, spec: &StepSpec, rows: u64) {
 /// The softmax's input `h` copied out of autodiff for the kernel, and each row's log-sum-exp.
 fn host_input(b: &mut Builder, spec: &StepSpec) {
     use Point::*;
-    let rows = spec.batch.n_rows;
+    let rows = spec.output_rows();
     b.f32(
         "h on the host (the kernel's input)",
         "output",
@@ -62,7 +62,8 @@ fn host_input(b: &mut Builder, spec: &StepSpec) {
 
 /// Sparse layout, full softmax: forward and backward over blocks of the widest class chunk.
 pub(super) fn full_softmax(b: &mut Builder, spec: &StepSpec, chunk_classes: u64) {
-    let rows = spec.batch.n_rows;
+    // Across ranks the class-split layer scores the global batch's rows (`StepSpec::output_rows`).
+    let rows = spec.output_rows();
     host_input(b, spec);
     blocks(b, spec, "output", rows, chunk_classes, Point::ForwardLogits);
     blocks(

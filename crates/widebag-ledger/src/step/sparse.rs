@@ -88,7 +88,7 @@ impl Cuts {
                 spec.class_chunk as usize,
                 spec.n_classes as usize,
                 spec.last_hidden() as usize,
-                spec.batch.n_rows as usize,
+                spec.output_rows() as usize,
                 max_buf,
             );
             (shapes::class_chunks(spec.n_classes as usize, chunk), chunk)

@@ -97,6 +97,19 @@ pub struct StepSpec {
     /// What the MLP saves for backward (`model.checkpointing`).
     #[serde(default)]
     pub checkpointing: Checkpointing,
+    /// The rank this step runs on in a multi-process run (`None`: one process). With it,
+    /// [`Self::batch`] is the rank's own rows of the global batch ([`StepSpec::on_rank`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ranks: Option<RankFacts>,
+}
+
+/// Rank `rank` of `size` in a multi-process run, and the global batch the ranks split.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RankFacts {
+    pub rank: u64,
+    pub size: u64,
+    /// The global batch (the sum of the ranks' local batches).
+    pub global: BatchFacts,
 }
 
 impl StepSpec {
@@ -148,6 +161,28 @@ impl StepSpec {
                 .collect(),
             state_dtype: config.optim.state_dtype,
             checkpointing: config.model.checkpointing,
+            ranks: None,
+        }
+    }
+
+    /// This step on rank `rank` of `size`: `local` is the rank's part of the batch (its
+    /// `widebag_collective::partition::local_rows`, sampled at that many rows); the spec's batch
+    /// becomes the global one of [`RankFacts`]. One rank: the spec unchanged.
+    pub fn on_rank(mut self, rank: u64, size: u64, local: BatchFacts) -> Self {
+        if size > 1 {
+            let global = self.batch;
+            self.ranks = Some(RankFacts { rank, size, global });
+            self.batch = local;
+        }
+        self
+    }
+
+    /// Rows the output layer scores: the global batch when the full softmax is split by classes
+    /// across ranks (every rank scores every row against its classes), else the batch's.
+    pub fn output_rows(&self) -> u64 {
+        match self.ranks {
+            Some(r) if !self.adaptive() => r.global.n_rows,
+            _ => self.batch.n_rows,
         }
     }
 
@@ -308,5 +343,6 @@ pub(super) fn seed_spec(layout: Layout, dense_optim: DenseOptim) -> StepSpec {
         band_dtypes: Vec::new(),
         state_dtype: Precision::F32,
         checkpointing: Checkpointing::None,
+        ranks: None,
     }
 }
