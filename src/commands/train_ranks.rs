@@ -1,18 +1,29 @@
 //! `widebag train` across ranks: under `mpirun` with a binary built with `--features mpi` (one
 //! process per rank, MPI's world size), or `--ranks N` as N threads of this process. Every rank
-//! prepares the same run and trains its part ([`widebag_model::train_ranks`]); rank 0 prints the
-//! summary.
+//! prepares the same run and trains its part ([`widebag_model::train_ranks`]). With `--budget`
+//! every rank plans its own part (the solver's budget is per rank: `plan --ranks N`). With
+//! `--out` rank 0 writes the run directory (config, metrics, summary) and every rank its own
+//! checkpoints under `checkpoints/rank-R-of-N/`; `--resume` continues at the same N. Rank 0
+//! prints the summary.
 
 use std::fmt::Write;
 use std::time::Duration;
 
 use widebag_collective::Collective;
 use widebag_collective::threads::ThreadGroup;
-use widebag_model::train_ranks::{RanksSummary, refused_across_ranks, run_training_ranks};
+use widebag_config::units::format_bytes;
+use widebag_model::CheckpointPlan;
+use widebag_model::Ranks;
+use widebag_model::train_ranks::{
+    RanksOptions, RanksSummary, rank_dir, refused_across_ranks, run_training_ranks,
+};
 
+use crate::commands::plan::{self, Planned};
 use crate::failure::{Failure, Outcome};
 use crate::prerun::open_compute;
+use crate::request::SolverFlags;
 use crate::request::TrainRequest;
+use crate::run_dir::{MetricsLog, RunDir};
 
 /// How long a rank waits for the others at a collective before it gives up (a rank that died).
 const PEER_TIMEOUT: Duration = Duration::from_secs(600);
@@ -34,17 +45,6 @@ fn mpi_world_size() -> Option<usize> {
 }
 
 pub fn run(req: &TrainRequest, ranks: usize) -> Outcome {
-    for (given, flag) in [
-        (req.plan.is_some(), "--budget"),
-        (req.out.is_some(), "--out"),
-        (req.resume.is_some(), "--resume"),
-    ] {
-        if given {
-            return Err(Failure::usage(anyhow::anyhow!(
-                "{flag} is not yet available across ranks ({ranks} ranks)"
-            )));
-        }
-    }
     if let Some((key, message)) = refused_across_ranks(&req.config) {
         return Err(Failure::usage(anyhow::anyhow!("{key}: {message}")));
     }
@@ -58,13 +58,165 @@ pub fn run(req: &TrainRequest, ranks: usize) -> Outcome {
     Ok(())
 }
 
-/// One rank's run: prepare, open the device, train.
+/// One rank's run: prepare, open the device, plan its part (`--budget`), train, and (rank 0)
+/// keep the run directory.
 fn rank_run(req: &TrainRequest, comm: &dyn Collective) -> Result<RanksSummary, Failure> {
-    let prepared = widebag_prepare::open_data(&req.config, &widebag_prepare::PrepareOptions::TRAIN)
-        .map_err(Failure::usage)?;
+    let mut prepared =
+        widebag_prepare::open_data(&req.config, &widebag_prepare::PrepareOptions::TRAIN)
+            .map_err(Failure::usage)?;
     let compute = open_compute(req.config.train.device)?;
-    run_training_ranks(prepared, &compute, comm)
-        .map_err(|e| Failure::run(anyhow::anyhow!("rank {}: {e}", comm.rank())))
+    let lead = comm.rank() == 0;
+    let mut saved_config = req.config.clone();
+    if let Some(flags) = &req.plan {
+        let flags = SolverFlags {
+            ranks: comm.size(),
+            ..flags.clone()
+        };
+        let Planned { report, planned_ms } =
+            plan::make_plan(&mut prepared, &flags, &req.overrides, Some(&compute))
+                .map_err(Failure::usage)?;
+        if !report.fits {
+            if lead {
+                print!("{}", plan::render(&report, planned_ms));
+            }
+            return Err(Failure::does_not_fit(anyhow::anyhow!(
+                "does not fit the {} budget per rank (see the plan above)",
+                format_bytes(report.budget_bytes)
+            )));
+        }
+        if lead {
+            eprintln!(
+                "widebag: planned for {} per rank across {}: batch {}, table {}, dense {} \
+                 (rank 0's predicted peak {})",
+                format_bytes(report.budget_bytes),
+                comm.size(),
+                report.batch_size,
+                report.plan.chosen.table.name(),
+                report.plan.chosen.dense.name(),
+                format_bytes(report.predicted_peak_bytes)
+            );
+        }
+        saved_config = plan::planner::apply(&saved_config, &report.plan);
+        prepared.config = plan::planner::apply(&prepared.config, &report.plan);
+        if plan::planner::cuts_bands(&report.plan) {
+            prepared =
+                widebag_prepare::open_data(&saved_config, &widebag_prepare::PrepareOptions::TRAIN)
+                    .map_err(Failure::usage)?;
+        }
+    }
+    let every = prepared.config.train.checkpoint_every as u64;
+    let (dir, resume) = match (&req.resume, &req.out) {
+        (Some(path), _) => (Some(path), true),
+        (None, Some(path)) => (Some(path), false),
+        (None, None) => (None, false),
+    };
+    let run_dir = match dir {
+        Some(path) => {
+            if lead
+                && !resume
+                && (path.join("summary.json").exists() || path.join("checkpoints").exists())
+            {
+                return Err(Failure::usage(anyhow::anyhow!(
+                    "--out {}: already holds a run; continue it with --resume {} or choose \
+                     another directory",
+                    path.display(),
+                    path.display()
+                )));
+            }
+            let mine = rank_dir(&path.join("checkpoints"), ranks_of(comm));
+            if resume && !mine.exists() {
+                return Err(Failure::usage(anyhow::anyhow!(
+                    "--resume {}: no checkpoints of rank {} of {} (a run continues at the number \
+                     of ranks that wrote it: {})",
+                    path.display(),
+                    comm.rank(),
+                    comm.size(),
+                    written_by(&path.join("checkpoints"))
+                )));
+            }
+            let d = RunDir::create(path).map_err(Failure::run)?;
+            if lead && !resume {
+                d.write_config(&saved_config).map_err(Failure::run)?;
+            }
+            Some(d)
+        }
+        None => None,
+    };
+    let options = RanksOptions {
+        checkpoints: run_dir.as_ref().map(|d| CheckpointPlan {
+            root: d.checkpoints(),
+            every,
+        }),
+        resume,
+    };
+    // Rank 0 logs every step; a resumed log is cut back to the checkpoint's step at the first.
+    let mut metrics: Option<MetricsLog> = None;
+    let mut log_error = None;
+    let log_dir = run_dir.as_ref().filter(|_| lead);
+    let summary = run_training_ranks(prepared, &compute, comm, options, |s| {
+        let Some(d) = log_dir else { return };
+        if metrics.is_none() && log_error.is_none() {
+            match d.metrics(resume.then(|| s.step - 1)) {
+                Ok(m) => metrics = Some(m),
+                Err(e) => log_error = Some(e),
+            }
+        }
+        if let Some(m) = &mut metrics {
+            m.step(s);
+        }
+    })
+    .map_err(|e| Failure::run(anyhow::anyhow!("rank {}: {e}", comm.rank())))?;
+    if let Some(d) = log_dir {
+        if let Some(e) = log_error {
+            return Err(Failure::run(e));
+        }
+        if let Some(m) = metrics {
+            m.finish().map_err(Failure::run)?;
+        }
+        if summary.steps == 0 {
+            eprintln!(
+                "widebag: {} is complete: its last checkpoint is at step {}",
+                d.path.display(),
+                summary.resumed_from.unwrap_or(0)
+            );
+        }
+        d.write_json("summary.json", &summary)
+            .map_err(Failure::run)?;
+    }
+    Ok(summary)
+}
+
+fn ranks_of(comm: &dyn Collective) -> Ranks {
+    Ranks {
+        rank: comm.rank(),
+        size: comm.size(),
+    }
+}
+
+/// The rank counts a run's checkpoints were written at (`2 ranks, 3 ranks`), or `none`.
+fn written_by(root: &std::path::Path) -> String {
+    let mut sizes: Vec<usize> = std::fs::read_dir(root)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().into_string().ok()?;
+            name.strip_prefix("rank-")?
+                .split_once("-of-")?
+                .1
+                .parse()
+                .ok()
+        })
+        .collect();
+    sizes.sort_unstable();
+    sizes.dedup();
+    match sizes.is_empty() {
+        true => "none".to_string(),
+        false => {
+            let s: Vec<String> = sizes.iter().map(|n| format!("{n} ranks")).collect();
+            s.join(", ")
+        }
+    }
 }
 
 /// N ranks as threads of this process; rank 0's summary.
@@ -136,7 +288,7 @@ fn render(s: &RanksSummary, json: bool) -> anyhow::Result<String> {
         writeln!(
             out,
             "  rank 0 sent        {} per step: {what}",
-            widebag_config::units::format_bytes(*bytes as u64)
+            format_bytes(*bytes as u64)
         )?;
     }
     Ok(out)

@@ -13,6 +13,7 @@ use crate::args::{BudgetArgs, CalibrationArgs, DeviceArgs, ObjectiveArg, PlanArg
 use crate::failure::Failure;
 
 /// The solver's flags, parsed.
+#[derive(Clone)]
 pub struct SolverFlags {
     /// `--budget` as typed, and in bytes.
     pub budget: Option<(String, u64)>,

@@ -22,6 +22,7 @@ mod plan;
 mod precision;
 mod ranks;
 mod ranks_plan;
+mod ranks_runs;
 mod results;
 mod results_eval;
 mod sweep;

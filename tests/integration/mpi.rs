@@ -2,7 +2,7 @@
 //! of a binary built with `--features mpi` give the single process's losses within 1e-5 for
 //! every table optimizer, the adaptive softmax and head/tail bands with a host tail, and the same
 //! held-out loss; a rank that
-//! dies ends the job with an error, not a hang. The binary is `WIDEBAG_MPI_BIN` (CI builds it:
+//! dies ends the job with an error, not a hang, and the run resumes from its last checkpoint. The binary is `WIDEBAG_MPI_BIN` (CI builds it:
 //! `cargo build --release --features mpi`, copied aside, since `cargo test` rebuilds the plain
 //! one); without it these tests say they were skipped, unless `WIDEBAG_REQUIRE_MPI=1`.
 
@@ -115,4 +115,62 @@ fn a_rank_that_dies_ends_the_job_with_an_error_not_a_hang() {
     );
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("rank 1 exits at step 3"), "{err}");
+}
+
+#[test]
+fn after_a_rank_dies_the_last_checkpoint_resumes_the_run() {
+    let Some(bin) = mpi_bin("after_a_rank_dies_the_last_checkpoint_resumes_the_run") else {
+        return;
+    };
+    let dir = std::env::temp_dir().join(format!("widebag-mpi-resume-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let run_dir = dir.join("run");
+    let run_s = run_dir.to_str().unwrap();
+    let mpirun = |args: &[&str], env: &[(&str, &str)]| {
+        let mut c = Command::new("mpirun");
+        c.args(["--allow-run-as-root", "--oversubscribe", "-np", "2", &bin]);
+        c.args(args);
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        c.output().expect("mpirun and the binary run")
+    };
+    let sets = [
+        "--set",
+        "train.steps=5",
+        "--set",
+        "train.checkpoint_every=1",
+    ];
+    let mut args = vec!["train", "--device", "cpu", "--json"];
+    args.extend(sets);
+    let straight = mpirun(&args, &[]);
+    let straight = losses_of(&straight);
+    args.extend(["--out", run_s]);
+    let died = mpirun(&args, &[("WIDEBAG_FAULT_RANK_EXIT", "1:4")]);
+    assert!(!died.status.success());
+    let resumed = mpirun(
+        &["train", "--device", "cpu", "--json", "--resume", run_s],
+        &[],
+    );
+    let v = losses_of(&resumed);
+    let summary: serde_json::Value = serde_json::from_slice(&resumed.stdout).unwrap();
+    assert_eq!(summary["resumed_from"], 3, "{summary}");
+    assert_eq!(
+        v[..],
+        straight[3..],
+        "the losses of the run that never stopped"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The per-step losses of a successful run's summary.
+fn losses_of(o: &Output) -> Vec<f64> {
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    v["losses"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_f64().unwrap())
+        .collect()
 }

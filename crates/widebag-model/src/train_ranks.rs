@@ -13,10 +13,11 @@ use widebag_config::Layout;
 use widebag_prepare::Prepared;
 
 use crate::ModelError;
+use crate::checkpoint::{self, Manifest, RunPoint};
 use crate::device::Compute;
 use crate::memory::{MemoryMeter, Stage};
-use crate::model::{Ranks, WideModel};
-use crate::train::{InputTransform, prefetch};
+use crate::model::{Ranks, StepStats, WideModel};
+use crate::train::{CheckpointPlan, InputTransform, prefetch};
 
 /// What one rank's run measured (rank 0 reports it).
 #[derive(Clone, Debug, Serialize)]
@@ -47,6 +48,67 @@ pub struct RanksSummary {
     /// This process's peak resident memory (all ranks' when they are threads of one process).
     pub peak_rss_bytes: Option<u64>,
     pub train_s: f64,
+    /// The checkpoint step this run continued from (`--resume`); `losses` are the steps after it.
+    pub resumed_from: Option<u64>,
+}
+
+/// How a run across ranks is kept.
+#[derive(Clone, Debug, Default)]
+pub struct RanksOptions {
+    /// Checkpoints to write: each rank under its own directory of `root` ([`rank_dir`]).
+    pub checkpoints: Option<CheckpointPlan>,
+    /// Continue from the newest step every rank has a good checkpoint of under the
+    /// checkpoints' root.
+    pub resume: bool,
+}
+
+/// Rank `rank` of `size`'s checkpoint directory under a run's `checkpoints/`.
+pub fn rank_dir(root: &std::path::Path, ranks: Ranks) -> std::path::PathBuf {
+    root.join(format!("rank-{}-of-{}", ranks.rank, ranks.size))
+}
+
+/// The checkpoint every rank continues from: the newest step each rank holds a good checkpoint
+/// of (every rank calls it and reaches the same answer). An error naming the rank counts the
+/// checkpoints were written by when they are another N's.
+fn resume_point(
+    root: &std::path::Path,
+    ranks: Ranks,
+    comm: &dyn Collective,
+) -> Result<std::path::PathBuf, ModelError> {
+    let mine = rank_dir(root, ranks);
+    let good: Vec<u32> = checkpoint::list(&mine)
+        .into_iter()
+        .filter(|(_, dir)| Manifest::read_verified(dir).is_ok())
+        .map(|(step, _)| step as u32)
+        .collect();
+    let all = comm.all_to_all_u32(vec![good.clone(); ranks.size])?;
+    let common = good
+        .iter()
+        .rev()
+        .find(|s| all.iter().all(|l| l.contains(s)));
+    match common {
+        Some(&step) => Ok(mine.join(checkpoint::step_dir_name(step as u64))),
+        None => {
+            let mut written: Vec<String> = std::fs::read_dir(root)
+                .into_iter()
+                .flatten()
+                .flatten()
+                .filter_map(|e| e.file_name().into_string().ok())
+                .filter(|n| n.starts_with("rank-"))
+                .collect();
+            written.sort();
+            Err(ModelError::Checkpoint(format!(
+                "{}: no step that all {} ranks have a good checkpoint of (found: {}); a run \
+                 continues at the number of ranks that wrote it",
+                root.display(),
+                ranks.size,
+                match written.is_empty() {
+                    true => "nothing".to_string(),
+                    false => written.join(", "),
+                }
+            )))
+        }
+    }
 }
 
 /// Why a configuration cannot train across ranks yet, naming the key; `None` when it can.
@@ -75,6 +137,8 @@ pub fn run_training_ranks(
     prepared: Prepared,
     compute: &Compute,
     comm: &dyn Collective,
+    options: RanksOptions,
+    mut on_step: impl FnMut(&StepStats),
 ) -> Result<RanksSummary, ModelError> {
     let config = &prepared.config;
     if let Some((key, message)) = refused_across_ranks(config) {
@@ -89,25 +153,62 @@ pub fn run_training_ranks(
     model.check_rank_kernels(&compute.adapter)?;
     let mut meter = MemoryMeter::new(&compute.device);
     let (steps, b) = (config.train.steps, config.train.batch_size);
+    let mut stream = prepared.batches;
+    let mut resumed_from = None;
+    if options.resume {
+        let root = options.checkpoints.as_ref().map(|p| p.root.clone());
+        let root = root.ok_or_else(|| ModelError::Checkpoint("resume without a run".into()))?;
+        let dir = resume_point(&root, ranks, comm)?;
+        let m = checkpoint::load(&mut model, &dir, config, checkpoint::Match::SameRun)?;
+        stream.seek(m.position)?;
+        resumed_from = Some(m.step);
+    }
+    let first = resumed_from.unwrap_or(0);
     let batches = prefetch(
-        prepared.batches,
+        stream,
         b,
-        1..=steps as u64,
+        first + 1..=steps as u64,
         InputTransform::of(config),
     );
+    let rates = crate::model::scheduled(config);
     let start = Instant::now();
     let mut warm = start;
     let mut losses = Vec::with_capacity(steps);
-    for step in 0..steps {
+    for step in first as usize..steps {
         meter.profile.start();
-        let (global, _) = batches
+        let step_start = Instant::now();
+        let (global, position) = batches
             .recv()
             .map_err(|_| ModelError::Execution("batch producer stopped".into()))??;
         meter.lap(Stage::Data);
         fault_rank_exit(ranks.rank, step as u64 + 1);
-        let stats = model.train_step_ranks(&global, comm, &mut meter)?;
+        let mut stats = model.train_step_ranks(&global, comm, &mut meter)?;
+        stats.n_rows = global.n_rows();
+        stats.step_s = step_start.elapsed().as_secs_f64();
+        stats.lr = rates.lr_at(stats.step);
+        if !stats.loss.is_finite() {
+            return Err(ModelError::Execution(format!(
+                "loss became {} at step {}",
+                stats.loss, stats.step
+            )));
+        }
         losses.push(stats.loss);
-        if step == 0 {
+        let done = stats.step;
+        let due = options
+            .checkpoints
+            .as_ref()
+            .filter(|plan| (plan.every > 0 && done % plan.every == 0) || done == steps as u64);
+        stats.checkpoint_due = due.is_some();
+        on_step(&stats);
+        if let Some(plan) = due {
+            let point = RunPoint {
+                step: done,
+                epoch: None,
+                position,
+            };
+            checkpoint::save(&mut model, point, config, &rank_dir(&plan.root, ranks))?;
+        }
+        if step == first as usize {
             warm = Instant::now();
         }
     }
@@ -118,13 +219,14 @@ pub fn run_training_ranks(
         .map(|b| transform.eval(b))
         .collect();
     let eval_loss = model.eval_loss_ranks(&eval, comm)?;
-    let timed = steps.saturating_sub(1).max(1) as f64;
+    let n_steps = losses.len();
+    let timed = n_steps.saturating_sub(1).max(1) as f64;
     let warm_s = warm.elapsed().as_secs_f64().max(1e-9);
     let last = &losses[losses.len().saturating_sub(10)..];
     Ok(RanksSummary {
         ranks: ranks.size,
         rank: ranks.rank,
-        steps,
+        steps: n_steps,
         batch_size: b,
         table_optimizer: config.optim.table,
         dense_optimizer: config.optim.dense,
@@ -139,10 +241,11 @@ pub fn run_training_ranks(
         sent_bytes_per_step: model
             .sent_bytes
             .iter()
-            .map(|(k, v)| (k.to_string(), *v as f64 / steps.max(1) as f64))
+            .map(|(k, v)| (k.to_string(), *v as f64 / n_steps.max(1) as f64))
             .collect(),
         peak_rss_bytes: crate::train::peak_rss_bytes(),
         train_s: start.elapsed().as_secs_f64(),
+        resumed_from,
     })
 }
 

@@ -1,0 +1,142 @@
+//! A run across ranks kept like one process's (issue 18's interface): `train --ranks N --out`
+//! writes the run directory from rank 0 and checkpoints per rank; `--resume` continues at the
+//! same N from the newest step every rank has a good checkpoint of, with the losses of the run
+//! that never stopped; another N is refused naming the one that wrote it; `--budget` plans each
+//! rank's part.
+
+use crate::common::{json, widebag};
+
+const SETS: [&str; 11] = [
+    "data.width=3000",
+    "data.n_classes=900",
+    "data.nnz=12.0",
+    "model.dim=16",
+    "model.hidden=[24]",
+    "train.batch_size=40",
+    "train.steps=6",
+    "train.checkpoint_every=3",
+    "optim.table=\"adamw\"",
+    "optim.dense=\"adam\"",
+    "train.device=\"cpu\"",
+];
+
+fn train(extra: &[&str]) -> std::process::Output {
+    let mut a = vec!["train", "--json"];
+    for s in &SETS {
+        a.extend(["--set", s]);
+    }
+    a.extend_from_slice(extra);
+    widebag(&a)
+}
+
+/// `widebag train --json` of a run directory (its own config).
+fn resume(ranks: &str, run: &str) -> std::process::Output {
+    widebag(&["train", "--json", "--ranks", ranks, "--resume", run])
+}
+
+fn losses(v: &serde_json::Value) -> Vec<f64> {
+    v["losses"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_f64().unwrap())
+        .collect()
+}
+
+#[test]
+fn a_run_across_ranks_resumes_exactly_from_the_newest_common_checkpoint() {
+    let tmp = std::env::temp_dir().join(format!("widebag-ranks-runs-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&tmp);
+    let run = tmp.join("run");
+    let run_s = run.to_str().unwrap();
+    let straight = train(&["--ranks", "2"]);
+    assert!(
+        straight.status.success(),
+        "{}",
+        String::from_utf8_lossy(&straight.stderr)
+    );
+    let straight = losses(&json(&straight));
+
+    let first = train(&["--ranks", "2", "--out", run_s]);
+    assert!(
+        first.status.success(),
+        "{}",
+        String::from_utf8_lossy(&first.stderr)
+    );
+    assert_eq!(losses(&json(&first)), straight);
+    for f in ["config.toml", "metrics.jsonl", "summary.json"] {
+        assert!(run.join(f).exists(), "{f}");
+    }
+    let lines = || {
+        std::fs::read_to_string(run.join("metrics.jsonl"))
+            .unwrap()
+            .lines()
+            .count()
+    };
+    assert_eq!(lines(), 6);
+    for rank in ["rank-0-of-2", "rank-1-of-2"] {
+        for step in ["step-00000003", "step-00000006"] {
+            let dir = run.join("checkpoints").join(rank).join(step);
+            assert!(dir.join("state.json").exists(), "{}", dir.display());
+        }
+    }
+    // Rank 1 never finished its step-6 checkpoint: both ranks continue from step 3.
+    std::fs::remove_file(run.join("checkpoints/rank-1-of-2/step-00000006/state.json")).unwrap();
+    let resumed = resume("2", run_s);
+    assert!(
+        resumed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&resumed.stderr)
+    );
+    let resumed = json(&resumed);
+    assert_eq!(resumed["resumed_from"], 3);
+    assert_eq!(
+        losses(&resumed),
+        straight[3..],
+        "the losses of the run that never stopped"
+    );
+    assert_eq!(lines(), 6, "the log cut back to step 3, then steps 4–6");
+
+    // Another number of ranks is refused before training, naming the one that wrote the run.
+    let other = resume("3", run_s);
+    assert_eq!(other.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&other.stderr);
+    assert!(err.contains("2 ranks"), "{err}");
+    // And a run directory is never overwritten.
+    let again = train(&["--ranks", "2", "--out", run_s]);
+    assert_eq!(again.status.code(), Some(2));
+    let _ = std::fs::remove_dir_all(&tmp);
+}
+
+#[test]
+fn budget_across_ranks_plans_each_rank() {
+    let small = train(&[
+        "--ranks",
+        "2",
+        "--budget",
+        "64KiB",
+        "--set",
+        "train.steps=2",
+    ]);
+    assert_eq!(
+        small.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&small.stderr)
+    );
+    let fits = train(&[
+        "--ranks",
+        "2",
+        "--budget",
+        "16MiB",
+        "--set",
+        "train.steps=2",
+    ]);
+    assert!(
+        fits.status.success(),
+        "{}",
+        String::from_utf8_lossy(&fits.stderr)
+    );
+    let err = String::from_utf8_lossy(&fits.stderr);
+    assert!(err.contains("per rank across 2"), "{err}");
+}
