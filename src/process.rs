@@ -11,6 +11,8 @@ pub const FORCED_PANIC_ENV: &str = "WIDEBAG_TEST_PANIC_IN_THREAD";
 pub fn set_up() {
     restore_sigpipe();
     quiet_mesa();
+    // flex's tensors live on the heap: a meter can read them there (`MemoryMeter::on_heap`).
+    widebag_model::memory::set_heap_counter(crate::heap::in_use_bytes);
     end_on_any_panic();
     if std::env::var_os(FORCED_PANIC_ENV).is_some() {
         force_a_panic_in_a_thread();

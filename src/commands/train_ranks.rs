@@ -38,7 +38,7 @@ pub fn wanted(req: &TrainRequest) -> Option<usize> {
 }
 
 /// The world size `mpirun` gave this process (Open MPI's and MPICH's variables).
-fn mpi_world_size() -> Option<usize> {
+pub fn mpi_world_size() -> Option<usize> {
     ["OMPI_COMM_WORLD_SIZE", "PMI_SIZE"]
         .iter()
         .find_map(|k| std::env::var(k).ok()?.parse().ok())
@@ -49,7 +49,7 @@ pub fn run(req: &TrainRequest, ranks: usize) -> Outcome {
         return Err(Failure::usage(anyhow::anyhow!("{key}: {message}")));
     }
     let summary = match mpi_world_size() {
-        Some(world) => by_mpi(req, world)?,
+        Some(_) => by_mpi(req)?,
         None => by_threads(req, ranks)?,
     };
     if let Some(s) = summary {
@@ -148,6 +148,7 @@ fn rank_run(req: &TrainRequest, comm: &dyn Collective) -> Result<RanksSummary, F
             every,
         }),
         resume,
+        measure: false,
     };
     // Rank 0 logs every step; a resumed log is cut back to the checkpoint's step at the first.
     let mut metrics: Option<MetricsLog> = None;
@@ -237,20 +238,29 @@ fn by_threads(req: &TrainRequest, ranks: usize) -> Result<Option<RanksSummary>, 
     Ok(first)
 }
 
+/// Runs `f` on this process's rank of the MPI world (a binary built with `--features mpi`,
+/// started by `mpirun`).
 #[cfg(feature = "mpi")]
-fn by_mpi(req: &TrainRequest, _world: usize) -> Result<Option<RanksSummary>, Failure> {
+pub fn on_mpi_world<T>(f: impl FnOnce(&dyn Collective) -> T) -> Result<T, Failure> {
     let comm = widebag_mpi::MpiCollective::init()
         .ok_or_else(|| Failure::run(anyhow::anyhow!("MPI was initialised already")))?;
-    let s = rank_run(req, &comm)?;
-    Ok((comm.rank() == 0).then_some(s))
+    Ok(f(&comm))
 }
 
 #[cfg(not(feature = "mpi"))]
-fn by_mpi(_req: &TrainRequest, world: usize) -> Result<Option<RanksSummary>, Failure> {
+pub fn on_mpi_world<T>(_f: impl FnOnce(&dyn Collective) -> T) -> Result<T, Failure> {
     Err(Failure::usage(anyhow::anyhow!(
-        "launched by mpirun as one of {world} processes, but this widebag was built without MPI \
-         (cargo build --release --features mpi)"
+        "launched by mpirun as one of {} processes, but this widebag was built without MPI \
+         (cargo build --release --features mpi)",
+        mpi_world_size().unwrap_or(0)
     )))
+}
+
+fn by_mpi(req: &TrainRequest) -> Result<Option<RanksSummary>, Failure> {
+    on_mpi_world(|comm| {
+        let s = rank_run(req, comm)?;
+        Ok((comm.rank() == 0).then_some(s))
+    })?
 }
 
 /// The summary as text, or one JSON object.

@@ -174,3 +174,53 @@ fn losses_of(o: &Output) -> Vec<f64> {
         .map(|x| x.as_f64().unwrap())
         .collect()
 }
+
+#[test]
+fn explain_measure_under_mpirun_holds_the_ledger_within_1_percent_on_every_rank() {
+    let Some(bin) = mpi_bin("explain_measure_under_mpirun_holds_the_ledger_within_1_percent")
+    else {
+        return;
+    };
+    for np in ["2", "3"] {
+        let o = Command::new("mpirun")
+            .args(["--allow-run-as-root", "--oversubscribe", "-np", np, &bin])
+            .args([
+                "explain",
+                "--measure",
+                "--device",
+                "cpu",
+                "--json",
+                "--steps",
+                "3",
+            ])
+            .args([
+                "--set",
+                "data.width=240000",
+                "--set",
+                "data.n_classes=20000",
+            ])
+            .args(["--set", "model.dim=128", "--set", "model.hidden=[64]"])
+            .args(["--set", "train.batch_size=64"])
+            .output()
+            .expect("mpirun and the binary run");
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        let ranks = v["points"].as_array().unwrap();
+        assert_eq!(ranks.len(), np.parse::<usize>().unwrap());
+        for (rank, points) in ranks.iter().enumerate() {
+            let names: Vec<&str> = points
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|p| p["point"].as_str().unwrap())
+                .collect();
+            for want in ["setup", "forward_end", "backward_end", "step_end"] {
+                assert!(names.contains(&want), "rank {rank} of {np}: {names:?}");
+            }
+            for p in points.as_array().unwrap() {
+                let e = p["error_pct"].as_f64().unwrap();
+                assert!(e.abs() < 1.0, "-np {np}, rank {rank}: {p}");
+            }
+        }
+    }
+}

@@ -1,7 +1,13 @@
 //! Reads burn's allocator counters at the ledger's sample points of a step and keeps the peaks,
 //! per point, per phase and overall; and carries the step's stage timer ([`StepProfile`]).
+//!
+//! flex has no allocator counters, but its tensors live on the process's heap: a meter made
+//! with [`MemoryMeter::on_heap`] reads the heap's live bytes instead, from the counter the
+//! binary registers ([`set_heap_counter`], its global allocator's). That is how each rank of a
+//! multi-process run (one process each) is measured.
 
 use std::collections::BTreeMap;
+use std::sync::OnceLock;
 
 use burn::tensor::Device;
 use serde::Serialize;
@@ -30,6 +36,14 @@ pub struct MemorySample {
     pub reserved_bytes: u64,
 }
 
+/// The process's heap counter (live bytes), registered by the binary that counts them.
+static HEAP_COUNTER: OnceLock<fn() -> u64> = OnceLock::new();
+
+/// Registers the heap's live-bytes counter (the binary's global allocator); first call wins.
+pub fn set_heap_counter(counter: fn() -> u64) {
+    let _ = HEAP_COUNTER.set(counter);
+}
+
 /// Peak allocator readings. Readings drain burn's fusion queue first, so they reflect every
 /// operation issued so far.
 #[derive(Clone, Debug)]
@@ -46,6 +60,8 @@ pub struct MemoryMeter {
     pub baseline_bytes: u64,
     /// Wall time of the step's stages.
     pub profile: StepProfile,
+    /// Reads the heap's live bytes instead of the device's pools ([`Self::on_heap`]).
+    heap: Option<fn() -> u64>,
 }
 
 impl MemoryMeter {
@@ -66,22 +82,46 @@ impl MemoryMeter {
                 .memory_pool_usage()
                 .map_or(0, |u| u.bytes_in_use + u.bytes_padding),
             profile: StepProfile::new(device, false),
+            heap: None,
         }
+    }
+
+    /// A meter reading the process's heap ([`set_heap_counter`]) relative to its bytes now;
+    /// `None` when no counter is registered. For a backend whose tensors live on the heap.
+    pub fn on_heap(device: &Device, mode: MeterMode) -> Option<Self> {
+        let heap = *HEAP_COUNTER.get()?;
+        let mut meter = Self::with_mode(device, mode);
+        meter.baseline_bytes = heap();
+        meter.heap = Some(heap);
+        Some(meter)
+    }
+
+    /// Bytes in use (with padding) and reserved now, from the heap or the device's pools.
+    fn read(&self) -> Option<(u64, u64, u64)> {
+        if let Some(heap) = self.heap {
+            let live = heap();
+            return Some((live, 0, live));
+        }
+        let usage = self.device.memory_pool_usage()?;
+        Some((
+            usage.bytes_in_use + usage.bytes_padding,
+            usage.bytes_padding,
+            usage.bytes_reserved,
+        ))
     }
 
     /// Whether the backend reports allocator counters (wgpu does; flex does not).
     pub fn available(&self) -> bool {
-        self.device.memory_pool_usage().is_some()
+        self.heap.is_some() || self.device.memory_pool_usage().is_some()
     }
 
     /// Reads the allocator now and folds the reading into the peaks.
     pub fn sample(&mut self, point: Point) -> Option<MemorySample> {
-        let usage = self.device.memory_pool_usage()?;
+        let (in_use, padding_bytes, reserved_bytes) = self.read()?;
         let s = MemorySample {
-            in_use_bytes: (usage.bytes_in_use + usage.bytes_padding)
-                .saturating_sub(self.baseline_bytes),
-            padding_bytes: usage.bytes_padding,
-            reserved_bytes: usage.bytes_reserved,
+            in_use_bytes: in_use.saturating_sub(self.baseline_bytes),
+            padding_bytes,
+            reserved_bytes,
         };
         self.n_samples += 1;
         self.peak_in_use_bytes = self.peak_in_use_bytes.max(s.in_use_bytes);
@@ -111,10 +151,11 @@ impl MemoryMeter {
 
     /// Forgets the peaks (after warm-up steps).
     pub fn reset(&mut self) {
-        let baseline_bytes = self.baseline_bytes;
+        let (baseline_bytes, heap) = (self.baseline_bytes, self.heap);
         let profile = self.profile.clone();
         *self = Self::with_mode(&self.device, self.mode);
         self.baseline_bytes = baseline_bytes;
+        self.heap = heap;
         self.profile = profile;
     }
 

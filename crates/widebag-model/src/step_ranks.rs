@@ -130,6 +130,8 @@ impl WideModel {
                     .step(&mut band.table, seg_ids, g, &self.optim, step, meter)?;
             }
         }
+        // The row gradients go with the row updates, as the ledger counts them.
+        drop(rows);
         meter.lap(Stage::RowUpdate);
         meter.probe(Point::DenseUpdate);
         // 6. dense updates: the replicated parameters' gradients in one buffer, summed over the
@@ -235,17 +237,24 @@ impl WideModel {
         let last = self.spec.last_hidden();
         let refs = host.refs();
         meter.lap(Stage::OutputForward);
+        meter.sample(Point::ForwardEnd);
         let (mut dh, out) = softmax_ce::backward(&h_all, last, &refs, &targets, &mut fwd);
         comm.all_reduce_sum(&mut dh)?;
         meter.lap(Stage::OutputBackward);
         let device = self.device();
-        let dh = dh[mine.start * last..mine.end * last].to_vec();
-        let dh = floats(dh, [mine.len(), last], device);
-        let grads = (h * Tensor::from_inner(dh)).sum().backward();
+        let mine_dh = floats(
+            dh[mine.start * last..mine.end * last].to_vec(),
+            [mine.len(), last],
+            device,
+        );
+        drop(dh);
+        let grads = (h * Tensor::from_inner(mine_dh)).sum().backward();
         let output = OutputParams::Full {
             chunks: chunk_tensors(out, last, device),
         };
         let (rows_grad, dense) = self.trunk_grads(&ids, &rows, &params, &grads, output);
+        drop(grads);
+        meter.sample(Point::BackwardEnd);
         meter.lap(Stage::TrunkBackward);
         Ok(Grads {
             loss,

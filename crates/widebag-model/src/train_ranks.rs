@@ -15,7 +15,7 @@ use widebag_prepare::Prepared;
 use crate::ModelError;
 use crate::checkpoint::{self, Manifest, RunPoint};
 use crate::device::Compute;
-use crate::memory::{MemoryMeter, Stage};
+use crate::memory::{MemoryMeter, MeterMode, Stage};
 use crate::model::{Ranks, StepStats, WideModel};
 use crate::train::{CheckpointPlan, InputTransform, prefetch};
 
@@ -50,6 +50,10 @@ pub struct RanksSummary {
     pub train_s: f64,
     /// The checkpoint step this run continued from (`--resume`); `losses` are the steps after it.
     pub resumed_from: Option<u64>,
+    /// With [`RanksOptions::measure`]: the heap's peak bytes in use at each point read, over
+    /// the steps after the first (the process's heap: all ranks' when they are threads).
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub measured_point_bytes: std::collections::BTreeMap<crate::memory::Point, u64>,
 }
 
 /// How a run across ranks is kept.
@@ -60,6 +64,10 @@ pub struct RanksOptions {
     /// Continue from the newest step every rank has a good checkpoint of under the
     /// checkpoints' root.
     pub resume: bool,
+    /// Read this process's heap at every point of every step after the first (a warm-up),
+    /// relative to the heap before the model was built (`explain --measure` under `mpirun`:
+    /// one process per rank). An error when the binary registered no heap counter.
+    pub measure: bool,
 }
 
 /// Rank `rank` of `size`'s checkpoint directory under a run's `checkpoints/`.
@@ -148,12 +156,40 @@ pub fn run_training_ranks(
         rank: comm.rank(),
         size: comm.size(),
     };
+    // A measuring meter's baseline is the heap before the model exists, once the backend's own
+    // lasting state (its threads' scratch) exists, as a GPU's context does before its pools.
+    let (steps, b) = (config.train.steps, config.train.batch_size);
+    // Measured, every batch is read first: no producer thread allocates during the readings.
+    let mut stream = prepared.batches;
+    let mut read_ahead = None;
+    if options.measure {
+        if options.resume {
+            return Err(ModelError::Execution(
+                "a measured run does not resume".into(),
+            ));
+        }
+        let producer = prefetch(
+            stream.clone(),
+            b,
+            1..=steps as u64,
+            InputTransform::of(config),
+        );
+        let (tx, rx) = std::sync::mpsc::channel();
+        for fetched in producer.iter() {
+            let _ = tx.send(fetched);
+        }
+        read_ahead = Some(rx);
+        prime_backend(&compute.device);
+    }
+    let mut meter = match options.measure {
+        true => MemoryMeter::on_heap(&compute.device, MeterMode::Detailed).ok_or_else(|| {
+            ModelError::Execution("no heap counter to measure the ranks with".into())
+        })?,
+        false => MemoryMeter::new(&compute.device),
+    };
     let mut model = WideModel::new_rank(config, &prepared.model_bands, compute, ranks)?;
     // Refused before the first step (`auto` may have opened a GPU).
     model.check_rank_kernels(&compute.adapter)?;
-    let mut meter = MemoryMeter::new(&compute.device);
-    let (steps, b) = (config.train.steps, config.train.batch_size);
-    let mut stream = prepared.batches;
     let mut resumed_from = None;
     if options.resume {
         let root = options.checkpoints.as_ref().map(|p| p.root.clone());
@@ -164,12 +200,15 @@ pub fn run_training_ranks(
         resumed_from = Some(m.step);
     }
     let first = resumed_from.unwrap_or(0);
-    let batches = prefetch(
-        stream,
-        b,
-        first + 1..=steps as u64,
-        InputTransform::of(config),
-    );
+    let batches = match read_ahead {
+        Some(rx) => rx,
+        None => prefetch(
+            stream,
+            b,
+            first + 1..=steps as u64,
+            InputTransform::of(config),
+        ),
+    };
     let rates = crate::model::scheduled(config);
     let start = Instant::now();
     let mut warm = start;
@@ -210,6 +249,8 @@ pub fn run_training_ranks(
         }
         if step == first as usize {
             warm = Instant::now();
+            // The first step is a warm-up: its readings are dropped.
+            meter.reset();
         }
     }
     let transform = InputTransform::of(config);
@@ -246,7 +287,33 @@ pub fn run_training_ranks(
         peak_rss_bytes: crate::train::peak_rss_bytes(),
         train_s: start.elapsed().as_secs_f64(),
         resumed_from,
+        measured_point_bytes: match options.measure {
+            true => meter.point_peak_in_use_bytes.clone(),
+            false => Default::default(),
+        },
     })
+}
+
+/// A small forward and backward pass (matrix products on every thread, autodiff), so the state
+/// the backend keeps once it has run — thread pools, its threads' packing buffers — is
+/// allocated before a heap baseline is read.
+fn prime_backend(device: &burn::tensor::Device) {
+    for (n, k, m) in [
+        (64, 64, 64),
+        (512, 512, 512),
+        (1024, 64, 256),
+        (64, 1024, 512),
+    ] {
+        for _ in 0..4 {
+            let a = crate::tensors::floats(vec![0.5; n * k], [n, k], device)
+                .autodiff()
+                .require_grad();
+            let b = crate::tensors::floats(vec![0.25; k * m], [k, m], device)
+                .autodiff()
+                .require_grad();
+            let _ = burn::tensor::activation::relu(a.matmul(b)).sum().backward();
+        }
+    }
 }
 
 /// Fault injection for the tests: with `WIDEBAG_FAULT_RANK_EXIT=R:S` rank R's process exits (code

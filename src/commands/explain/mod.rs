@@ -3,6 +3,7 @@
 //! grid.
 
 pub mod grid;
+mod ranks;
 mod render;
 mod report;
 
@@ -25,6 +26,9 @@ pub fn run(req: &ExplainRequest) -> Outcome {
 }
 
 fn explain_one(req: &OneExplain) -> Outcome {
+    if crate::commands::train_ranks::mpi_world_size().is_some_and(|n| n > 1) {
+        return ranks::explain_ranks(req);
+    }
     let prepared =
         widebag_prepare::open_data(&req.config, &widebag_prepare::PrepareOptions::READ_ONLY)
             .map_err(Failure::usage)?;
