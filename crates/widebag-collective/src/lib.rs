@@ -1,8 +1,9 @@
 //! The collectives a multi-process step needs (all-reduce, all-gather, all-to-all with variable
 //! counts, barrier) behind one trait, so the trainer never calls MPI itself: the MPI
 //! implementation is the crate `widebag-mpi`, which the binary takes behind its `mpi` feature, and [`threads::ThreadGroup`] runs N ranks as
-//! threads of one process for tests. Reductions combine contributions in rank order, so every
-//! rank holds the same bits and a run does not depend on arrival order.
+//! threads of one process for tests. Reductions (a reduce-scatter, then an all-gather) combine
+//! contributions in rank order, so every rank holds the same bits and a run does not depend on
+//! arrival order.
 
 pub mod check;
 pub mod partition;
@@ -70,26 +71,65 @@ pub trait Collective {
     }
 }
 
-/// A reduction from an all-gather: every rank combines the same contributions in rank order.
+/// A reduction as a reduce-scatter then an all-gather (each rank sends about `2 (N-1)/N` of the
+/// buffer, not `N-1` copies of it): rank `r` receives every rank's block `r` of the buffer
+/// ([`partition::reduce_block`]), combines them in rank order and all-gathers the result, so
+/// every element is combined in rank order on every rank (the same bits everywhere). Each block
+/// carries the sender's buffer length, so ranks whose lengths differ all fail with
+/// [`CollectiveError::Mismatch`] before the all-gather.
 fn reduce<C: Collective + ?Sized>(
     c: &C,
     buf: &mut [f32],
     op: &'static str,
     f: impl Fn(f32, f32) -> f32,
 ) -> Result<(), CollectiveError> {
-    let all = c.all_gather_f32(buf)?;
+    let (me, size, len) = (c.rank(), c.size(), buf.len());
+    let tag = [(len & 0xffff) as f32, (len >> 16) as f32];
+    let send = (0..size)
+        .map(|r| {
+            let mut v = buf[partition::reduce_block(len, r, size)].to_vec();
+            v.extend_from_slice(&tag);
+            v
+        })
+        .collect();
+    let parts = c.all_to_all_f32(send)?;
+    for (rank, part) in parts.iter().enumerate() {
+        let got = match part.len() {
+            n if n >= 2 => part[n - 2] as usize | (part[n - 1] as usize) << 16,
+            _ => usize::MAX,
+        };
+        if got != len {
+            return Err(CollectiveError::Mismatch {
+                op,
+                rank,
+                got,
+                want: len,
+            });
+        }
+    }
+    let n = partition::reduce_block(len, me, size).len();
+    let mut reduced = parts[0][..n].to_vec();
+    for part in &parts[1..] {
+        for (a, &b) in reduced.iter_mut().zip(&part[..n]) {
+            *a = f(*a, b);
+        }
+    }
+    let all = c.all_gather_f32(&reduced)?;
     for (rank, part) in all.iter().enumerate() {
-        if part.len() != buf.len() {
+        let want = partition::reduce_block(len, rank, size).len();
+        if part.len() != want {
             return Err(CollectiveError::Mismatch {
                 op,
                 rank,
                 got: part.len(),
-                want: buf.len(),
+                want,
             });
         }
     }
-    for (i, x) in buf.iter_mut().enumerate() {
-        *x = all[1..].iter().fold(all[0][i], |acc, part| f(acc, part[i]));
+    let mut at = 0;
+    for part in all {
+        buf[at..at + part.len()].copy_from_slice(&part);
+        at += part.len();
     }
     Ok(())
 }

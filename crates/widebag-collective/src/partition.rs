@@ -1,7 +1,8 @@
 //! How a multi-process step divides its work: each rank's rows of a global batch (a contiguous,
 //! disjoint part, so the union over ranks is the single process's batch, whatever order the
-//! batches come in), each rank's block of output classes (the class-split output layer), and one
-//! fused buffer for the dense layers' gradients (one all-reduce per step, not one per tensor).
+//! batches come in), each rank's block of output classes (the class-split output layer), each
+//! rank's block of a buffer it reduces (and what an all-reduce sends), and one fused buffer for
+//! the dense layers' gradients (one all-reduce per step, not one per tensor).
 
 use std::ops::Range;
 
@@ -18,6 +19,29 @@ pub fn local_rows(global_rows: usize, rank: usize, ranks: usize) -> Range<usize>
 /// cuts rows).
 pub fn class_block(n_classes: usize, rank: usize, ranks: usize) -> Range<usize> {
     crate::route::BlockSharding::new(n_classes, ranks).rows_of(rank)
+}
+
+/// The block of a `len`-long buffer that rank `rank` of `ranks` reduces in an all-reduce
+/// (consecutive blocks, as [`crate::route::BlockSharding`] cuts rows).
+pub fn reduce_block(len: usize, rank: usize, ranks: usize) -> Range<usize> {
+    crate::route::BlockSharding::new(len, ranks).rows_of(rank)
+}
+
+/// Values rank `rank` of `ranks` sends to the other ranks to all-reduce a `len`-long buffer:
+/// every other rank's block (with the two-value length tag each block carries), then its own
+/// reduced block to each other rank.
+pub fn all_reduce_sent(len: usize, rank: usize, ranks: usize) -> u64 {
+    let others: u64 = (0..ranks)
+        .filter(|&r| r != rank)
+        .map(|r| reduce_block(len, r, ranks).len() as u64 + 2)
+        .sum();
+    others + reduce_block(len, rank, ranks).len() as u64 * (ranks.max(1) as u64 - 1)
+}
+
+/// Values rank `rank` of `ranks` receives while all-reducing a `len`-long buffer: every rank's
+/// copy of its block (each with its tag), then every rank's reduced block.
+pub fn all_reduce_received(len: usize, rank: usize, ranks: usize) -> u64 {
+    (reduce_block(len, rank, ranks).len() as u64 + 2) * ranks as u64 + len as u64
 }
 
 /// Several tensors' values end to end in one buffer, and back.
@@ -81,5 +105,22 @@ mod tests {
         assert_eq!(buf, vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
         assert_eq!(fused.unpack(&buf).unwrap(), vec![&a[..], &b[..], &c[..]]);
         assert!(fused.unpack(&buf[1..]).is_none());
+    }
+
+    #[test]
+    fn an_all_reduce_sends_twice_the_buffer_less_its_own_share() {
+        // 4 ranks, 100 values: three blocks of 25 (+ a 2-value tag each) out, and 25 reduced
+        // values to each of 3 ranks: 156, against 300 for three whole copies.
+        assert_eq!(all_reduce_sent(100, 0, 4), 3 * 27 + 3 * 25);
+        assert_eq!(all_reduce_sent(100, 0, 1), 0);
+        for (len, size) in [(0, 3), (7, 3), (1000, 4), (5, 8)] {
+            // Everything sent is received by someone, less what each rank keeps for itself.
+            let sent: u64 = (0..size).map(|r| all_reduce_sent(len, r, size)).sum();
+            let received: u64 = (0..size).map(|r| all_reduce_received(len, r, size)).sum();
+            let kept: u64 = (0..size)
+                .map(|r| 2 * reduce_block(len, r, size).len() as u64 + 2)
+                .sum();
+            assert_eq!(sent + kept, received, "{len} values over {size} ranks");
+        }
     }
 }

@@ -13,7 +13,7 @@
 
 use burn::tensor::Tensor;
 use widebag_collective::Collective;
-use widebag_collective::partition::{Fused, local_rows};
+use widebag_collective::partition::{Fused, all_reduce_sent, local_rows};
 use widebag_collective::route::Route;
 use widebag_csr::CsrBatch;
 use widebag_ledger::step::collective_names as names;
@@ -93,17 +93,18 @@ impl WideModel {
         if !split {
             comm.all_reduce_sum(&mut global_loss)?;
         }
-        // What the output layer's collectives sent (reductions are all-gathers summed in rank
-        // order: a rank sends its whole buffer to every other rank).
+        // What the output layer's collectives sent (a reduction: a reduce-scatter, then an
+        // all-gather).
         let others = (ranks.size - 1) as u64;
-        let (n, last) = (global.n_rows() as u64, self.spec.last_hidden() as u64);
+        let (n, last) = (global.n_rows(), self.spec.last_hidden());
+        let reduced = |len: usize| all_reduce_sent(len, ranks.rank, ranks.size) * 4;
         let output_traffic: [(&'static str, u64); 3] = match split {
             true => [
-                (names::HIDDEN, batch.n_rows() as u64 * last * 4 * others),
-                (names::LSE, (2 * n + 1) * 4 * others),
-                (names::DH, n * last * 4 * others),
+                (names::HIDDEN, (batch.n_rows() * last) as u64 * 4 * others),
+                (names::LSE, 2 * reduced(n) + reduced(1)),
+                (names::DH, reduced(n * last)),
             ],
-            false => [(names::LOSS, 4 * others), ("", 0), ("", 0)],
+            false => [(names::LOSS, reduced(1)), ("", 0), ("", 0)],
         };
         for (what, bytes) in output_traffic.into_iter().filter(|(w, _)| !w.is_empty()) {
             *self.sent_bytes.entry(what).or_default() += bytes;
@@ -147,7 +148,8 @@ impl WideModel {
         let parts: Vec<&[f32]> = values[..replicated].iter().map(Vec::as_slice).collect();
         let (fused, mut buf) = Fused::pack(&parts);
         comm.all_reduce_sum(&mut buf)?;
-        *self.sent_bytes.entry(names::DENSE).or_default() += buf.len() as u64 * 4 * others;
+        *self.sent_bytes.entry(names::DENSE).or_default() +=
+            all_reduce_sent(buf.len(), ranks.rank, ranks.size) * 4;
         let summed: Vec<Vec<f32>> = fused
             .unpack(&buf)
             .expect("the buffer packed above")

@@ -2,8 +2,9 @@
 //! layout's ledger of the rank's own part — its block of each table's rows with their optimizer
 //! state, its class block of the full softmax (which scores the global batch's rows), its rows
 //! of the batch — and the buffers of the exchanges between ranks (`Category::Communication`): the ids asked of the owners, the rows served, the row gradients sent, received
-//! and summed, the gathered hidden states, and the reductions' receive buffers (a reduction is an
-//! all-gather summed in rank order, so it receives every rank's buffer). They are host vectors,
+//! and summed, the gathered hidden states, and the reductions' receive buffers (a reduction is a
+//! reduce-scatter then an all-gather: every rank's copy of this rank's block, then the reduced
+//! buffer). They are host vectors,
 //! so on flex (whose device memory is the host's) they count toward the device's peak. A buffer
 //! freed between two sample points is priced at the next one (conservative).
 //!
@@ -11,7 +12,7 @@
 //! them.
 
 use serde::Serialize;
-use widebag_collective::partition::class_block;
+use widebag_collective::partition::{all_reduce_received, all_reduce_sent, class_block};
 use widebag_collective::route::BlockSharding;
 use widebag_config::bands::Band;
 
@@ -101,6 +102,7 @@ pub(super) fn ledger(spec: &StepSpec) -> Ledger {
         }
     }
     let (size, n, last) = (r.size, r.global.n_rows, spec.last_hidden());
+    let received = |len: u64| all_reduce_received(len as usize, r.rank as usize, size as usize);
     if !spec.adaptive() {
         add(
             "hidden states of every rank, before their concatenation",
@@ -110,9 +112,9 @@ pub(super) fn ledger(spec: &StepSpec) -> Ledger {
             Lifetime::at(ForwardLogits),
         );
         add(
-            "dL/dh all-reduce: every rank's buffer",
+            "dL/dh all-reduce: the blocks received and the reduced buffer",
             "output",
-            &[size, n, last],
+            &[received(n * last)],
             F32_BYTES,
             Lifetime::at(BackwardLogits),
         );
@@ -125,9 +127,9 @@ pub(super) fn ledger(spec: &StepSpec) -> Ledger {
         Lifetime::at(DenseUpdate),
     );
     add(
-        "dense all-reduce: every rank's buffer",
+        "dense all-reduce: the blocks received and the reduced buffer",
         "dense",
-        &[size, parts.replicated],
+        &[received(parts.replicated)],
         F32_BYTES,
         Lifetime::at(DenseUpdate),
     );
@@ -144,6 +146,8 @@ pub fn traffic(spec: &StepSpec) -> Vec<Traffic> {
     let parts = Parts::of(spec, &local, r);
     let others = r.size - 1;
     let (n, last) = (r.global.n_rows, spec.last_hidden());
+    let reduced =
+        |len: u64| all_reduce_sent(len as usize, r.rank as usize, r.size as usize) * F32_BYTES;
     let sum = |f: &dyn Fn(&BandPart) -> u64| parts.bands.iter().map(f).sum::<u64>();
     let mut out = vec![
         (names::IDS, sum(&|b| b.unique * I32_BYTES), false),
@@ -154,7 +158,7 @@ pub fn traffic(spec: &StepSpec) -> Vec<Traffic> {
         ),
     ];
     if spec.adaptive() {
-        out.push((names::LOSS, F32_BYTES * others, true));
+        out.push((names::LOSS, reduced(1), true));
     } else {
         out.extend([
             (
@@ -162,8 +166,8 @@ pub fn traffic(spec: &StepSpec) -> Vec<Traffic> {
                 spec.batch.n_rows * last * F32_BYTES * others,
                 true,
             ),
-            (names::LSE, (2 * n + 1) * F32_BYTES * others, true),
-            (names::DH, n * last * F32_BYTES * others, true),
+            (names::LSE, 2 * reduced(n) + reduced(1), true),
+            (names::DH, reduced(n * last), true),
         ]);
     }
     out.extend([
@@ -172,7 +176,7 @@ pub fn traffic(spec: &StepSpec) -> Vec<Traffic> {
             sum(&|b| b.unique * b.dim * F32_BYTES),
             false,
         ),
-        (names::DENSE, parts.replicated * F32_BYTES * others, true),
+        (names::DENSE, reduced(parts.replicated), true),
     ]);
     out.into_iter()
         .map(|(collective, bytes, exact)| Traffic {
@@ -349,10 +353,12 @@ mod tests {
         let bytes = |name: &str| t.iter().find(|x| x.collective == name).unwrap().bytes;
         // 64 rows of 512 floats to one other rank; the global batch's 128 rows for dL/dh.
         assert_eq!(bytes(names::HIDDEN), 64 * 512 * 4);
-        assert_eq!(bytes(names::DH), 128 * 512 * 4);
-        assert_eq!(bytes(names::LSE), (2 * 128 + 1) * 4);
+        // Two ranks: a reduction sends the other's half (with a 2-value tag) and its own half.
+        let reduced = |len: u64| (len.div_ceil(2) + 2 + len / 2) * 4;
+        assert_eq!(bytes(names::DH), reduced(128 * 512));
+        assert_eq!(bytes(names::LSE), 2 * reduced(128) + (1 + 2) * 4);
         // Replicated: the bag bias and the hidden layer (the output layer is split).
-        assert_eq!(bytes(names::DENSE), (1024 + 1024 * 512 + 512) * 4);
+        assert_eq!(bytes(names::DENSE), reduced(1024 + 1024 * 512 + 512));
         assert!(traffic(&seed_spec(Layout::Sparse, DenseOptim::Adam)).is_empty());
         // More ranks: each sends less of its own hidden states but to more ranks.
         let four = traffic(&seed_on(0, 4));
