@@ -289,6 +289,9 @@ fn render(s: &RanksSummary, json: bool) -> anyhow::Result<String> {
     if let Some(l) = s.eval_loss {
         writeln!(out, "  validation loss    {l:.4} over the held-out rows")?;
     }
+    if let Some(e) = &s.eval {
+        writeln!(out, "  held-out           {}", e.line())?;
+    }
     writeln!(
         out,
         "  rank 0 owns        rows {:?} per band, {} classes",

@@ -1,7 +1,7 @@
 //! The multi-process trainer under `mpirun` (issue 18's CI check): `mpirun -np 2` and `-np 3`
 //! of a binary built with `--features mpi` give the single process's losses within 1e-5 for
 //! every table optimizer, the adaptive softmax and head/tail bands with a host tail, and the same
-//! held-out loss; a rank that
+//! held-out loss and task metrics; a rank that
 //! dies ends the job with an error, not a hang, and the run resumes from its last checkpoint. The binary is `WIDEBAG_MPI_BIN` (CI builds it:
 //! `cargo build --release --features mpi`, copied aside, since `cargo test` rebuilds the plain
 //! one); without it these tests say they were skipped, unless `WIDEBAG_REQUIRE_MPI=1`.
@@ -60,11 +60,19 @@ fn run(bin: &str, ranks: Option<usize>, sets: &[&str], env: &[(&str, &str)]) -> 
     cmd.output().expect("mpirun and the binary run")
 }
 
-fn losses(o: &Output) -> [f64; 4] {
+/// The training losses, the held-out loss and the held-out task's metrics (perplexity here:
+/// synthetic next-id rows).
+fn losses(o: &Output) -> Vec<f64> {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    ["first_loss", "final_loss", "final_loss_mean10", "eval_loss"]
+    let mut out: Vec<f64> = ["first_loss", "final_loss", "final_loss_mean10", "eval_loss"]
         .map(|k| v[k].as_f64().unwrap_or_else(|| panic!("no {k} in {v}")))
+        .to_vec();
+    let metrics = v["eval"]["metrics"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no eval in {v}"));
+    out.extend(metrics.iter().map(|m| m["value"].as_f64().unwrap()));
+    out
 }
 
 #[test]
@@ -90,6 +98,7 @@ fn mpirun_with_2_and_3_ranks_trains_as_one_process() {
         let one = losses(&run(&bin, None, sets, &[]));
         for n in [2, 3] {
             let many = losses(&run(&bin, Some(n), sets, &[]));
+            assert_eq!(many.len(), one.len());
             for (a, b) in many.iter().zip(&one) {
                 assert!(
                     (a - b).abs() <= 1e-5 * b.abs(),

@@ -3,7 +3,8 @@
 //! every table, its rows of each global batch and (full softmax) its block of classes, give the
 //! single process's losses, held-out loss and final weights within 1e-5 — every table optimizer (lazy AdamW's
 //! catch-up included), the class-split full softmax and the (data-parallel) adaptive softmax,
-//! head/tail bands with a host tail.
+//! head/tail bands with a host tail; and the held-out task metrics (Recall@K and NDCG with seen
+//! items masked, accuracy, perplexity) equal the single process's.
 
 use std::time::Duration;
 
@@ -16,10 +17,12 @@ use widebag_config::bands::ModelBands;
 use widebag_config::{
     BandPlacement, Config, Cutoffs, DenseOptim, OutputKind, TableOptim, TargetKind,
 };
+use widebag_eval::{EvalReport, RecallConvention, Task};
+use widebag_model::eval::{EvalSet, EvalSpec, evaluate};
 use widebag_model::ids::SortedIdBuf;
 use widebag_model::memory::MemoryMeter;
 use widebag_model::tensors::to_vec;
-use widebag_model::{Ranks, WideModel};
+use widebag_model::{BackendKind, Ranks, WideModel};
 
 const STEPS: u64 = 4;
 
@@ -83,6 +86,42 @@ fn close(what: &str, got: &[f32], want: &[f32]) {
     }
 }
 
+/// The tasks whose metrics are compared: ranking (with seen items masked), accuracy, perplexity.
+const SPECS: [Task; 3] = [
+    Task::Recommendation,
+    Task::Classification,
+    Task::LanguageModel,
+];
+
+fn spec(task: Task) -> EvalSpec {
+    EvalSpec {
+        task,
+        ks: vec![3, 5],
+        recall: RecallConvention::LightGcn,
+    }
+}
+
+/// The held-out batches, each row masking a few classes (as a user's training items).
+fn held_out_set(config: &Config, held_out: &[widebag_csr::CsrBatch]) -> EvalSet {
+    let n = config.data.n_classes() as u32;
+    EvalSet {
+        batches: held_out.to_vec(),
+        seen: held_out
+            .iter()
+            .map(|b| {
+                (0..b.n_rows() as u32)
+                    .map(|r| {
+                        let mut v = vec![r % n, (r * 7 + 3) % n];
+                        v.sort_unstable();
+                        v.dedup();
+                        v
+                    })
+                    .collect()
+            })
+            .collect(),
+    }
+}
+
 fn check(name: &str, config: &Config, size: usize) {
     let bands = ModelBands::resolve(config).unwrap();
     let b = config.train.batch_size;
@@ -102,6 +141,11 @@ fn check(name: &str, config: &Config, size: usize) {
         .map(|k| batch(config, 1_000 + k * b as u64))
         .collect();
     let eval = one.eval_loss(&held_out).unwrap().unwrap();
+    let set = held_out_set(config, &held_out);
+    let reports: Vec<EvalReport> = SPECS
+        .iter()
+        .map(|&task| evaluate(&mut one, &set, &spec(task), BackendKind::Flex).unwrap())
+        .collect();
     let (tables, dense) = weights(&one);
     // N ranks, each with its rows of the same global batches.
     let out = ThreadGroup::run(size, Duration::from_secs(120), |c| {
@@ -118,11 +162,34 @@ fn check(name: &str, config: &Config, size: usize) {
             losses.push(stats.loss);
         }
         let eval = m.eval_loss_ranks(&held_out, &c).unwrap().unwrap();
-        (losses, eval, weights(&m))
+        let reports: Vec<Option<EvalReport>> = SPECS
+            .iter()
+            .map(|&task| m.evaluate_ranks(&set, &spec(task), &c).unwrap())
+            .collect();
+        (losses, eval, weights(&m), reports)
     });
     for (rank, r) in out.into_iter().enumerate() {
-        let (got, got_eval, (blocks, got_dense)) = r.unwrap();
+        let (got, got_eval, (blocks, got_dense), got_reports) = r.unwrap();
         let what = format!("{name}, rank {rank} of {size}");
+        for (want, got) in reports.iter().zip(&got_reports) {
+            match (rank, got) {
+                (0, Some(got)) => {
+                    assert_eq!(got.n_rows, want.n_rows, "{what}: {:?}", want.task);
+                    for m in &want.metrics {
+                        let g = got.get(&m.name).unwrap();
+                        assert!(
+                            (g - m.value).abs() <= 1e-5 * (1.0 + m.value.abs()),
+                            "{what}: {:?} {}: {g} against {}",
+                            want.task,
+                            m.name,
+                            m.value
+                        );
+                    }
+                }
+                (0, None) => panic!("{what}: rank 0 has no report"),
+                (_, got) => assert!(got.is_none(), "{what}: only rank 0 reports"),
+            }
+        }
         close(&format!("{what}: losses"), &got, &losses);
         close(
             &format!("{what}: held-out loss"),

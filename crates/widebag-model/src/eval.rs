@@ -93,19 +93,19 @@ impl DeviceLse {
     }
 }
 
-struct Accumulator<'a> {
+pub(crate) struct Accumulator<'a> {
     batch: &'a CsrBatch,
     options: ScoreOptions<'a>,
-    top: Vec<RowTopK>,
+    pub(crate) top: Vec<RowTopK>,
     /// `Σ w · score` of each row's targets.
-    target: Vec<f64>,
+    pub(crate) target: Vec<f64>,
     /// Host path: running `(max, Σ exp(s − max))` per row.
-    host_lse: Vec<(f64, f64)>,
+    pub(crate) host_lse: Vec<(f64, f64)>,
     lse: Option<DeviceLse>,
 }
 
 impl<'a> Accumulator<'a> {
-    fn new(batch: &'a CsrBatch, options: ScoreOptions<'a>) -> Self {
+    pub(crate) fn new(batch: &'a CsrBatch, options: ScoreOptions<'a>) -> Self {
         let n = batch.n_rows();
         let host = options.backend == BackendKind::Flex;
         Self {
@@ -138,7 +138,7 @@ impl<'a> Accumulator<'a> {
             .collect()
     }
 
-    fn add(&mut self, start: usize, scores: Tensor<2>) -> Result<(), ModelError> {
+    pub(crate) fn add(&mut self, start: usize, scores: Tensor<2>) -> Result<(), ModelError> {
         match self.options.backend {
             BackendKind::Flex => self.add_host(start, scores),
             _ => self.add_device(start, scores),
@@ -251,16 +251,9 @@ pub fn evaluate(
     spec: &EvalSpec,
     backend: BackendKind,
 ) -> Result<EvalReport, ModelError> {
-    let k = match spec.task {
-        Task::Recommendation => spec.ks.iter().copied().max().unwrap_or(20),
-        Task::Classification => 5,
-        Task::LanguageModel => 1,
-    };
+    let k = top_k(spec);
     let none = Vec::new();
-    let bad = |e: widebag_eval::EvalError| ModelError::Shape(e.to_string());
-    let mut ranking = RankingMetrics::new(&spec.ks, spec.recall).map_err(bad)?;
-    let mut class = ClassMetrics::new();
-    let mut lm = PerplexityMetrics::new();
+    let mut metrics = Metrics::new(spec)?;
     for (i, batch) in set.batches.iter().enumerate() {
         let options = ScoreOptions {
             k,
@@ -270,31 +263,68 @@ pub fn evaluate(
         let rows = score_rows(layout, batch, options)?;
         let t = batch.targets();
         for (r, s) in rows.iter().enumerate() {
-            let classes = &t.classes[t.row_ptr[r]..t.row_ptr[r + 1]];
-            match spec.task {
-                Task::Recommendation => {
-                    let ranked: Vec<u32> = s.top.iter().map(|&(c, _)| c).collect();
-                    ranking.add_user(&ranked, classes);
+            metrics.add(s, &t.classes[t.row_ptr[r]..t.row_ptr[r + 1]]);
+        }
+    }
+    Ok(metrics.report())
+}
+
+/// How many classes a row's top list keeps for the task's metrics.
+pub(crate) fn top_k(spec: &EvalSpec) -> usize {
+    match spec.task {
+        Task::Recommendation => spec.ks.iter().copied().max().unwrap_or(20),
+        Task::Classification => 5,
+        Task::LanguageModel => 1,
+    }
+}
+
+/// The task's metrics, folded row by row in the held-out rows' order.
+pub(crate) struct Metrics {
+    task: Task,
+    ranking: RankingMetrics,
+    class: ClassMetrics,
+    lm: PerplexityMetrics,
+}
+
+impl Metrics {
+    pub(crate) fn new(spec: &EvalSpec) -> Result<Self, ModelError> {
+        let bad = |e: widebag_eval::EvalError| ModelError::Shape(e.to_string());
+        Ok(Self {
+            task: spec.task,
+            ranking: RankingMetrics::new(&spec.ks, spec.recall).map_err(bad)?,
+            class: ClassMetrics::new(),
+            lm: PerplexityMetrics::new(),
+        })
+    }
+
+    /// One row's scores and its target classes.
+    pub(crate) fn add(&mut self, s: &RowScores, classes: &[u32]) {
+        match self.task {
+            Task::Recommendation => {
+                let ranked: Vec<u32> = s.top.iter().map(|&(c, _)| c).collect();
+                self.ranking.add_user(&ranked, classes);
+            }
+            Task::Classification => {
+                let ranked: Vec<u32> = s.top.iter().map(|&(c, _)| c).collect();
+                if let Some(&c) = classes.first() {
+                    self.class.add_row(c, s.target_log_prob, &ranked);
                 }
-                Task::Classification => {
-                    let ranked: Vec<u32> = s.top.iter().map(|&(c, _)| c).collect();
-                    if let Some(&c) = classes.first() {
-                        class.add_row(c, s.target_log_prob, &ranked);
-                    }
-                }
-                Task::LanguageModel => {
-                    if !classes.is_empty() {
-                        lm.add_token(-s.target_log_prob);
-                    }
+            }
+            Task::LanguageModel => {
+                if !classes.is_empty() {
+                    self.lm.add_token(-s.target_log_prob);
                 }
             }
         }
     }
-    Ok(match spec.task {
-        Task::Recommendation => ranking.report(),
-        Task::Classification => class.report(),
-        Task::LanguageModel => lm.report(),
-    })
+
+    pub(crate) fn report(self) -> EvalReport {
+        match self.task {
+            Task::Recommendation => self.ranking.report(),
+            Task::Classification => self.class.report(),
+            Task::LanguageModel => self.lm.report(),
+        }
+    }
 }
 
 /// The task a config trains for, and so its metrics: a bag of targets (LightGCN data,

@@ -15,6 +15,7 @@ pub mod device;
 mod device_round;
 pub mod error;
 pub mod eval;
+mod eval_ranks;
 pub mod export;
 mod export_files;
 mod host_rows;

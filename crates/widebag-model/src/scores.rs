@@ -33,6 +33,18 @@ impl WideModel {
         visit: &mut Visit<'_>,
     ) -> Result<ScoreKind, ModelError> {
         let (h, params) = self.eval_hidden(batch)?;
+        self.score_hidden(&h, &params, visit)
+    }
+
+    /// Visits the scores of every class this model holds (a rank: its class block of the full
+    /// softmax) for the rows of `h`, chunk by chunk.
+    pub(crate) fn score_hidden(
+        &self,
+        h: &Tensor<2>,
+        params: &crate::params::DenseParams<Tensor<2>>,
+        visit: &mut Visit<'_>,
+    ) -> Result<ScoreKind, ModelError> {
+        let h = h.clone();
         match &params.output {
             OutputParams::Full { .. } => {
                 for (chunk, (w, b)) in self.chunks.iter().zip(params.full_chunks()) {

@@ -185,7 +185,7 @@ impl WideModel {
     /// Step 2 across ranks: each band's unique ids to their owners; each owner brings the rows
     /// asked of it up to date (lazy AdamW's catch-up) and sends them back. Returns each band's
     /// route (with the first row of this rank's block) and the rows, one tensor per segment.
-    fn fetch_rows(
+    pub(crate) fn fetch_rows(
         &mut self,
         ids: &BandIds,
         comm: &dyn Collective,

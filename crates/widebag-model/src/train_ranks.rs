@@ -36,9 +36,12 @@ pub struct RanksSummary {
     pub final_loss_mean10: f32,
     /// Global examples per second after the first step.
     pub examples_per_s: f64,
-    /// Mean loss over the held-out rows after training (`train.eval_rows` or `data.test_path`;
-    /// the task's metrics are not yet computed across ranks).
+    /// Mean loss over the held-out rows after training (`train.eval_rows` or `data.test_path`).
     pub eval_loss: Option<f64>,
+    /// The task's metrics over the held-out rows after training (Recall@K and NDCG, accuracy or
+    /// perplexity), as one process computes them; rank 0's summary only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub eval: Option<widebag_eval::EvalReport>,
     /// Rows of each band this rank owns.
     pub owned_rows: Vec<usize>,
     /// Classes of the full softmax this rank owns.
@@ -260,6 +263,14 @@ pub fn run_training_ranks(
         .map(|b| transform.eval(b))
         .collect();
     let eval_loss = model.eval_loss_ranks(&eval, comm)?;
+    let set = crate::eval::EvalSet {
+        batches: eval,
+        seen: prepared.eval_seen,
+    };
+    let eval = match set.batches.is_empty() {
+        true => None,
+        false => model.evaluate_ranks(&set, &crate::eval::eval_spec(config), comm)?,
+    };
     let n_steps = losses.len();
     let timed = n_steps.saturating_sub(1).max(1) as f64;
     let warm_s = warm.elapsed().as_secs_f64().max(1e-9);
@@ -277,6 +288,7 @@ pub fn run_training_ranks(
         losses,
         examples_per_s: timed * b as f64 / warm_s,
         eval_loss,
+        eval,
         owned_rows: model.bands.iter().map(|band| band.table.n_rows()).collect(),
         owned_classes: model.chunks.iter().map(|c| c.n).sum(),
         sent_bytes_per_step: model
