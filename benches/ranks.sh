@@ -3,7 +3,8 @@
 # the seed model (configs/seed-sparse.toml: 240,000 → 1024 → 512 → 240,000, Adam on both
 # parts, batch 128) for STEPS steps, as one process and under `mpirun -np 2` and `-np 4`
 # (oversubscribed on a small machine). Prints examples/s, the final loss, each collective's
-# bytes sent per step by rank 0, and rank 0's peak RSS.
+# bytes sent per step by rank 0, rank 0's peak RSS, and what the row exchange would have sent
+# as pooled partial sums instead (counted on the same batches).
 #   cargo build --release --features mpi && bash benches/ranks.sh [STEPS] [OUT_DIR]
 set -euo pipefail
 steps=${1:-20}
@@ -34,4 +35,14 @@ print("|---|---|---|")
 for k in keys:
     cells = [size(runs[n]["sent_bytes_per_step"].get(k, 0)) for n in (2, 4)]
     print(f"| {k} | " + " | ".join(cells) + " |")
+print()
+print("| the row exchange, rank 0, per step | -np 2 | -np 4 |")
+print("|---|---|---|")
+rows = {n: sum(v for k, v in runs[n]["sent_bytes_per_step"].items() if k.endswith("(all-to-all)"))
+        for n in (2, 4)}
+pooled = {n: runs[n]["pooled_alternative_bytes_per_step"] for n in (2, 4)}
+print("| rows back (ids, rows, row gradients: what widebag sends) | "
+      + " | ".join(size(rows[n]) for n in (2, 4)) + " |")
+print("| pooled partial sums (entries, partial sums, bag gradients), counted on the same batches | "
+      + " | ".join(f"{size(pooled[n])} ({pooled[n] / rows[n]:.2f}×)" for n in (2, 4)) + " |")
 PY

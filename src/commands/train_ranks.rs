@@ -297,6 +297,19 @@ fn render(s: &RanksSummary, json: bool) -> anyhow::Result<String> {
         "  rank 0 owns        rows {:?} per band, {} classes",
         s.owned_rows, s.owned_classes
     )?;
+    let rows_exchange: f64 = s
+        .sent_bytes_per_step
+        .iter()
+        .filter(|(k, _)| k.ends_with("(all-to-all)"))
+        .map(|(_, v)| v)
+        .sum();
+    writeln!(
+        out,
+        "  row exchange       {} per step as rows; pooled partial sums would send {} ({:.2}×)",
+        format_bytes(rows_exchange as u64),
+        format_bytes(s.pooled_alternative_bytes_per_step as u64),
+        s.pooled_alternative_bytes_per_step / rows_exchange.max(1.0)
+    )?;
     for (what, bytes) in &s.sent_bytes_per_step {
         writeln!(
             out,

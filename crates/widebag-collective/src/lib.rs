@@ -7,6 +7,7 @@
 
 pub mod check;
 pub mod partition;
+pub mod pooled;
 pub mod route;
 pub mod threads;
 

@@ -181,6 +181,9 @@ pub struct WideModel {
     pub ranks: Ranks,
     /// Bytes this rank has sent to the other ranks, by collective (`Self::train_step_ranks`).
     pub sent_bytes: std::collections::BTreeMap<&'static str, u64>,
+    /// Bytes the row exchange would have sent as pooled partial sums instead, on the same
+    /// batches (`widebag_collective::pooled`).
+    pub pooled_bytes: u64,
     device: Device,
 }
 
@@ -279,6 +282,7 @@ impl WideModel {
             step: 0,
             ranks,
             sent_bytes: Default::default(),
+            pooled_bytes: 0,
             device,
         })
     }

@@ -14,6 +14,7 @@
 use burn::tensor::Tensor;
 use widebag_collective::Collective;
 use widebag_collective::partition::{Fused, all_reduce_sent, local_rows};
+use widebag_collective::pooled::{BandCut, pooled_sent_bytes};
 use widebag_collective::route::Route;
 use widebag_csr::CsrBatch;
 use widebag_ledger::step::collective_names as names;
@@ -61,6 +62,16 @@ impl WideModel {
         let mine = local_rows(global.n_rows(), ranks.rank, ranks.size);
         let batch = global.row_range(mine.clone());
         let ids = self.band_ids_whole(&batch)?;
+        let cuts: Vec<BandCut> = self
+            .bands
+            .iter()
+            .map(|b| BandCut {
+                start: b.band.start as u32,
+                end: b.band.end as u32,
+                dim: b.band.dim,
+            })
+            .collect();
+        self.pooled_bytes += pooled_sent_bytes(comm, batch.row_ptr(), batch.ids(), &cuts)?;
         meter.lap(Stage::Ids);
         // 2. unique rows from their owners.
         let (routes, rows) = self.fetch_rows(&ids, comm)?;
