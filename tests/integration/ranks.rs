@@ -158,7 +158,12 @@ fn check(name: &str, config: &Config, size: usize) {
         let mut losses = Vec::new();
         for s in 0..STEPS {
             let global = batch(config, s * b as u64);
-            let stats = m.train_step_ranks(&global, &c, &mut meter).unwrap();
+            let mine =
+                widebag_collective::partition::local_rows(global.n_rows(), c.rank(), c.size());
+            let part = global.row_range(mine);
+            let stats = m
+                .train_step_ranks(&part, global.n_rows(), &c, &mut meter)
+                .unwrap();
             losses.push(stats.loss);
         }
         let eval = m.eval_loss_ranks(&held_out, &c).unwrap().unwrap();
@@ -254,8 +259,10 @@ fn a_rank_on_the_tensor_path_is_refused_not_run() {
         };
         let mut m = WideModel::new_rank(&config, &bands, &gpu, ranks).unwrap();
         let mut meter = MemoryMeter::new(m.device());
+        let global = batch(&config, 0);
+        let part = global.row_range(widebag_collective::partition::local_rows(12, c.rank(), 2));
         let err = m
-            .train_step_ranks(&batch(&config, 0), &c, &mut meter)
+            .train_step_ranks(&part, global.n_rows(), &c, &mut meter)
             .unwrap_err();
         err.to_string()
     });

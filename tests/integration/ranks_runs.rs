@@ -2,7 +2,8 @@
 //! writes the run directory from rank 0 and checkpoints per rank; `--resume` continues at the
 //! same N from the newest step every rank has a good checkpoint of, with the losses of the run
 //! that never stopped; another N is refused naming the one that wrote it; `--budget` plans each
-//! rank's part.
+//! rank's part; each rank reads only its rows of a data file's batches (epochs, short batches,
+//! input dropout) and trains as one process.
 
 use crate::common::{json, widebag};
 
@@ -139,4 +140,72 @@ fn budget_across_ranks_plans_each_rank() {
     );
     let err = String::from_utf8_lossy(&fits.stderr);
     assert!(err.contains("per rank across 2"), "{err}");
+}
+
+/// `train --json`'s first, final and last-10 mean losses, one process or `ranks`.
+fn run_losses(sets: &[String], ranks: Option<&str>) -> Vec<f64> {
+    let mut a: Vec<&str> = vec!["train", "--json", "--device", "cpu"];
+    for s in sets {
+        a.extend(["--set", s.as_str()]);
+    }
+    if let Some(n) = ranks {
+        a.extend(["--ranks", n]);
+    }
+    let o = widebag(&a);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v = json(&o);
+    ["first_loss", "final_loss", "final_loss_mean10"]
+        .iter()
+        .map(|k| v[k].as_f64().unwrap())
+        .collect()
+}
+
+#[test]
+fn each_rank_reads_its_rows_of_a_file_and_drops_out_as_one_process() {
+    let dir = std::env::temp_dir().join(format!("widebag-ranks-shards-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("rows.svm");
+    let made = widebag(&[
+        "data",
+        "synth",
+        "--rows",
+        "150",
+        "--set",
+        "data.width=400",
+        "--set",
+        "data.n_classes=30",
+        "--to",
+        "libsvm",
+        file.to_str().unwrap(),
+    ]);
+    assert!(
+        made.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    // 150 rows in batches of 40: every epoch ends with a short batch of 30, split unevenly.
+    let sets: Vec<String> = [
+        format!("data.path=\"{}\"", file.display()),
+        "data.format=\"libsvm\"".into(),
+        "model.dim=8".into(),
+        "model.hidden=[6]".into(),
+        "train.batch_size=40".into(),
+        "train.steps=9".into(),
+        "model.input_dropout=0.3".into(),
+        "optim.table=\"adam\"".into(),
+    ]
+    .into();
+    let one = run_losses(&sets, None);
+    for n in ["2", "3"] {
+        let many = run_losses(&sets, Some(n));
+        assert_eq!(many.len(), one.len());
+        for (a, b) in many.iter().zip(&one) {
+            assert!(
+                (a - b).abs() <= 1e-5 * b.abs(),
+                "{n} ranks: {many:?} against {one:?}"
+            );
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }

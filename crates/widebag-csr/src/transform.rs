@@ -34,6 +34,13 @@ impl CsrBatch {
     /// removed, by a hash of `(seed, entry)`; the targets are kept whole (a denoising
     /// autoencoder reconstructs the full bag). `p = 0` returns the batch unchanged.
     pub fn dropout(&self, p: f64, seed: u64) -> CsrBatch {
+        self.dropout_from(p, seed, 0)
+    }
+
+    /// [`Self::dropout`] of rows that are part of a larger batch whose entries before them
+    /// number `first_entry`: each entry is kept or dropped as it would be in the whole batch
+    /// (one rank's rows of a global batch).
+    pub fn dropout_from(&self, p: f64, seed: u64, first_entry: usize) -> CsrBatch {
         if p <= 0.0 {
             return self.clone();
         }
@@ -43,7 +50,7 @@ impl CsrBatch {
         let (mut out_ptr, mut out_ids, mut out_values) = (vec![0usize], Vec::new(), Vec::new());
         for r in 0..self.n_rows() {
             for e in ptr[r]..ptr[r + 1] {
-                if mix64(seed ^ mix64(e as u64)) >= threshold {
+                if mix64(seed ^ mix64((first_entry + e) as u64)) >= threshold {
                     out_ids.push(ids[e]);
                     out_values.push(values[e] * scale);
                 }

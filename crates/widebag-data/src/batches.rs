@@ -50,14 +50,26 @@ impl EpochBatches {
 
     /// The next `batch_size` rows of the current epoch (fewer at its end).
     pub fn next_batch(&mut self, batch_size: usize) -> Result<CsrBatch, DataError> {
+        self.next_batch_part(batch_size, |n| 0..n).map(|(b, _)| b)
+    }
+
+    /// Rows `part(n)` of the next batch of `n` rows (as [`Self::next_batch`] draws it), built
+    /// alone, and `n`: one rank's share of a global batch, read without the others'.
+    pub fn next_batch_part(
+        &mut self,
+        batch_size: usize,
+        part: impl Fn(usize) -> std::ops::Range<usize>,
+    ) -> Result<(CsrBatch, usize), DataError> {
         if self.next >= self.order.len() {
             self.epoch += 1;
             self.shuffle();
         }
         let end = (self.next + batch_size).min(self.order.len());
-        let rows = &self.order[self.next..end];
+        let n = end - self.next;
+        let mine = part(n);
+        let rows = &self.order[self.next + mine.start.min(n)..self.next + mine.end.min(n)];
         self.next = end;
-        Ok(self.data.batch(rows)?)
+        Ok((self.data.batch(rows)?, n))
     }
 }
 
@@ -129,6 +141,27 @@ impl BatchSource {
             BatchSource::Rows(r) => r.next_batch(batch_size),
         }
     }
+
+    /// Rows `part(n)` of the next batch (of `n` rows), built without the others, and `n`; the
+    /// source moves past the whole batch. A rank of a multi-process run reads its rows of each
+    /// global batch this way: the ranks' parts are disjoint and together the batch
+    /// [`Self::next_batch`] would give, whatever the number of ranks.
+    pub fn next_batch_part(
+        &mut self,
+        batch_size: usize,
+        part: impl Fn(usize) -> std::ops::Range<usize>,
+    ) -> Result<(CsrBatch, usize), DataError> {
+        match self {
+            BatchSource::Synthetic(s) => {
+                let first = s.next_row();
+                let mine = part(batch_size);
+                let b = s.batch_at(first + mine.start as u64, mine.len())?;
+                s.seek(first + batch_size as u64);
+                Ok((b, batch_size))
+            }
+            BatchSource::Rows(r) => r.next_batch_part(batch_size, part),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -162,5 +195,48 @@ mod tests {
         assert_eq!(b.epoch(), 1);
         b.next_batch(4).unwrap();
         assert_eq!(b.epoch(), 2);
+    }
+
+    #[test]
+    fn the_parts_of_a_batch_are_the_batch() {
+        let mut rows = RowStore::new();
+        for r in 0..10u32 {
+            rows.push(&[r, (r + 3) % 10], &[1.0, 2.0], &[r], &[1.0]);
+        }
+        let data = Arc::new(Dataset {
+            source: "mem".into(),
+            width: 10,
+            n_classes: 10,
+            rows,
+            skipped_lines: 0,
+            notes: vec![],
+        });
+        let mut whole = BatchSource::Rows(EpochBatches::new(data, 7));
+        let mut parts = [whole.clone(), whole.clone(), whole.clone()];
+        // Three epochs of batches of 4 (the last of each epoch short), in three parts.
+        for _ in 0..9 {
+            let b = whole.next_batch(4).unwrap();
+            let mut got = Vec::new();
+            for (k, p) in parts.iter_mut().enumerate() {
+                let (part, n) = p
+                    .next_batch_part(4, |n| (n * k / 3)..(n * (k + 1) / 3))
+                    .unwrap();
+                assert_eq!(n, b.n_rows());
+                got.push(part);
+            }
+            let rows: Vec<usize> = got.iter().map(|p| p.n_rows()).collect();
+            assert_eq!(rows.iter().sum::<usize>(), b.n_rows());
+            let mut at = 0;
+            for (p, &n) in got.iter().zip(&rows) {
+                let want = b.row_range(at..at + n);
+                assert_eq!(
+                    (p.row_ptr(), p.ids(), p.values()),
+                    (want.row_ptr(), want.ids(), want.values())
+                );
+                assert_eq!(p.targets(), want.targets());
+                at += n;
+            }
+            assert_eq!(parts[0].position(), whole.position());
+        }
     }
 }

@@ -16,7 +16,7 @@ use widebag_collective::Collective;
 use widebag_collective::partition::{Fused, all_reduce_sent, local_rows};
 use widebag_collective::pooled::{BandCut, pooled_sent_bytes};
 use widebag_collective::route::Route;
-use widebag_csr::CsrBatch;
+use widebag_csr::{CsrBatch, Targets};
 use widebag_ledger::step::collective_names as names;
 
 use crate::ModelError;
@@ -45,23 +45,32 @@ fn to_others(lists: &[Vec<u32>], me: usize) -> u64 {
 type BandRoute = (Route, u32);
 
 impl WideModel {
-    /// One training step of this rank on its rows of the `global` batch; every rank of `comm`
-    /// calls it with the same global batch. Returns the global batch's loss.
+    /// One training step of this rank on `batch`, its rows (`local_rows`) of a global batch of
+    /// `global_rows` rows; every rank of `comm` calls it with its part of the same global batch.
+    /// Returns the global batch's loss.
     pub fn train_step_ranks(
         &mut self,
-        global: &CsrBatch,
+        batch: &CsrBatch,
+        global_rows: usize,
         comm: &dyn Collective,
         meter: &mut MemoryMeter,
     ) -> Result<StepStats, ModelError> {
         meter.probe(Point::Setup);
         self.check_rank_kernels("this device")?;
-        self.check_batch(global)?;
+        self.check_batch(batch)?;
         self.step += 1;
         let (ranks, step) = (self.ranks, self.step);
         // 1. data: this rank's rows and their unique ids, one segment per band.
-        let mine = local_rows(global.n_rows(), ranks.rank, ranks.size);
-        let batch = global.row_range(mine.clone());
-        let ids = self.band_ids_whole(&batch)?;
+        let mine = local_rows(global_rows, ranks.rank, ranks.size);
+        if mine.len() != batch.n_rows() {
+            return Err(ModelError::Shape(format!(
+                "rank {} of {} holds rows {mine:?} of a batch of {global_rows}, not {} rows",
+                ranks.rank,
+                ranks.size,
+                batch.n_rows()
+            )));
+        }
+        let ids = self.band_ids_whole(batch)?;
         let cuts: Vec<BandCut> = self
             .bands
             .iter()
@@ -72,20 +81,25 @@ impl WideModel {
             })
             .collect();
         self.pooled_bytes += pooled_sent_bytes(comm, batch.row_ptr(), batch.ids(), &cuts)?;
+        // Every row's targets, for the class-split output layer (the rows are the ranks').
+        let targets = match self.adaptive() {
+            true => None,
+            false => Some(self.gather_targets(&self.objective_targets(batch), comm)?),
+        };
         meter.lap(Stage::Ids);
         // 2. unique rows from their owners.
         let (routes, rows) = self.fetch_rows(&ids, comm)?;
-        let inputs = self.upload_inputs(&batch, &ids);
+        let inputs = self.upload_inputs(batch, &ids);
         meter.lap(Stage::Gather);
         // 3.–4. forward and backward.
         let host = HostLayer::take(&mut self.dense.output)?;
-        let grads = match self.adaptive() {
-            true => self
-                .forward(&batch, inputs, rows, Some(&host), meter)
+        let grads = match &targets {
+            None => self
+                .forward(batch, inputs, rows, Some(&host), meter)
                 .and_then(|forward| self.backward(forward, ids, Some(&host), meter))
                 .map(|g| (g, false)),
-            false => self
-                .class_split(global, &mine, (ids, inputs, rows), &host, comm, meter)
+            Some(targets) => self
+                .class_split(targets, &mine, (ids, inputs, rows), &host, comm, meter)
                 .map(|g| (g, true)),
         };
         let device = self.device().clone();
@@ -95,7 +109,7 @@ impl WideModel {
         // data-parallel output's are this rank's rows' mean, weighed by their share.
         let share = match split {
             true => 1.0,
-            false => batch.n_rows() as f32 / global.n_rows().max(1) as f32,
+            false => batch.n_rows() as f32 / global_rows.max(1) as f32,
         };
         let Grads {
             loss, rows, dense, ..
@@ -107,7 +121,7 @@ impl WideModel {
         // What the output layer's collectives sent (a reduction: a reduce-scatter, then an
         // all-gather).
         let others = (ranks.size - 1) as u64;
-        let (n, last) = (global.n_rows(), self.spec.last_hidden());
+        let (n, last) = (global_rows, self.spec.last_hidden());
         let reduced = |len: usize| all_reduce_sent(len, ranks.rank, ranks.size) * 4;
         let output_traffic: [(&'static str, u64); 3] = match split {
             true => [
@@ -175,7 +189,51 @@ impl WideModel {
         meter.lap(Stage::DenseUpdate);
         // 7. measure.
         meter.sample(Point::StepEnd);
-        Ok(StepStats::new(step, global_loss[0], &batch))
+        Ok(StepStats::new(step, global_loss[0], batch))
+    }
+
+    /// Every rank's `local` targets (its rows'), concatenated in rank order: the global batch's.
+    fn gather_targets(
+        &mut self,
+        local: &Targets,
+        comm: &dyn Collective,
+    ) -> Result<Targets, ModelError> {
+        let n = local.row_ptr.len() - 1;
+        let mut mine = Vec::with_capacity(1 + n + 2 * local.classes.len());
+        mine.push(n as u32);
+        mine.extend(local.row_ptr.windows(2).map(|w| (w[1] - w[0]) as u32));
+        mine.extend_from_slice(&local.classes);
+        mine.extend(local.weights.iter().map(|w| w.to_bits()));
+        let size = self.ranks.size;
+        *self.sent_bytes.entry(names::TARGETS).or_default() +=
+            mine.len() as u64 * 4 * (size as u64 - 1);
+        let all = comm.all_to_all_u32(vec![mine; size])?;
+        let bad = || ModelError::Execution("a rank sent malformed targets".into());
+        let mut out = Targets {
+            n_classes: local.n_classes,
+            row_ptr: vec![0],
+            classes: Vec::new(),
+            weights: Vec::new(),
+            single_class: true,
+        };
+        for part in &all {
+            let rows = *part.first().ok_or_else(bad)? as usize;
+            let lens = part.get(1..1 + rows).ok_or_else(bad)?;
+            let m: usize = lens.iter().map(|&l| l as usize).sum();
+            let classes = part.get(1 + rows..1 + rows + m).ok_or_else(bad)?;
+            let weights = part.get(1 + rows + m..1 + rows + 2 * m).ok_or_else(bad)?;
+            for &l in lens {
+                let last = *out.row_ptr.last().expect("starts at 0");
+                out.row_ptr.push(last + l as usize);
+            }
+            out.classes.extend_from_slice(classes);
+            out.weights
+                .extend(weights.iter().map(|&b| f32::from_bits(b)));
+        }
+        out.single_class = (0..out.row_ptr.len() - 1)
+            .all(|r| out.row_ptr[r + 1] - out.row_ptr[r] == 1)
+            && out.weights.iter().all(|&w| w == 1.0);
+        Ok(out)
     }
 
     /// An error unless the model runs flex's host kernels: the class-split output layer and
@@ -234,7 +292,7 @@ impl WideModel {
     /// flex kernel), `dL/dh` all-reduced, then autodiff through this rank's trunk.
     fn class_split(
         &self,
-        global: &CsrBatch,
+        targets: &Targets,
         mine: &std::ops::Range<usize>,
         (ids, inputs, rows): (BandIds, BagInputs, Vec<Tensor<2>>),
         host: &HostLayer,
@@ -246,7 +304,7 @@ impl WideModel {
         let params = self.dense.map_split(leaf, |p| p.value.clone());
         let h = self.forward_hidden(&rows, &params, &inputs);
         meter.lap(Stage::Forward);
-        let (h_all, targets, mut fwd, loss) = self.split_forward(global, &h, host, comm)?;
+        let (h_all, targets, mut fwd, loss) = self.split_forward(targets, &h, host, comm)?;
         let last = self.spec.last_hidden();
         let refs = host.refs();
         meter.lap(Stage::OutputForward);
@@ -282,7 +340,7 @@ impl WideModel {
     /// every rank's classes from the per-row max and sum, and the global batch's mean loss.
     fn split_forward(
         &self,
-        global: &CsrBatch,
+        targets: &Targets,
         h: &Tensor<2>,
         host: &HostLayer,
         comm: &dyn Collective,
@@ -290,11 +348,10 @@ impl WideModel {
         // Every rank's rows, in rank order: the global batch's.
         let last = self.spec.last_hidden();
         let h_all: Vec<f32> = comm.all_gather_f32(&to_vec(h.clone().inner())?)?.concat();
-        let n = global.n_rows();
+        let n = targets.row_ptr.len() - 1;
         let classes = self.ranks.class_block(self.spec.n_classes);
-        let targets = self.objective_targets(global);
         let entries = (0..n).flat_map(|r| {
-            let t = &targets;
+            let t = targets;
             (t.row_ptr[r]..t.row_ptr[r + 1])
                 .filter(|&k| classes.contains(&(t.classes[k] as usize)))
                 .map(move |k| (r as u32, t.classes[k] - classes.start as u32, t.weights[k]))
@@ -359,7 +416,8 @@ impl WideModel {
                     let off_graph = |p: &DenseParam| p.value.clone().autodiff();
                     let params = self.dense.map_split(off_graph, |p| p.value.clone());
                     let h = self.forward_hidden(&rows, &params, &inputs);
-                    self.split_forward(global, &h, &host, comm).map(|f| f.3)
+                    let targets = self.objective_targets(global);
+                    self.split_forward(&targets, &h, &host, comm).map(|f| f.3)
                 }
             };
             let device = self.device().clone();

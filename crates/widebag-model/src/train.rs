@@ -141,6 +141,22 @@ impl InputTransform {
         }
     }
 
+    /// One rank's rows of a training batch, normalised by [`Self::eval`] already, whose entries
+    /// follow `first_entry` of the whole batch's: dropped out as the whole batch would be.
+    pub(crate) fn dropout_part(&self, batch: CsrBatch, step: u64, first_entry: usize) -> CsrBatch {
+        if self.dropout > 0.0 {
+            let seed = widebag_data::rng::hash2(self.seed ^ 0x000d_4090_u64, step);
+            batch.dropout_from(self.dropout, seed, first_entry)
+        } else {
+            batch
+        }
+    }
+
+    /// Whether training batches lose entries to dropout.
+    pub(crate) fn drops(&self) -> bool {
+        self.dropout > 0.0
+    }
+
     /// A held-out batch: normalised, never dropped out.
     pub(crate) fn eval(&self, batch: CsrBatch) -> CsrBatch {
         if self.normalize {
@@ -167,6 +183,34 @@ pub(crate) fn prefetch(
             let batch = stream
                 .next_batch(batch_size)
                 .map(|b| (transform.train(b, step), stream.position()));
+            if tx.send(batch).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
+/// One rank's rows of a training batch (normalised, not yet dropped out), the global batch's
+/// rows and where the data stands after it.
+pub(crate) type FetchedPart = Result<(CsrBatch, usize, DataPosition), DataError>;
+
+/// [`prefetch`] of rank `rank` of `ranks`: its rows of each global batch, read alone
+/// (`BatchSource::next_batch_part`).
+pub(crate) fn prefetch_part(
+    mut stream: BatchSource,
+    batch_size: usize,
+    steps: std::ops::RangeInclusive<u64>,
+    transform: InputTransform,
+    (rank, ranks): (usize, usize),
+) -> mpsc::Receiver<FetchedPart> {
+    let (tx, rx) = mpsc::sync_channel(2);
+    std::thread::spawn(move || {
+        for _ in steps {
+            let part = |n| widebag_collective::partition::local_rows(n, rank, ranks);
+            let batch = stream
+                .next_batch_part(batch_size, part)
+                .map(|(b, n)| (transform.eval(b), n, stream.position()));
             if tx.send(batch).is_err() {
                 break;
             }

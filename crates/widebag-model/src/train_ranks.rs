@@ -1,6 +1,7 @@
 //! The training loop of one rank of a multi-process run (`mpirun -np N widebag train`, or
-//! `--ranks N` as threads): every rank reads the same global batches and trains on its rows of
-//! each (`widebag_collective::partition::local_rows`), its block of every table and a replica
+//! `--ranks N` as threads): every rank reads only its rows of each global batch
+//! (`BatchSource::next_batch_part` with `widebag_collective::partition::local_rows`: disjoint,
+//! and together the single process's batch) and trains on them, its block of every table and a replica
 //! of the dense layers ([`WideModel::train_step_ranks`]), then the held-out loss. Run
 //! directories and checkpoints are not yet available across ranks and are refused before the
 //! run.
@@ -17,7 +18,7 @@ use crate::checkpoint::{self, Manifest, RunPoint};
 use crate::device::Compute;
 use crate::memory::{MemoryMeter, MeterMode, Stage};
 use crate::model::{Ranks, StepStats, WideModel};
-use crate::train::{CheckpointPlan, InputTransform, prefetch};
+use crate::train::{CheckpointPlan, InputTransform, prefetch_part};
 
 /// What one rank's run measured (rank 0 reports it).
 #[derive(Clone, Debug, Serialize)]
@@ -174,11 +175,12 @@ pub fn run_training_ranks(
                 "a measured run does not resume".into(),
             ));
         }
-        let producer = prefetch(
+        let producer = prefetch_part(
             stream.clone(),
             b,
             1..=steps as u64,
             InputTransform::of(config),
+            (ranks.rank, ranks.size),
         );
         let (tx, rx) = std::sync::mpsc::channel();
         for fetched in producer.iter() {
@@ -208,13 +210,15 @@ pub fn run_training_ranks(
     let first = resumed_from.unwrap_or(0);
     let batches = match read_ahead {
         Some(rx) => rx,
-        None => prefetch(
+        None => prefetch_part(
             stream,
             b,
             first + 1..=steps as u64,
             InputTransform::of(config),
+            (ranks.rank, ranks.size),
         ),
     };
+    let transform = InputTransform::of(config);
     let rates = crate::model::scheduled(config);
     let start = Instant::now();
     let mut warm = start;
@@ -222,13 +226,22 @@ pub fn run_training_ranks(
     for step in first as usize..steps {
         meter.profile.start();
         let step_start = Instant::now();
-        let (global, position) = batches
+        let (part, global_rows, position) = batches
             .recv()
             .map_err(|_| ModelError::Execution("batch producer stopped".into()))??;
+        // Dropout keys each entry by its place in the global batch: after the lower ranks'.
+        let part = match transform.drops() {
+            true => {
+                let nnz = comm.all_to_all_u32(vec![vec![part.nnz() as u32]; ranks.size])?;
+                let before: usize = nnz[..ranks.rank].iter().map(|v| v[0] as usize).sum();
+                transform.dropout_part(part, step as u64 + 1, before)
+            }
+            false => part,
+        };
         meter.lap(Stage::Data);
         fault_rank_exit(ranks.rank, step as u64 + 1);
-        let mut stats = model.train_step_ranks(&global, comm, &mut meter)?;
-        stats.n_rows = global.n_rows();
+        let mut stats = model.train_step_ranks(&part, global_rows, comm, &mut meter)?;
+        stats.n_rows = global_rows;
         stats.step_s = step_start.elapsed().as_secs_f64();
         stats.lr = rates.lr_at(stats.step);
         if !stats.loss.is_finite() {

@@ -24,6 +24,7 @@ use crate::{Category, Entry, Ledger, Lifetime, Placement, Point, Pool};
 /// The collectives of a step across ranks, as the trainer names them in its byte counts.
 pub mod names {
     pub const IDS: &str = "ids (all-to-all)";
+    pub const TARGETS: &str = "targets (all-gather)";
     pub const ROWS: &str = "rows (all-to-all)";
     pub const ROW_GRADS: &str = "row gradients (all-to-all)";
     pub const HIDDEN: &str = "hidden states (all-gather)";
@@ -160,6 +161,10 @@ pub fn traffic(spec: &StepSpec) -> Vec<Traffic> {
     if spec.adaptive() {
         out.push((names::LOSS, reduced(1), true));
     } else {
+        // Each row's target count, classes and weights (bounded by the sampled targets).
+        let b = spec.batch;
+        let targets = (1 + b.n_rows + 2 * b.n_targets) * I32_BYTES * others;
+        out.push((names::TARGETS, targets, false));
         out.extend([
             (
                 names::HIDDEN,
