@@ -3,6 +3,7 @@
 //! largest buffer or a peak over the memory it computes in.
 
 use anyhow::Context;
+use widebag_collective::partition::local_rows;
 use widebag_config::DeviceChoice;
 use widebag_config::units::format_bytes;
 use widebag_ledger::step::{BatchFacts, DeviceFacts, StepSpec};
@@ -109,14 +110,39 @@ pub fn check_fits(ledger: &Ledger, spec: &StepSpec) -> anyhow::Result<()> {
 /// known (system memory for flex and for a CPU adapter: there the device's tensors and the host
 /// tier share it, so both count). Names the ledger's peak, where it falls and its largest parts.
 pub fn check_memory(ledger: &Ledger, compute: &Compute) -> anyhow::Result<()> {
+    check_memory_shared(ledger, compute, 1)
+}
+
+/// [`check_memory`] for `sharing` ranks of a multi-process run that share this machine's memory,
+/// each holding about what `ledger` (rank 0's, the largest) predicts.
+pub fn check_memory_shared(
+    ledger: &Ledger,
+    compute: &Compute,
+    sharing: usize,
+) -> anyhow::Result<()> {
     let Some(memory) = compute.memory_bytes else {
         return Ok(());
     };
     let device = ledger.peak(Placement::Device);
     let host = ledger.peak(Placement::Host).bytes;
-    let need = device.bytes.saturating_add(host);
+    let one = device.bytes.saturating_add(host);
+    let need = one.saturating_mul(sharing.max(1) as u64);
     if need <= memory {
         return Ok(());
+    }
+    if sharing > 1 {
+        anyhow::bail!(
+            "does not fit: {sharing} ranks on this machine each need about {} (rank 0's ledger: {} \
+             on the device at `{}`, {} on the host tier), {} in all, more than the {} of memory {} \
+             computes in; `widebag plan --ranks N --budget` finds a layout that fits",
+            format_bytes(one),
+            format_bytes(device.bytes),
+            device.point.name(),
+            format_bytes(host),
+            format_bytes(need),
+            format_bytes(memory),
+            compute.adapter
+        );
     }
     let mut parts: Vec<_> = ledger
         .categories_at(Placement::Device, device.point)
@@ -140,4 +166,46 @@ pub fn check_memory(ledger: &Ledger, compute: &Compute) -> anyhow::Result<()> {
         compute.adapter,
         largest.join(", ")
     )
+}
+
+/// Rank `rank` of `size`'s step and ledger over batches `skip .. steps` of the run (`skip` 1
+/// for `explain --measure`, which drops a warm-up step; 0 before training): the global batches'
+/// largest statistics and its rows' of each.
+pub fn predict_rank(
+    prepared: &Prepared,
+    device: DeviceFacts,
+    rank: usize,
+    size: usize,
+    skip: usize,
+) -> anyhow::Result<(StepSpec, Ledger)> {
+    let config = &prepared.config;
+    let (bs, steps) = (config.train.batch_size, config.train.steps);
+    let sampling = |e: widebag_data::DataError| {
+        anyhow::Error::from(e).context("sampling batches for the ledger")
+    };
+    let mut source = prepared.batches.clone();
+    for _ in 0..skip {
+        source.next_batch(bs).map_err(sampling)?;
+    }
+    let (mut global, mut local) = (BatchFacts::default(), BatchFacts::default());
+    let after_warm_up = source.clone();
+    let n = steps.saturating_sub(skip).clamp(1, SAMPLED_BATCHES);
+    for _ in 0..n {
+        let b = source.next_batch(bs).map_err(sampling)?;
+        fold(&mut global, &b);
+        fold(&mut local, &b.row_range(local_rows(b.n_rows(), rank, size)));
+    }
+    let mut spec = StepSpec::from_config(config, &prepared.model_bands, device, global);
+    spec.sample_bands(&after_warm_up, bs, n).map_err(sampling)?;
+    let spec = spec.on_rank(rank as u64, size as u64, local);
+    let ledger = widebag_ledger::step::ledger(&spec);
+    Ok((spec, ledger))
+}
+
+/// The largest of each statistic so far and `b`'s.
+fn fold(facts: &mut BatchFacts, b: &widebag_csr::CsrBatch) {
+    facts.n_rows = facts.n_rows.max(b.n_rows() as u64);
+    facts.nnz = facts.nnz.max(b.nnz() as u64);
+    facts.n_unique = facts.n_unique.max(b.unique_ids().len() as u64);
+    facts.n_targets = facts.n_targets.max(b.targets().classes.len() as u64);
 }

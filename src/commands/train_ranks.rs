@@ -20,7 +20,7 @@ use widebag_model::train_ranks::{
 
 use crate::commands::plan::{self, Planned};
 use crate::failure::{Failure, Outcome};
-use crate::prerun::open_compute;
+use crate::prerun::{check_fits, check_memory_shared, device_facts, open_compute, predict_rank};
 use crate::request::SolverFlags;
 use crate::request::TrainRequest;
 use crate::run_dir::{MetricsLog, RunDir};
@@ -35,6 +35,14 @@ pub fn wanted(req: &TrainRequest) -> Option<usize> {
         return (n > 1 || req.ranks.is_some()).then_some(n);
     }
     req.ranks.filter(|&n| n > 1)
+}
+
+/// How many of the world's ranks `mpirun` started on this machine (Open MPI's and MPICH's
+/// variables).
+fn mpi_local_size() -> Option<usize> {
+    ["OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"]
+        .iter()
+        .find_map(|k| std::env::var(k).ok()?.parse().ok())
 }
 
 /// The world size `mpirun` gave this process (Open MPI's and MPICH's variables).
@@ -104,6 +112,22 @@ fn rank_run(req: &TrainRequest, comm: &dyn Collective) -> Result<RanksSummary, F
                     .map_err(Failure::usage)?;
         }
     }
+    // Refused before anything is allocated: a tensor over the buffer limit, or the ranks this
+    // machine holds (threads: all of them; under mpirun: its local ranks) over its memory.
+    let (spec, ledger) = predict_rank(
+        &prepared,
+        device_facts(&compute),
+        comm.rank(),
+        comm.size(),
+        0,
+    )
+    .map_err(Failure::usage)?;
+    check_fits(&ledger, &spec).map_err(Failure::does_not_fit)?;
+    let local = match mpi_world_size() {
+        Some(_) => mpi_local_size().unwrap_or(comm.size()),
+        None => comm.size(),
+    };
+    check_memory_shared(&ledger, &compute, local).map_err(Failure::does_not_fit)?;
     let every = prepared.config.train.checkpoint_every as u64;
     let (dir, resume) = match (&req.resume, &req.out) {
         (Some(path), _) => (Some(path), true),

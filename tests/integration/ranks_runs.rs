@@ -209,3 +209,80 @@ fn each_rank_reads_its_rows_of_a_file_and_drops_out_as_one_process() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn evaluations_during_a_run_across_ranks_are_the_single_processs() {
+    let dir = std::env::temp_dir().join(format!("widebag-ranks-evals-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let evals = |ranks: Option<&str>, name: &str| -> Vec<serde_json::Value> {
+        let out = dir.join(name);
+        let mut a = vec!["train", "--json", "--out", out.to_str().unwrap()];
+        for s in ["train.steps=4", "train.eval_every=2", "train.eval_rows=64"] {
+            a.extend(["--set", s]);
+        }
+        for s in &SETS[..5] {
+            a.extend(["--set", s]);
+        }
+        a.extend(["--set", "train.device=\"cpu\""]);
+        if let Some(n) = ranks {
+            a.extend(["--ranks", n]);
+        }
+        let o = widebag(&a);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        std::fs::read_to_string(out.join("metrics.jsonl"))
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+            .filter(|v| v.get("eval").is_some())
+            .map(|v| v["eval"]["metrics"].clone())
+            .collect()
+    };
+    let one = evals(None, "one");
+    assert_eq!(one.len(), 1, "an evaluation at step 2: {one:?}");
+    for n in ["2", "3"] {
+        let many = evals(Some(n), n);
+        assert_eq!(many.len(), 1, "{n} ranks: {many:?}");
+        for (a, b) in many[0]
+            .as_array()
+            .unwrap()
+            .iter()
+            .zip(one[0].as_array().unwrap())
+        {
+            let (x, y) = (a["value"].as_f64().unwrap(), b["value"].as_f64().unwrap());
+            assert!(
+                (x - y).abs() <= 1e-5 * (1.0 + y.abs()),
+                "{n} ranks: {a} against {b}"
+            );
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn ranks_that_would_not_fit_this_machine_are_refused_before_they_start() {
+    // Each rank holds half of a 20,000,000 × 1,024 table and its two Adam moments: 123 GB.
+    let o = widebag(&[
+        "train",
+        "--device",
+        "cpu",
+        "--ranks",
+        "2",
+        "--set",
+        "data.width=20000000",
+        "--set",
+        "model.dim=1024",
+        "--set",
+        "optim.table=\"adam\"",
+    ]);
+    assert_eq!(
+        o.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("2 ranks on this machine") && err.contains("GiB"),
+        "{err}"
+    );
+}

@@ -501,7 +501,7 @@ fn epoch_of(data: &Option<DataSummary>, rows_seen: usize) -> Option<u64> {
 
 /// Steps between evaluations: `train.eval_every` steps, or epochs when `train.epochs` is set
 /// (0: at the end only).
-fn eval_interval(config: &widebag_config::Config) -> u64 {
+pub(crate) fn eval_interval(config: &widebag_config::Config) -> u64 {
     let every = config.train.eval_every as u64;
     match config.train.epochs {
         Some(e) if e > 0 => every * (config.train.steps as u64 / e as u64),

@@ -219,6 +219,18 @@ pub fn run_training_ranks(
         ),
     };
     let transform = InputTransform::of(config);
+    let set = crate::eval::EvalSet {
+        batches: prepared
+            .eval
+            .into_iter()
+            .map(|b| transform.eval(b))
+            .collect(),
+        seen: prepared.eval_seen,
+    };
+    let (spec, every) = (
+        crate::eval::eval_spec(config),
+        crate::train::eval_interval(config),
+    );
     let rates = crate::model::scheduled(config);
     let start = Instant::now();
     let mut warm = start;
@@ -252,6 +264,10 @@ pub fn run_training_ranks(
         }
         losses.push(stats.loss);
         let done = stats.step;
+        // Held-out metrics every `train.eval_every` steps (rank 0 gets them; all take part).
+        if every > 0 && done % every == 0 && done < steps as u64 && !set.batches.is_empty() {
+            stats.eval = model.evaluate_ranks(&set, &spec, comm)?;
+        }
         let due = options
             .checkpoints
             .as_ref()
@@ -272,20 +288,10 @@ pub fn run_training_ranks(
             meter.reset();
         }
     }
-    let transform = InputTransform::of(config);
-    let eval: Vec<_> = prepared
-        .eval
-        .into_iter()
-        .map(|b| transform.eval(b))
-        .collect();
-    let eval_loss = model.eval_loss_ranks(&eval, comm)?;
-    let set = crate::eval::EvalSet {
-        batches: eval,
-        seen: prepared.eval_seen,
-    };
+    let eval_loss = model.eval_loss_ranks(&set.batches, comm)?;
     let eval = match set.batches.is_empty() {
         true => None,
-        false => model.evaluate_ranks(&set, &crate::eval::eval_spec(config), comm)?,
+        false => model.evaluate_ranks(&set, &spec, comm)?,
     };
     let n_steps = losses.len();
     let timed = n_steps.saturating_sub(1).max(1) as f64;

@@ -9,14 +9,12 @@ use std::fmt::Write;
 
 use serde::Serialize;
 use widebag_collective::Collective;
-use widebag_collective::partition::local_rows;
 use widebag_config::units::format_bytes;
-use widebag_ledger::step::{BatchFacts, StepSpec};
-use widebag_ledger::{Ledger, Placement, Point};
+use widebag_ledger::{Placement, Point};
 use widebag_model::train_ranks::{RanksOptions, refused_across_ranks, run_training_ranks};
 
 use crate::failure::{Failure, Outcome};
-use crate::prerun::{device_facts, open_compute};
+use crate::prerun::{device_facts, open_compute, predict_rank};
 use crate::request::OneExplain;
 
 /// One point of one rank: the ledger's bytes alive there (device and host: on flex both are
@@ -66,7 +64,8 @@ fn measure_rank(req: &OneExplain, comm: &dyn Collective) -> Result<Option<RanksR
         .map_err(Failure::usage)?;
     let compute = open_compute(config.train.device)?;
     let (rank, size) = (comm.rank(), comm.size());
-    let ledger = predict_rank(&prepared, device_facts(&compute), rank, size)?;
+    let (_, ledger) =
+        predict_rank(&prepared, device_facts(&compute), rank, size, 1).map_err(Failure::usage)?;
     let options = RanksOptions {
         measure: true,
         ..RanksOptions::default()
@@ -138,43 +137,6 @@ fn hi(x: u64) -> u32 {
 
 fn join(lo: u32, hi: u32) -> u64 {
     (hi as u64) << 32 | lo as u64
-}
-
-/// Rank `rank`'s ledger for the measured steps (all but the warm-up): the global batches'
-/// largest statistics and its rows' of each.
-fn predict_rank(
-    prepared: &widebag_prepare::Prepared,
-    device: widebag_ledger::step::DeviceFacts,
-    rank: usize,
-    size: usize,
-) -> Result<Ledger, Failure> {
-    let config = &prepared.config;
-    let (bs, steps) = (config.train.batch_size, config.train.steps);
-    let sampling = |e: widebag_data::DataError| {
-        Failure::usage(anyhow::Error::from(e).context("sampling batches for the ledger"))
-    };
-    let mut source = prepared.batches.clone();
-    source.next_batch(bs).map_err(sampling)?;
-    let (mut global, mut local) = (BatchFacts::default(), BatchFacts::default());
-    let after_warm_up = source.clone();
-    for _ in 1..steps {
-        let b = source.next_batch(bs).map_err(sampling)?;
-        fold(&mut global, &b);
-        fold(&mut local, &b.row_range(local_rows(b.n_rows(), rank, size)));
-    }
-    let mut spec = StepSpec::from_config(config, &prepared.model_bands, device, global);
-    spec.sample_bands(&after_warm_up, bs, steps - 1)
-        .map_err(sampling)?;
-    let spec = spec.on_rank(rank as u64, size as u64, local);
-    Ok(widebag_ledger::step::ledger(&spec))
-}
-
-/// The largest of each statistic so far and `b`'s.
-fn fold(facts: &mut BatchFacts, b: &widebag_csr::CsrBatch) {
-    facts.n_rows = facts.n_rows.max(b.n_rows() as u64);
-    facts.nnz = facts.nnz.max(b.nnz() as u64);
-    facts.n_unique = facts.n_unique.max(b.unique_ids().len() as u64);
-    facts.n_targets = facts.n_targets.max(b.targets().classes.len() as u64);
 }
 
 fn render(r: &RanksReport, json: bool) -> String {
