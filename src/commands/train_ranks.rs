@@ -17,6 +17,7 @@ use widebag_model::Ranks;
 use widebag_model::train_ranks::{
     RanksOptions, RanksSummary, rank_dir, refused_across_ranks, run_training_ranks,
 };
+use widebag_prepare::Prepared;
 
 use crate::commands::plan::{self, Planned};
 use crate::failure::{Failure, Outcome};
@@ -68,10 +69,15 @@ pub fn run(req: &TrainRequest, ranks: usize) -> Outcome {
 
 /// One rank's run: prepare, open the device, plan its part (`--budget`), train, and (rank 0)
 /// keep the run directory.
-fn rank_run(req: &TrainRequest, comm: &dyn Collective) -> Result<RanksSummary, Failure> {
-    let mut prepared =
-        widebag_prepare::open_data(&req.config, &widebag_prepare::PrepareOptions::TRAIN)
-            .map_err(Failure::usage)?;
+fn rank_run(
+    req: &TrainRequest,
+    comm: &dyn Collective,
+    prepared: Option<Prepared>,
+) -> Result<RanksSummary, Failure> {
+    let mut prepared = match prepared {
+        Some(p) => p,
+        None => prepare(req)?,
+    };
     let compute = open_compute(req.config.train.device)?;
     let lead = comm.rank() == 0;
     let mut saved_config = req.config.clone();
@@ -244,10 +250,17 @@ fn written_by(root: &std::path::Path) -> String {
     }
 }
 
-/// N ranks as threads of this process; rank 0's summary.
+/// The run's data and bands (each process of an MPI run prepares its own; threads share one).
+fn prepare(req: &TrainRequest) -> Result<Prepared, Failure> {
+    widebag_prepare::open_data(&req.config, &widebag_prepare::PrepareOptions::TRAIN)
+        .map_err(Failure::usage)
+}
+
+/// N ranks as threads of this process, sharing one prepared run; rank 0's summary.
 fn by_threads(req: &TrainRequest, ranks: usize) -> Result<Option<RanksSummary>, Failure> {
+    let prepared = prepare(req)?;
     let results = ThreadGroup::run(ranks, PEER_TIMEOUT, |c| {
-        let r = rank_run(req, &c);
+        let r = rank_run(req, &c, Some(prepared.clone()));
         if r.is_err() {
             // The others stop at their next collective instead of waiting out the timeout.
             c.abandon();
@@ -282,7 +295,7 @@ pub fn on_mpi_world<T>(_f: impl FnOnce(&dyn Collective) -> T) -> Result<T, Failu
 
 fn by_mpi(req: &TrainRequest) -> Result<Option<RanksSummary>, Failure> {
     on_mpi_world(|comm| {
-        let s = rank_run(req, comm)?;
+        let s = rank_run(req, comm, None)?;
         Ok((comm.rank() == 0).then_some(s))
     })?
 }

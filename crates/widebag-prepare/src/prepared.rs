@@ -70,7 +70,9 @@ pub struct DataSummary {
 }
 
 /// A run's resolved config (width and classes of the data filled in, `"auto"` cutoffs chosen),
-/// its batches and its resolved bands.
+/// its batches and its resolved bands. Cloning shares the loaded data (the batch source holds it
+/// behind an `Arc`).
+#[derive(Clone)]
 pub struct Prepared {
     pub config: Config,
     pub batches: BatchSource,
