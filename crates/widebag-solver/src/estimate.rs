@@ -2,7 +2,7 @@
 //! for the peak, the categories alive at it, the largest allocation and whether it fits.
 
 use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use widebag_config::bands::ModelBands;
 use widebag_config::{Config, DenseOptim, TableOptim};
@@ -123,11 +123,7 @@ impl<'a> Estimator<'a> {
                     classes,
                     predicted_peak_bytes: peak.bytes,
                     peak_point: peak.point,
-                    categories: ledger
-                        .categories_at(Placement::Device, peak.point)
-                        .into_iter()
-                        .map(|(c, b)| (c.name().to_string(), b))
-                        .collect(),
+                    categories: categories_at(&ledger, peak.point),
                     traffic: widebag_ledger::step::traffic(&spec),
                 }
             })
@@ -205,11 +201,7 @@ impl<'a> Estimator<'a> {
             dense,
             predicted_peak_bytes: peak.bytes,
             peak_point: peak.point,
-            categories: ledger
-                .categories_at(Placement::Device, peak.point)
-                .into_iter()
-                .map(|(c, b)| (c.name().to_string(), b))
-                .collect(),
+            categories: categories_at(&ledger, peak.point),
             largest_allocation_bytes: ledger.largest_allocation().map_or(0, |(_, b)| b),
             fits,
             max_batch_size: None,
@@ -217,4 +209,13 @@ impl<'a> Estimator<'a> {
             verdict: String::new(),
         }
     }
+}
+
+/// The device's bytes alive at `point`, by category name.
+fn categories_at(ledger: &Ledger, point: widebag_ledger::Point) -> BTreeMap<String, u64> {
+    ledger
+        .categories_at(Placement::Device, point)
+        .into_iter()
+        .map(|(c, b)| (c.name().to_string(), b))
+        .collect()
 }
