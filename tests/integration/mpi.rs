@@ -190,7 +190,14 @@ fn explain_measure_under_mpirun_holds_the_ledger_within_1_percent_on_every_rank(
     else {
         return;
     };
-    for np in ["2", "3"] {
+    // The full softmax split by classes at 2 and 3 ranks, and the adaptive softmax at 2.
+    let adaptive = [
+        "--set",
+        "model.output=\"adaptive\"",
+        "--set",
+        "model.output_bands.cutoffs=[2000, 8000]",
+    ];
+    for (np, output) in [("2", &[][..]), ("3", &[][..]), ("2", &adaptive[..])] {
         let o = Command::new("mpirun")
             .args(["--allow-run-as-root", "--oversubscribe", "-np", np, &bin])
             .args([
@@ -210,6 +217,7 @@ fn explain_measure_under_mpirun_holds_the_ledger_within_1_percent_on_every_rank(
             ])
             .args(["--set", "model.dim=128", "--set", "model.hidden=[64]"])
             .args(["--set", "train.batch_size=64"])
+            .args(output)
             .output()
             .expect("mpirun and the binary run");
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));

@@ -159,7 +159,6 @@ impl WideModel {
         // The row gradients go with the row updates, as the ledger counts them.
         drop(rows);
         meter.lap(Stage::RowUpdate);
-        meter.probe(Point::DenseUpdate);
         // 6. dense updates: the replicated parameters' gradients in one buffer, summed over the
         //    ranks; a class-split output layer's are this rank's own.
         let n_output = dense.output.iter().count();
@@ -172,6 +171,9 @@ impl WideModel {
             .collect::<Result<Vec<Vec<f32>>, _>>()?;
         let parts: Vec<&[f32]> = values[..replicated].iter().map(Vec::as_slice).collect();
         let (fused, mut buf) = Fused::pack(&parts);
+        // The ledger's dense-update point: every gradient out of autodiff and the fused buffer
+        // (the all-reduce's own receive buffers come and go inside it).
+        meter.probe(Point::DenseUpdate);
         comm.all_reduce_sum(&mut buf)?;
         *self.sent_bytes.entry(names::DENSE).or_default() +=
             all_reduce_sent(buf.len(), ranks.rank, ranks.size) * 4;
@@ -182,6 +184,7 @@ impl WideModel {
             .map(<[f32]>::to_vec)
             .collect();
         values.splice(..replicated, summed);
+        drop((fused, buf));
         let kernels = self.spec.kernels;
         for ((p, g), shape) in self.dense.iter_mut().zip(values).zip(shapes) {
             p.update(floats(g, shape, &device), &self.optim, step, kernels)?;
