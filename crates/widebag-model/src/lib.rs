@@ -5,6 +5,7 @@
 pub mod adaptive;
 mod adaptive_host;
 pub mod bag;
+mod batches;
 mod catch_up;
 pub mod caught;
 pub mod checkpoint;

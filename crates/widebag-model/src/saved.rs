@@ -7,10 +7,10 @@ use std::path::Path;
 use widebag_eval::EvalReport;
 use widebag_prepare::Prepared;
 
+use crate::batches::InputTransform;
 use crate::checkpoint::{self, Manifest, Match};
 use crate::eval::{EvalSet, eval_spec, evaluate};
 use crate::layout::{self, TrainLayout};
-use crate::train::InputTransform;
 use crate::{Compute, ModelError};
 
 /// A run's model at one of its checkpoints.

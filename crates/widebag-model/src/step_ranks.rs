@@ -171,9 +171,6 @@ impl WideModel {
             .collect::<Result<Vec<Vec<f32>>, _>>()?;
         let parts: Vec<&[f32]> = values[..replicated].iter().map(Vec::as_slice).collect();
         let (fused, mut buf) = Fused::pack(&parts);
-        // The ledger's dense-update point: every gradient out of autodiff and the fused buffer
-        // (the all-reduce's own receive buffers come and go inside it).
-        meter.probe(Point::DenseUpdate);
         comm.all_reduce_sum(&mut buf)?;
         *self.sent_bytes.entry(names::DENSE).or_default() +=
             all_reduce_sent(buf.len(), ranks.rank, ranks.size) * 4;
@@ -183,6 +180,9 @@ impl WideModel {
             .into_iter()
             .map(<[f32]>::to_vec)
             .collect();
+        // The ledger's dense-update point: every gradient, the fused buffer and its sums
+        // unpacked (as much as the all-reduce holds inside: its blocks and the gathered sums).
+        meter.probe(Point::DenseUpdate);
         values.splice(..replicated, summed);
         drop((fused, buf));
         let kernels = self.spec.kernels;

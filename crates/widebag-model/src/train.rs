@@ -3,16 +3,16 @@
 //! throughput and measured memory.
 
 use std::collections::BTreeMap;
-use std::sync::mpsc;
 use std::time::Instant;
 
 use serde::Serialize;
-use widebag_csr::CsrBatch;
-use widebag_data::{BatchSource, DataError, DataPosition};
+
+use widebag_data::DataPosition;
 use widebag_prepare::{DataSummary, Prepared};
 
 use widebag_config::Layout;
 
+use crate::batches::{InputTransform, prefetch};
 use crate::checkpoint::{self, RunPoint};
 use crate::eval::{EvalSet, eval_spec, evaluate};
 use crate::layout::{self, TrainLayout};
@@ -110,113 +110,6 @@ pub fn peak_rss_bytes() -> Option<u64> {
     let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
     let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kib * 1024)
-}
-
-/// What the model does to a training batch's input bag before its first layer.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct InputTransform {
-    normalize: bool,
-    dropout: f64,
-    seed: u64,
-}
-
-impl InputTransform {
-    pub(crate) fn of(config: &widebag_config::Config) -> Self {
-        Self {
-            normalize: config.data.normalize,
-            dropout: config.model.input_dropout,
-            seed: config.train.seed,
-        }
-    }
-
-    /// Step `step`'s batch (1-based): normalised, then its dropout mask, a pure function of
-    /// the seed and the step.
-    fn train(&self, batch: CsrBatch, step: u64) -> CsrBatch {
-        let batch = self.eval(batch);
-        if self.dropout > 0.0 {
-            let seed = widebag_data::rng::hash2(self.seed ^ 0x000d_4090_u64, step);
-            batch.dropout(self.dropout, seed)
-        } else {
-            batch
-        }
-    }
-
-    /// One rank's rows of a training batch, normalised by [`Self::eval`] already, whose entries
-    /// follow `first_entry` of the whole batch's: dropped out as the whole batch would be.
-    pub(crate) fn dropout_part(&self, batch: CsrBatch, step: u64, first_entry: usize) -> CsrBatch {
-        if self.dropout > 0.0 {
-            let seed = widebag_data::rng::hash2(self.seed ^ 0x000d_4090_u64, step);
-            batch.dropout_from(self.dropout, seed, first_entry)
-        } else {
-            batch
-        }
-    }
-
-    /// Whether training batches lose entries to dropout.
-    pub(crate) fn drops(&self) -> bool {
-        self.dropout > 0.0
-    }
-
-    /// A held-out batch: normalised, never dropped out.
-    pub(crate) fn eval(&self, batch: CsrBatch) -> CsrBatch {
-        if self.normalize {
-            batch.l2_normalized()
-        } else {
-            batch
-        }
-    }
-}
-
-/// A training batch and where the data stands after it.
-type Fetched = Result<(CsrBatch, DataPosition), DataError>;
-
-/// Streams the batches of steps `first..=last` from a background thread (two in flight).
-pub(crate) fn prefetch(
-    mut stream: BatchSource,
-    batch_size: usize,
-    steps: std::ops::RangeInclusive<u64>,
-    transform: InputTransform,
-) -> mpsc::Receiver<Fetched> {
-    let (tx, rx) = mpsc::sync_channel(2);
-    std::thread::spawn(move || {
-        for step in steps {
-            let batch = stream
-                .next_batch(batch_size)
-                .map(|b| (transform.train(b, step), stream.position()));
-            if tx.send(batch).is_err() {
-                break;
-            }
-        }
-    });
-    rx
-}
-
-/// One rank's rows of a training batch (normalised, not yet dropped out), the global batch's
-/// rows and where the data stands after it.
-pub(crate) type FetchedPart = Result<(CsrBatch, usize, DataPosition), DataError>;
-
-/// [`prefetch`] of rank `rank` of `ranks`: its rows of each global batch, read alone
-/// (`BatchSource::next_batch_part`).
-pub(crate) fn prefetch_part(
-    mut stream: BatchSource,
-    batch_size: usize,
-    steps: std::ops::RangeInclusive<u64>,
-    transform: InputTransform,
-    (rank, ranks): (usize, usize),
-) -> mpsc::Receiver<FetchedPart> {
-    let (tx, rx) = mpsc::sync_channel(2);
-    std::thread::spawn(move || {
-        for _ in steps {
-            let part = |n| widebag_collective::partition::local_rows(n, rank, ranks);
-            let batch = stream
-                .next_batch_part(batch_size, part)
-                .map(|(b, n)| (transform.eval(b), n, stream.position()));
-            if tx.send(batch).is_err() {
-                break;
-            }
-        }
-    });
-    rx
 }
 
 /// Where and how often a run writes checkpoints.

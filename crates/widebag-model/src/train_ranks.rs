@@ -14,11 +14,12 @@ use widebag_config::Layout;
 use widebag_prepare::Prepared;
 
 use crate::ModelError;
+use crate::batches::{InputTransform, prefetch_part};
 use crate::checkpoint::{self, Manifest, RunPoint};
 use crate::device::Compute;
 use crate::memory::{MemoryMeter, MeterMode, Stage};
 use crate::model::{Ranks, StepStats, WideModel};
-use crate::train::{CheckpointPlan, InputTransform, prefetch_part};
+use crate::train::CheckpointPlan;
 
 /// What one rank's run measured (rank 0 reports it).
 #[derive(Clone, Debug, Serialize)]
@@ -329,17 +330,19 @@ pub fn run_training_ranks(
     })
 }
 
-/// A small forward and backward pass (matrix products on every thread, autodiff), so the state
-/// the backend keeps once it has run — thread pools, its threads' packing buffers — is
-/// allocated before a heap baseline is read.
+/// Small forward and backward passes (matrix products, autodiff) on this thread and on every
+/// thread of the pool, so the state the backend keeps once it has run is allocated before a heap
+/// baseline is read: the thread pools, and each thread's matrix-product scratch (the `gemm`
+/// crate keeps an L2-sized buffer per thread that has multiplied, about 1 MiB here; with one
+/// pool thread, products of the step run on the pool's thread that the caller's never reach).
 fn prime_backend(device: &burn::tensor::Device) {
-    for (n, k, m) in [
-        (64, 64, 64),
-        (512, 512, 512),
-        (1024, 64, 256),
-        (64, 1024, 512),
-    ] {
-        for _ in 0..4 {
+    let products = |device: &burn::tensor::Device| {
+        for (n, k, m) in [
+            (64, 64, 64),
+            (512, 512, 512),
+            (1024, 64, 256),
+            (64, 1024, 512),
+        ] {
             let a = crate::tensors::floats(vec![0.5; n * k], [n, k], device)
                 .autodiff()
                 .require_grad();
@@ -348,7 +351,9 @@ fn prime_backend(device: &burn::tensor::Device) {
                 .require_grad();
             let _ = burn::tensor::activation::relu(a.matmul(b)).sum().backward();
         }
-    }
+    };
+    products(device);
+    rayon::broadcast(|_| products(device));
 }
 
 /// Fault injection for the tests: with `WIDEBAG_FAULT_RANK_EXIT=R:S` rank R's process exits (code

@@ -127,10 +127,12 @@ pub(super) fn ledger(spec: &StepSpec) -> Ledger {
         F32_BYTES,
         Lifetime::at(DenseUpdate),
     );
+    // The sums unpacked after the all-reduce: as much as it holds inside (every rank's copy of
+    // this rank's block, then the gathered sums), to within a block.
     add(
-        "dense all-reduce: the blocks received and the reduced buffer",
+        "dense all-reduce: the sums unpacked",
         "dense",
-        &[received(parts.replicated)],
+        &[parts.replicated],
         F32_BYTES,
         Lifetime::at(DenseUpdate),
     );
