@@ -5,9 +5,10 @@
 //! alone holds its optimizer state) → dense updates (one fused all-reduce) → measure.
 //!
 //! The full softmax's output layer is split by classes (Megatron's class-split output): the
-//! ranks' hidden states are all-gathered, each rank scores every row against its classes, the
-//! rows' log-sum-exp is combined across ranks from per-row scalars (an all-reduced max and sum),
-//! each rank's weight gradient stays its own, and `dL/dh` is all-reduced. The adaptive softmax
+//! ranks' hidden states and their rows' targets are all-gathered, each rank scores every row
+//! against its classes, the rows' log-sum-exp is combined across ranks from per-row scalars (an
+//! all-reduced max and sum), each rank's weight gradient stays its own, and `dL/dh` is
+//! all-reduced. The adaptive softmax
 //! is data-parallel for now: each rank scores its rows and every output gradient is all-reduced,
 //! scaled by the rank's share of the global batch.
 

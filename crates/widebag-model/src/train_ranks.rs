@@ -1,10 +1,15 @@
 //! The training loop of one rank of a multi-process run (`mpirun -np N widebag train`, or
 //! `--ranks N` as threads): every rank reads only its rows of each global batch
 //! (`BatchSource::next_batch_part` with `widebag_collective::partition::local_rows`: disjoint,
-//! and together the single process's batch) and trains on them, its block of every table and a replica
-//! of the dense layers ([`WideModel::train_step_ranks`]), then the held-out loss. Run
-//! directories and checkpoints are not yet available across ranks and are refused before the
-//! run.
+//! and together the single process's batch), trains them with its block of every table and a
+//! replica of the dense layers ([`WideModel::train_step_ranks`]), evaluates every
+//! `train.eval_every` steps and at the end (the held-out loss and the task's metrics), and can
+//! be measured on its own heap (`explain --measure` under `mpirun`).
+//!
+//! Checkpoints are per rank: rank R of N writes its own blocks and state under
+//! `checkpoints/rank-R-of-N/step-…` (each atomic, as one process's). A run continues from the
+//! newest step that every rank has a good checkpoint of, so a rank that died while writing
+//! costs the others their newest one, never a usable one; at another N it is refused.
 
 use std::time::Instant;
 
