@@ -29,6 +29,18 @@ pub fn saved_run(args: &RunArgs) -> Result<SavedRun, Failure> {
         Some(dir) => dir.clone(),
         None => {
             let root = args.run.join("checkpoints");
+            if let Some(n) = widebag_model::gather::ranks_of(&root) {
+                eprintln!(
+                    "widebag: {} was trained across {n} ranks: its ranks' checkpoints are \
+                     gathered into one model",
+                    args.run.display()
+                );
+                return Ok(SavedRun {
+                    dir: args.run.clone(),
+                    config,
+                    checkpoint: root,
+                });
+            }
             let (dir, _, refused) = widebag_model::checkpoint::latest_good(&root)
                 .map_err(|e| Failure::usage(anyhow::Error::from(e)))?;
             for r in refused {

@@ -286,3 +286,58 @@ fn ranks_that_would_not_fit_this_machine_are_refused_before_they_start() {
         "{err}"
     );
 }
+
+#[test]
+fn eval_and_export_read_a_run_trained_across_ranks() {
+    let dir = std::env::temp_dir().join(format!("widebag-ranks-saved-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let full: &[&str] = &[];
+    let adaptive_bands: &[&str] = &[
+        "model.output=\"adaptive\"",
+        "model.output_bands.cutoffs=[10, 300]",
+        "model.input_bands.cutoffs=[200, 1000]",
+        "model.input_bands.placement=[\"device\", \"host\"]",
+    ];
+    for (ranks, extra) in [("2", full), ("3", adaptive_bands)] {
+        let run = dir.join(format!("run-{ranks}"));
+        let run_s = run.to_str().unwrap();
+        let mut a = vec!["train", "--json", "--ranks", ranks, "--out", run_s];
+        for s in SETS
+            .iter()
+            .chain(["train.eval_rows=80"].iter())
+            .chain(extra)
+        {
+            a.extend(["--set", s]);
+        }
+        let trained = widebag(&a);
+        assert!(
+            trained.status.success(),
+            "{}",
+            String::from_utf8_lossy(&trained.stderr)
+        );
+        let want = json(&trained)["eval"]["metrics"].clone();
+        let eval = widebag(&["eval", run_s, "--device", "cpu", "--json"]);
+        assert!(
+            eval.status.success(),
+            "{}",
+            String::from_utf8_lossy(&eval.stderr)
+        );
+        let got = json(&eval)["report"]["metrics"].clone();
+        for (g, w) in got.as_array().unwrap().iter().zip(want.as_array().unwrap()) {
+            let (x, y) = (g["value"].as_f64().unwrap(), w["value"].as_f64().unwrap());
+            assert!(
+                (x - y).abs() <= 1e-5 * (1.0 + y.abs()),
+                "{ranks} ranks: {g} against {w}"
+            );
+        }
+        let out = dir.join(format!("export-{ranks}"));
+        let export = widebag(&["export", run_s, "--to", out.to_str().unwrap()]);
+        assert!(
+            export.status.success(),
+            "{}",
+            String::from_utf8_lossy(&export.stderr)
+        );
+        assert!(out.join("model.safetensors").exists());
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -19,6 +19,7 @@ pub mod eval;
 mod eval_ranks;
 pub mod export;
 mod export_files;
+pub mod gather;
 mod host_rows;
 pub mod host_store;
 pub mod ids;

@@ -19,8 +19,22 @@ pub struct Saved {
     pub manifest: Manifest,
 }
 
-/// The model of `prepared`'s config loaded from the checkpoint in `dir`.
+/// The model of `prepared`'s config loaded from the checkpoint in `dir`, or, when `dir` holds a
+/// multi-process run's checkpoints (`rank-R-of-N/`), gathered from every rank's.
 pub fn load(prepared: &Prepared, compute: &Compute, dir: &Path) -> Result<Saved, ModelError> {
+    if let Some(size) = crate::gather::ranks_of(dir) {
+        let (model, manifest) = crate::gather::load_gathered(
+            &prepared.config,
+            &prepared.model_bands,
+            compute,
+            dir,
+            size,
+        )?;
+        return Ok(Saved {
+            layout: Box::new(model),
+            manifest,
+        });
+    }
     let mut layout = layout::build(&prepared.config, &prepared.model_bands, compute)?;
     let manifest = checkpoint::load(layout.as_mut(), dir, &prepared.config, Match::Shapes)?;
     Ok(Saved { layout, manifest })
