@@ -196,7 +196,14 @@ fn rank_run(
             m.step(s);
         }
     })
-    .map_err(|e| Failure::run(anyhow::anyhow!("rank {}: {e}", comm.rank())))?;
+    .map_err(|e| {
+        let usage = matches!(e, widebag_model::ModelError::Unsupported { .. });
+        let error = anyhow::anyhow!("rank {}: {e}", comm.rank());
+        match usage {
+            true => Failure::usage(error),
+            false => Failure::run(error),
+        }
+    })?;
     if let Some(d) = log_dir {
         if let Some(e) = log_error {
             return Err(Failure::run(e));

@@ -251,3 +251,38 @@ fn explain_measure_under_mpirun_holds_the_ledger_within_1_percent_on_every_rank(
         }
     }
 }
+
+#[test]
+fn ranks_that_prepared_different_runs_are_refused_not_run() {
+    let Some(bin) = mpi_bin("ranks_that_prepared_different_runs_are_refused_not_run") else {
+        return;
+    };
+    let dir = std::env::temp_dir().join(format!("widebag-mpi-differ-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    // Rank 1 is given a wider table than rank 0.
+    let script = dir.join("rank.sh");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\nif [ \"$OMPI_COMM_WORLD_RANK\" = 1 ]; then W=5000; else W=4000; fi\n\
+             exec {bin} train --device cpu --set train.steps=3 --set data.width=$W\n"
+        ),
+    )
+    .unwrap();
+    let start = Instant::now();
+    let o = Command::new("mpirun")
+        .args(["--allow-run-as-root", "--oversubscribe", "-np", "2", "sh"])
+        .arg(&script)
+        .output()
+        .expect("mpirun runs");
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(start.elapsed() < Duration::from_secs(60));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("prepared a different run"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

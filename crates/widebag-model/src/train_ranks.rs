@@ -201,6 +201,7 @@ pub fn run_training_ranks(
         })?,
         false => MemoryMeter::new(&compute.device),
     };
+    agree_on_config(config, comm)?;
     let mut model = WideModel::new_rank(config, &prepared.model_bands, compute, ranks)?;
     // Refused before the first step (`auto` may have opened a GPU).
     model.check_rank_kernels(&compute.adapter)?;
@@ -359,6 +360,30 @@ fn prime_backend(device: &burn::tensor::Device) {
     };
     products(device);
     rayon::broadcast(|_| products(device));
+}
+
+/// An error on every rank unless all ranks prepared the same run (the config's hash, the data's
+/// width and classes filled in): ranks that disagree would exchange mismatched shapes.
+fn agree_on_config(
+    config: &widebag_config::Config,
+    comm: &dyn Collective,
+) -> Result<(), ModelError> {
+    let hash = u32::from_str_radix(&checkpoint::config_hash(config), 16).unwrap_or(0);
+    let all = comm.all_to_all_u32(vec![vec![hash]; comm.size()])?;
+    let differ: Vec<usize> = (0..all.len())
+        .filter(|&r| all[r].first() != Some(&hash))
+        .collect();
+    match differ.is_empty() {
+        true => Ok(()),
+        false => Err(ModelError::Unsupported {
+            key: "config",
+            message: format!(
+                "rank {} prepared a different run from ranks {differ:?} (config hash {hash:08x}): \
+                 every rank must read the same config and data",
+                comm.rank()
+            ),
+        }),
+    }
 }
 
 /// Fault injection for the tests: with `WIDEBAG_FAULT_RANK_EXIT=R:S` rank R's process exits (code
