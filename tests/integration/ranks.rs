@@ -2,7 +2,7 @@
 //! ranks as threads (`widebag_collective::threads::ThreadGroup`) on flex, each with its block of
 //! every table, its rows of each global batch and (full softmax) its block of classes, give the
 //! single process's losses, held-out loss and final weights within 1e-5 — every table optimizer (lazy AdamW's
-//! catch-up included), the class-split full softmax and the (data-parallel) adaptive softmax,
+//! catch-up included), the class-split full softmax and the adaptive softmax (replicated head, owned tails),
 //! head/tail bands with a host tail; and the held-out task metrics (Recall@K and NDCG with seen
 //! items masked, accuracy, perplexity) equal the single process's.
 

@@ -3,8 +3,9 @@
 //! 0 folds the metrics in the rows' order. The full softmax is split by classes: the ranks'
 //! hidden states are all-gathered, each rank keeps every row's top-K of its classes (seen items
 //! masked), its running log-sum-exp and its targets' scores, and rank 0 merges them (the top-K
-//! order is total, so the merge is the single process's selection). The adaptive softmax is
-//! data-parallel: each rank scores its own rows whole and sends them to rank 0.
+//! order is total, so the merge is the single process's selection). With the adaptive softmax
+//! every rank first refreshes its copies of the tail clusters from their owners, then scores its
+//! own rows whole and sends them to rank 0.
 
 use widebag_collective::Collective;
 use widebag_collective::partition::local_rows;
@@ -85,6 +86,7 @@ impl WideModel {
     ) -> Result<Option<EvalReport>, ModelError> {
         self.check_rank_kernels("this device")?;
         self.flush_deferred()?;
+        self.sync_clusters(comm)?;
         let k = top_k(spec);
         let mut metrics = Metrics::new(spec)?;
         let none = Vec::new();

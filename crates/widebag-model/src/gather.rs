@@ -2,8 +2,9 @@
 //! `export` and `predict` read a run trained across ranks as they read any other: each rank's
 //! checkpoint (`checkpoints/rank-R-of-N/step-…`, at the newest step every rank holds) is loaded
 //! into that rank's part of the model, its blocks of every table are laid end to end, its class
-//! blocks of the full softmax put back in place, and the replicated dense layers taken from rank
-//! 0. Weights only: the optimizers' state stays in the ranks' checkpoints.
+//! blocks of the full softmax put back in place, each tail cluster of the adaptive softmax taken
+//! from its owner and the replicated dense layers from rank 0. Weights only: the optimizers'
+//! state stays in the ranks' checkpoints.
 
 use std::path::{Path, PathBuf};
 
@@ -100,15 +101,35 @@ pub fn load_gathered(
                 bias[c.offset..c.offset + c.n].copy_from_slice(&b);
             }
         }
-        if rank == 0 {
-            // The replicated dense layers (and the adaptive softmax, data-parallel).
-            let split = matches!(part.dense.output, OutputParams::Full { .. });
-            let n_output = full.dense.output.iter().count();
-            let n_dense = full.dense.iter().count();
-            for (i, (to, from)) in full.dense.iter_mut().zip(part.dense.iter()).enumerate() {
-                if !(split && i >= n_dense - n_output) {
-                    to.value = from.value.clone();
+        // Each tail cluster of the adaptive softmax from its owner (rank `k mod N`), which alone
+        // updated it.
+        if let (
+            OutputParams::Adaptive { clusters: to, .. },
+            OutputParams::Adaptive { clusters: from, .. },
+        ) = (&mut full.dense.output, &part.dense.output)
+        {
+            for (k, (to, from)) in to.iter_mut().zip(from).enumerate() {
+                if k % size == rank {
+                    to.proj.value = from.proj.value.clone();
+                    to.weight.value = from.weight.value.clone();
+                    to.bias.value = from.bias.value.clone();
                 }
+            }
+        }
+        if rank == 0 {
+            // The replicated dense layers (and the adaptive softmax's head).
+            let own = match &part.dense.output {
+                OutputParams::Full { .. } => part.dense.output.iter().count(),
+                OutputParams::Adaptive { clusters, .. } => 3 * clusters.len(),
+            };
+            let replicated = full.dense.iter().count() - own;
+            for (to, from) in full
+                .dense
+                .iter_mut()
+                .zip(part.dense.iter())
+                .take(replicated)
+            {
+                to.value = from.value.clone();
             }
             manifest = Some(m);
         }

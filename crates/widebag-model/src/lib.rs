@@ -4,6 +4,7 @@
 
 pub mod adaptive;
 mod adaptive_host;
+mod adaptive_ranks;
 pub mod bag;
 mod batches;
 mod catch_up;

@@ -477,7 +477,7 @@ pub(crate) fn chunk_tensors(
 }
 
 /// A leaf's gradient, zeros when the loss did not reach it.
-fn leaf_grad(leaf: &Tensor<2>, grads: &Gradients) -> Tensor<2> {
+pub(crate) fn leaf_grad(leaf: &Tensor<2>, grads: &Gradients) -> Tensor<2> {
     leaf.grad(grads)
         .unwrap_or_else(|| leaf.clone().inner().zeros_like())
 }

@@ -8,9 +8,8 @@
 //! ranks' hidden states and their rows' targets are all-gathered, each rank scores every row
 //! against its classes, the rows' log-sum-exp is combined across ranks from per-row scalars (an
 //! all-reduced max and sum), each rank's weight gradient stays its own, and `dL/dh` is
-//! all-reduced. The adaptive softmax
-//! is data-parallel for now: each rank scores its rows and every output gradient is all-reduced,
-//! scaled by the rank's share of the global batch.
+//! all-reduced. The adaptive softmax's head is replicated and its tail clusters owned
+//! (`adaptive_ranks`).
 
 use burn::tensor::Tensor;
 use widebag_collective::Collective;
@@ -95,36 +94,27 @@ impl WideModel {
         // 3.–4. forward and backward.
         let host = HostLayer::take(&mut self.dense.output)?;
         let grads = match &targets {
-            None => self
-                .forward(batch, inputs, rows, Some(&host), meter)
-                .and_then(|forward| self.backward(forward, ids, Some(&host), meter))
-                .map(|g| (g, false)),
-            Some(targets) => self
-                .class_split(targets, &mine, (ids, inputs, rows), &host, comm, meter)
-                .map(|g| (g, true)),
+            None => {
+                self.adaptive_split(batch, global_rows, (ids, inputs, rows), &host, comm, meter)
+            }
+            Some(targets) => {
+                self.class_split(targets, &mine, (ids, inputs, rows), &host, comm, meter)
+            }
         };
         let device = self.device().clone();
         host.restore(&mut self.dense.output, &device);
-        let (grads, split) = grads?;
-        // The class-split step's gradients are already the global batch's mean; the
-        // data-parallel output's are this rank's rows' mean, weighed by their share.
-        let share = match split {
-            true => 1.0,
-            false => batch.n_rows() as f32 / global_rows.max(1) as f32,
-        };
+        // Both outputs' gradients are already the global batch's mean.
+        let grads = grads?;
         let Grads {
             loss, rows, dense, ..
         } = grads;
-        let mut global_loss = [loss * share];
-        if !split {
-            comm.all_reduce_sum(&mut global_loss)?;
-        }
+        let global_loss = [loss];
         // What the output layer's collectives sent (a reduction: a reduce-scatter, then an
         // all-gather).
         let others = (ranks.size - 1) as u64;
         let (n, last) = (global_rows, self.spec.last_hidden());
         let reduced = |len: usize| all_reduce_sent(len, ranks.rank, ranks.size) * 4;
-        let output_traffic: [(&'static str, u64); 3] = match split {
+        let output_traffic: [(&'static str, u64); 3] = match targets.is_some() {
             true => [
                 (names::HIDDEN, (batch.n_rows() * last) as u64 * 4 * others),
                 (names::LSE, 2 * reduced(n) + reduced(1)),
@@ -141,7 +131,7 @@ impl WideModel {
             let band = &mut self.bands[k];
             let dim = band.band.dim;
             let mine: Vec<f32> = match rows.iter().find(|(s, _)| s.band == k) {
-                Some((_, g)) => to_vec(g.clone())?.iter().map(|x| x * share).collect(),
+                Some((_, g)) => to_vec(g.clone())?,
                 None => Vec::new(),
             };
             let (union, sum) = route.return_grads(comm, dim, &mine)?;
@@ -162,13 +152,18 @@ impl WideModel {
         meter.lap(Stage::RowUpdate);
         // 6. dense updates: the replicated parameters' gradients in one buffer, summed over the
         //    ranks; a class-split output layer's are this rank's own.
-        let n_output = dense.output.iter().count();
+        // Not reduced: a class-split output layer (each rank's own classes), or the adaptive
+        // softmax's tail clusters (each updated by its owner alone); the head is replicated.
+        let own = match &dense.output {
+            OutputParams::Full { .. } => dense.output.iter().count(),
+            OutputParams::Adaptive { clusters, .. } => 3 * clusters.len(),
+        };
         let grads = dense.into_vec();
-        let replicated = grads.len() - if split { n_output } else { 0 };
+        let replicated = grads.len() - own;
         let shapes: Vec<[usize; 2]> = grads.iter().map(|g| g.shape().dims()).collect();
         let mut values = grads
             .into_iter()
-            .map(|g| to_vec(g).map(|v| v.into_iter().map(|x| x * share).collect()))
+            .map(to_vec)
             .collect::<Result<Vec<Vec<f32>>, _>>()?;
         let parts: Vec<&[f32]> = values[..replicated].iter().map(Vec::as_slice).collect();
         let (fused, mut buf) = Fused::pack(&parts);
@@ -397,6 +392,7 @@ impl WideModel {
     ) -> Result<Option<f64>, ModelError> {
         self.check_rank_kernels("this device")?;
         self.flush_deferred()?;
+        self.sync_clusters(comm)?;
         let mut meter = MemoryMeter::new(self.device());
         let (mut sum, mut n_rows) = (0.0f64, 0usize);
         for global in batches {

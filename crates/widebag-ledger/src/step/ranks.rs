@@ -32,6 +32,8 @@ pub mod names {
     pub const DH: &str = "dL/dh (all-reduce)";
     pub const LOSS: &str = "loss (all-reduce)";
     pub const DENSE: &str = "dense gradients (fused all-reduce)";
+    pub const TAIL_ROWS: &str = "tail rows and targets to their cluster's owner (all-to-all)";
+    pub const TAIL_DH: &str = "tail dL/dh back to the rows' ranks (all-to-all)";
 }
 
 /// Bytes one rank sends to the other ranks per step through one collective.
@@ -161,6 +163,20 @@ pub fn traffic(spec: &StepSpec) -> Vec<Traffic> {
         ),
     ];
     if spec.adaptive() {
+        // Each tail's rows (and their targets) to its owner: at most every row of this rank with
+        // a target in a cluster, for each cluster (sampled).
+        let rows: u64 = (1..spec.output_bands.len())
+            .map(|k| super::adaptive::cluster_rows(spec, k))
+            .sum();
+        let bytes = rows * last * F32_BYTES;
+        out.push((
+            names::TAIL_ROWS,
+            bytes + (3 * rows + 3 * spec.batch.n_targets) * I32_BYTES,
+            false,
+        ));
+        // As an owner: the dL/dh of the other ranks' rows of its clusters (each rank's rows
+        // bounded as this one's).
+        out.push((names::TAIL_DH, bytes * others, false));
         out.push((names::LOSS, reduced(1), true));
     } else {
         // Each row's target count, classes and weights (bounded by the sampled targets).
@@ -277,13 +293,17 @@ impl Parts {
                 }
             })
             .collect();
-        let split_output = !spec.adaptive();
+        // Not reduced: a class-split output layer, or the adaptive softmax's owned tails.
+        let own = |layer: &str| match spec.adaptive() {
+            true => layer.starts_with("output.tail"),
+            false => layer.starts_with("output"),
+        };
         let replicated = sparse::ledger(local)
             .entries
             .iter()
             .filter(|e| e.category == Category::Parameters)
             .filter(|e| !e.layer.starts_with("table"))
-            .filter(|e| !(split_output && e.layer.starts_with("output")))
+            .filter(|e| !own(&e.layer))
             .map(|e| e.shape.iter().product::<u64>() * e.count)
             .sum();
         Self { bands, replicated }
