@@ -2,9 +2,9 @@
 //! against it; its gradient is all-reduced with the trunk's) and each tail cluster is owned by
 //! one rank (cluster `k` by rank `k mod N`). The rows whose targets fall in cluster `k` go to its
 //! owner with those targets; the owner scores them, keeps the cluster's gradient (it alone
-//! updates the cluster) and sends each row's `dL/dh` back. The other ranks' copies of a cluster
-//! are not updated; [`WideModel::sync_clusters`] refreshes them from the owners before anything
-//! reads them (held-out evaluation).
+//! updates the cluster) and sends each row's `dL/dh` back. The other ranks hold a 1 × 1
+//! placeholder of it (with no optimizer state); [`WideModel::sync_clusters`] fetches the owners'
+//! values for held-out evaluation and [`WideModel::release_clusters`] lets them go again.
 
 use burn::tensor::Tensor;
 use widebag_collective::Collective;
@@ -23,6 +23,7 @@ use crate::model::WideModel;
 use crate::params::{Cluster, Linear, OutputParams};
 use crate::step::{Grads, leaf_grad};
 use crate::tensors::{floats, to_vec};
+use widebag_config::DenseOptim;
 
 /// One rank's rows of one cluster, as the owner receives them.
 struct Piece {
@@ -258,6 +259,7 @@ impl WideModel {
         }
         let me = self.ranks.rank;
         let device = self.device().clone();
+        let (bands, last) = (self.spec.bands.output.clone(), self.spec.last_hidden());
         let OutputParams::Adaptive { clusters, .. } = &mut self.dense.output else {
             return Ok(());
         };
@@ -277,8 +279,12 @@ impl WideModel {
             let got = comm.all_to_all_f32(send)?;
             if owner != me {
                 let v = &got[owner];
-                let shape = |p: &DenseParam| -> [usize; 2] { p.value.shape().dims() };
-                let (sp, sw, sb) = (shape(&c.proj), shape(&c.weight), shape(&c.bias));
+                let band = bands[k + 1];
+                let (sp, sw, sb) = (
+                    [last, band.dim],
+                    [band.dim, band.n_rows()],
+                    [1, band.n_rows()],
+                );
                 let (np, nw) = (sp[0] * sp[1], sw[0] * sw[1]);
                 if v.len() != np + nw + sb[0] * sb[1] {
                     return Err(ModelError::Execution(format!(
@@ -292,5 +298,40 @@ impl WideModel {
             }
         }
         Ok(())
+    }
+
+    /// Replaces every tail cluster this rank does not own with a 1 × 1 placeholder without
+    /// optimizer state: only its owner holds (and updates) a cluster.
+    pub fn release_clusters(&mut self) {
+        let (me, size) = (self.ranks.rank, self.ranks.size);
+        if size <= 1 {
+            return;
+        }
+        let device = self.device().clone();
+        let OutputParams::Adaptive { clusters, .. } = &mut self.dense.output else {
+            return;
+        };
+        for (k, c) in clusters.iter_mut().enumerate() {
+            if k % size != me {
+                for p in [&mut c.proj, &mut c.weight, &mut c.bias] {
+                    let name = std::mem::take(&mut p.name);
+                    *p = DenseParam::new(name, Tensor::zeros([1, 1], &device), DenseOptim::Sgd);
+                }
+            }
+        }
+    }
+
+    /// Whether this rank trains the dense parameter `name`: every one but the tail clusters
+    /// other ranks own (`output.tail.{band}.…`, cluster `band - 1`).
+    pub(crate) fn trains_param(&self, name: &str) -> bool {
+        let Some(rest) = name.strip_prefix("output.tail.") else {
+            return true;
+        };
+        let band: usize = rest
+            .split('.')
+            .next()
+            .and_then(|b| b.parse().ok())
+            .unwrap_or(1);
+        self.ranks.size <= 1 || (band.max(1) - 1) % self.ranks.size == self.ranks.rank
     }
 }

@@ -153,6 +153,7 @@ impl WideModel {
                 metrics.add(s, &t.classes[t.row_ptr[r]..t.row_ptr[r + 1]]);
             }
         }
+        self.release_clusters();
         Ok((rank == 0).then(|| metrics.report()))
     }
 }

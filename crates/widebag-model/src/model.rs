@@ -273,7 +273,7 @@ impl WideModel {
                 .collect()
         };
         let dense = init::dense_params(&spec, &chunks, config.optim.dense, &device);
-        Ok(Self {
+        let mut model = Self {
             spec,
             chunks,
             bands,
@@ -284,7 +284,10 @@ impl WideModel {
             sent_bytes: Default::default(),
             pooled_bytes: 0,
             device,
-        })
+        };
+        // The adaptive softmax's tail clusters other ranks own are not held here.
+        model.release_clusters();
+        Ok(model)
     }
 
     pub fn device(&self) -> &Device {

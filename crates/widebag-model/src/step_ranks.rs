@@ -182,8 +182,17 @@ impl WideModel {
         values.splice(..replicated, summed);
         drop((fused, buf));
         let kernels = self.spec.kernels;
-        for ((p, g), shape) in self.dense.iter_mut().zip(values).zip(shapes) {
-            p.update(floats(g, shape, &device), &self.optim, step, kernels)?;
+        // Every parameter but the tail clusters other ranks own (placeholders here).
+        let trained: Vec<bool> = self
+            .dense
+            .iter()
+            .map(|p| self.trains_param(&p.name))
+            .collect();
+        let params = self.dense.iter_mut().zip(values).zip(shapes).zip(trained);
+        for (((p, g), shape), trains) in params {
+            if trains {
+                p.update(floats(g, shape, &device), &self.optim, step, kernels)?;
+            }
         }
         meter.lap(Stage::DenseUpdate);
         // 7. measure.
@@ -425,6 +434,7 @@ impl WideModel {
             sum += loss? as f64 * global.n_rows() as f64;
             n_rows += global.n_rows();
         }
+        self.release_clusters();
         Ok((n_rows > 0).then(|| sum / n_rows as f64))
     }
 }

@@ -51,6 +51,8 @@ pub(super) fn ledger(spec: &StepSpec) -> Ledger {
     let r = spec.ranks.expect("a rank's step");
     let local = local_spec(spec, r);
     let mut ledger = sparse::ledger(&local);
+    // The adaptive softmax's tail clusters other ranks own are a 1 × 1 placeholder here.
+    ledger.entries.retain(|e| owns_layer(&e.layer, r));
     let parts = Parts::of(spec, &local, r);
     // The exchanges' buffers are host vectors: the device's own memory on flex (host kernels).
     let placement = match spec.host_kernels() {
@@ -208,6 +210,20 @@ pub fn traffic(spec: &StepSpec) -> Vec<Traffic> {
             exact,
         })
         .collect()
+}
+
+/// Whether rank `r` holds ledger layer `layer`: every one but the adaptive softmax's tail
+/// clusters (`output.tail.{band}`, cluster `band - 1`) that other ranks own.
+fn owns_layer(layer: &str, r: RankFacts) -> bool {
+    let Some(band) = layer.strip_prefix("output.tail.") else {
+        return true;
+    };
+    let band: u64 = band
+        .split('.')
+        .next()
+        .and_then(|b| b.parse().ok())
+        .unwrap_or(1);
+    (band.max(1) - 1) % r.size == r.rank
 }
 
 /// Band `band`'s rows that rank `r` owns (the block rule), keeping the band's global ids.
