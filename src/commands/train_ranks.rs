@@ -233,21 +233,7 @@ fn ranks_of(comm: &dyn Collective) -> Ranks {
 
 /// The rank counts a run's checkpoints were written at (`2 ranks, 3 ranks`), or `none`.
 fn written_by(root: &std::path::Path) -> String {
-    let mut sizes: Vec<usize> = std::fs::read_dir(root)
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|e| {
-            let name = e.file_name().into_string().ok()?;
-            name.strip_prefix("rank-")?
-                .split_once("-of-")?
-                .1
-                .parse()
-                .ok()
-        })
-        .collect();
-    sizes.sort_unstable();
-    sizes.dedup();
+    let sizes = widebag_model::gather::rank_sizes(root);
     match sizes.is_empty() {
         true => "none".to_string(),
         false => {

@@ -19,10 +19,11 @@ use crate::model::{Ranks, WideModel};
 use crate::params::OutputParams;
 use crate::tensors::{floats, to_vec};
 
-/// How many ranks wrote the checkpoints under `root` (`rank-R-of-N` directories), if any did.
-pub fn ranks_of(root: &Path) -> Option<usize> {
-    std::fs::read_dir(root)
-        .ok()?
+/// The rank counts that wrote checkpoints under `root` (its `rank-R-of-N` directories), sorted.
+pub fn rank_sizes(root: &Path) -> Vec<usize> {
+    let mut sizes: Vec<usize> = std::fs::read_dir(root)
+        .into_iter()
+        .flatten()
         .flatten()
         .filter_map(|e| {
             let name = e.file_name().into_string().ok()?;
@@ -32,7 +33,15 @@ pub fn ranks_of(root: &Path) -> Option<usize> {
                 .parse()
                 .ok()
         })
-        .max()
+        .collect();
+    sizes.sort_unstable();
+    sizes.dedup();
+    sizes
+}
+
+/// How many ranks wrote the checkpoints under `root`, if any did (the most, if several runs).
+pub fn ranks_of(root: &Path) -> Option<usize> {
+    rank_sizes(root).into_iter().max()
 }
 
 /// Rank `rank` of `size`'s checkpoint directory under `root`.
