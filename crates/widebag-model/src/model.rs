@@ -149,6 +149,17 @@ pub struct StepStats {
 }
 
 impl StepStats {
+    /// An error naming the step when its loss is not a finite number.
+    pub(crate) fn check_finite(&self) -> Result<(), ModelError> {
+        match self.loss.is_finite() {
+            true => Ok(()),
+            false => Err(ModelError::Execution(format!(
+                "loss became {} at step {}",
+                self.loss, self.step
+            ))),
+        }
+    }
+
     pub fn new(step: u64, loss: f32, batch: &CsrBatch) -> Self {
         Self {
             step,

@@ -121,6 +121,13 @@ pub struct CheckpointPlan {
     pub every: u64,
 }
 
+impl CheckpointPlan {
+    /// Whether a checkpoint follows step `done` of `total`.
+    pub(crate) fn due(&self, done: u64, total: u64) -> bool {
+        (self.every > 0 && done.is_multiple_of(self.every)) || done == total
+    }
+}
+
 /// How a run is watched.
 #[derive(Clone, Debug, Default)]
 pub struct RunOptions {
@@ -244,12 +251,7 @@ pub fn run_training_with(
         stats.peak_in_use_bytes = meter.available().then_some(meter.peak_in_use_bytes);
         stats.lr = rates.lr_at(stats.step);
         stats.epoch = epoch_of(&data, rows_seen);
-        if !stats.loss.is_finite() {
-            return Err(ModelError::Execution(format!(
-                "loss became {} at step {}",
-                stats.loss, stats.step
-            )));
-        }
+        stats.check_finite()?;
         losses.push(stats.loss);
         let done = stats.step;
         if every > 0 && done % every == 0 && done < total && !eval.batches.is_empty() {
@@ -257,10 +259,7 @@ pub fn run_training_with(
             evaluations.push(Evaluation::new(done, stats.epoch, report.clone()));
             stats.eval = Some(report);
         }
-        let checkpoint = options
-            .checkpoints
-            .as_ref()
-            .filter(|plan| (plan.every > 0 && done % plan.every == 0) || done == total);
+        let checkpoint = options.checkpoints.as_ref().filter(|p| p.due(done, total));
         // The step's metrics reach the log before the checkpoint that covers them exists.
         stats.checkpoint_due = checkpoint.is_some();
         on_step(&stats);

@@ -263,12 +263,7 @@ pub fn run_training_ranks(
         stats.n_rows = global_rows;
         stats.step_s = step_start.elapsed().as_secs_f64();
         stats.lr = rates.lr_at(stats.step);
-        if !stats.loss.is_finite() {
-            return Err(ModelError::Execution(format!(
-                "loss became {} at step {}",
-                stats.loss, stats.step
-            )));
-        }
+        stats.check_finite()?;
         losses.push(stats.loss);
         let done = stats.step;
         // Held-out metrics every `train.eval_every` steps (rank 0 gets them; all take part).
@@ -278,7 +273,7 @@ pub fn run_training_ranks(
         let due = options
             .checkpoints
             .as_ref()
-            .filter(|plan| (plan.every > 0 && done % plan.every == 0) || done == steps as u64);
+            .filter(|p| p.due(done, steps as u64));
         stats.checkpoint_due = due.is_some();
         on_step(&stats);
         if let Some(plan) = due {
