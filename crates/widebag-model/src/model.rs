@@ -195,6 +195,8 @@ pub struct WideModel {
     /// Bytes the row exchange would have sent as pooled partial sums instead, on the same
     /// batches (`widebag_collective::pooled`).
     pub pooled_bytes: u64,
+    /// Steps `pooled_bytes` counts.
+    pub pooled_steps: u64,
     device: Device,
 }
 
@@ -294,6 +296,7 @@ impl WideModel {
             ranks,
             sent_bytes: Default::default(),
             pooled_bytes: 0,
+            pooled_steps: 0,
             device,
         };
         // The adaptive softmax's tail clusters other ranks own are not held here.

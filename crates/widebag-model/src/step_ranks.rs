@@ -41,6 +41,10 @@ fn to_others(lists: &[Vec<u32>], me: usize) -> u64 {
         .sum()
 }
 
+/// Steps on which the pooled exchange's bytes are counted (`widebag_collective::pooled`): a
+/// sample, so a long run does not pay its extra collective on every step.
+pub const POOLED_SAMPLED_STEPS: u64 = 20;
+
 /// A band's route for the step, with the first row of this rank's block of the band.
 type BandRoute = (Route, u32);
 
@@ -71,16 +75,20 @@ impl WideModel {
             )));
         }
         let ids = self.band_ids_whole(batch)?;
-        let cuts: Vec<BandCut> = self
-            .bands
-            .iter()
-            .map(|b| BandCut {
-                start: b.band.start as u32,
-                end: b.band.end as u32,
-                dim: b.band.dim,
-            })
-            .collect();
-        self.pooled_bytes += pooled_sent_bytes(comm, batch.row_ptr(), batch.ids(), &cuts)?;
+        // The other exchange's bytes, counted on the first steps only (one more collective).
+        if step <= POOLED_SAMPLED_STEPS {
+            let cuts: Vec<BandCut> = self
+                .bands
+                .iter()
+                .map(|b| BandCut {
+                    start: b.band.start as u32,
+                    end: b.band.end as u32,
+                    dim: b.band.dim,
+                })
+                .collect();
+            self.pooled_bytes += pooled_sent_bytes(comm, batch.row_ptr(), batch.ids(), &cuts)?;
+            self.pooled_steps += 1;
+        }
         // Every row's targets, for the class-split output layer (the rows are the ranks').
         let targets = match self.adaptive() {
             true => None,

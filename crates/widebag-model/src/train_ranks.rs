@@ -56,7 +56,8 @@ pub struct RanksSummary {
     /// Mean bytes this rank sent to the other ranks per step, by collective.
     pub sent_bytes_per_step: std::collections::BTreeMap<String, f64>,
     /// Mean bytes per step the row exchange (ids, rows, row gradients) would have sent as
-    /// pooled partial sums instead (TorchRec's pooled embeddings), on the same batches.
+    /// pooled partial sums instead (TorchRec's pooled embeddings), on the same batches (the
+    /// first `POOLED_SAMPLED_STEPS` steps).
     pub pooled_alternative_bytes_per_step: f64,
     /// This process's peak resident memory (all ranks' when they are threads of one process).
     pub peak_rss_bytes: Option<u64>,
@@ -315,7 +316,8 @@ pub fn run_training_ranks(
         eval,
         owned_rows: model.bands.iter().map(|band| band.table.n_rows()).collect(),
         owned_classes: model.chunks.iter().map(|c| c.n).sum(),
-        pooled_alternative_bytes_per_step: model.pooled_bytes as f64 / n_steps.max(1) as f64,
+        pooled_alternative_bytes_per_step: model.pooled_bytes as f64
+            / model.pooled_steps.max(1) as f64,
         sent_bytes_per_step: model
             .sent_bytes
             .iter()
