@@ -4,6 +4,7 @@
 
 use std::path::PathBuf;
 
+pub use crate::device_args::{DeviceArg, DeviceArgs};
 pub use crate::run_args::{EvalArgs, ExportArgs, PredictArgs, RunArgs};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
@@ -11,7 +12,12 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 #[command(
     name = "widebag",
     version,
-    about = "Memory-exact training for very wide sparse models"
+    about = "Memory-exact training for very wide sparse models",
+    after_help = "Start with README.md. Guides: docs/recommenders.md (Gowalla end to end), \
+                  docs/language-models.md (text, GCIDE, Brown), docs/memory.md (the ledger, \
+                  plans, remedies), docs/benchmarks.md (bench, sweeps, PyTorch peers), \
+                  docs/multi-process.md (mpirun, --ranks), docs/data-formats.md, \
+                  docs/checkpoints.md (run directories, resume, eval, export, predict)."
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -21,31 +27,41 @@ pub struct Cli {
 #[derive(Subcommand)]
 pub enum Command {
     /// Train a model (with no options: the built-in quickstart on synthetic 240k-wide data).
+    #[command(after_help = "Guides: docs/recommenders.md, docs/language-models.md, \
+                            docs/multi-process.md (--ranks, mpirun), docs/checkpoints.md (--out, --resume).")]
     Train(TrainArgs),
     /// The memory ledger of a training step: every tensor by category, layer and phase, the
     /// predicted peak, and with --measure the allocator's readings beside it.
+    #[command(after_help = "Guide: docs/memory.md.")]
     Explain(ExplainArgs),
     /// The batch size and optimizers that fit a memory budget, from the ledger alone (no trial
     /// runs); exit 3 with the smallest changes that would fit when nothing does.
+    #[command(after_help = "Guide: docs/memory.md (planning for a budget, the remedies).")]
     Plan(PlanArgs),
     /// Run a sweep file's grid of configs, each into its own directory (resumable), and write
     /// results.csv, results.md and SVG plots.
+    #[command(after_help = "Guide: docs/benchmarks.md (experiments).")]
     Sweep(SweepArgs),
     /// Benchmarks.
+    #[command(after_help = "Guide: docs/benchmarks.md.")]
     Bench {
         #[command(subcommand)]
         command: BenchCommand,
     },
     /// Evaluate a trained run (its last good checkpoint) on held-out rows: the run's own
     /// (data.test_path or train.eval_rows), or a file given with --data.
+    #[command(after_help = "Guide: docs/checkpoints.md.")]
     Eval(EvalArgs),
     /// Export a trained run's model as safetensors and .npy files (ids in the data's own
     /// numbering, head/tail bands projected to the full dim) with its vocabulary.
+    #[command(after_help = "Guide: docs/checkpoints.md.")]
     Export(ExportArgs),
     /// The top-K classes or items of each row of a data file, from a trained run, as CSV or
     /// JSON lines.
+    #[command(after_help = "Guide: docs/checkpoints.md.")]
     Predict(PredictArgs),
     /// Inspect data files.
+    #[command(after_help = "Guide: docs/data-formats.md.")]
     Data {
         #[command(subcommand)]
         command: DataCommand,
@@ -67,22 +83,6 @@ pub enum BenchCommand {
     /// The same model in the dense and the sparse layout at a ladder of widths: predicted and
     /// measured peak memory and examples/s side by side, with a plot.
     SparseVsDense(BenchArgs),
-}
-
-#[derive(Clone, Copy, ValueEnum)]
-pub enum DeviceArg {
-    Auto,
-    Wgpu,
-    Cpu,
-}
-
-/// The device flag, shared by every command that opens a device.
-#[derive(Args, Clone, Copy)]
-pub struct DeviceArgs {
-    /// Device: auto (the default: a hardware GPU through wgpu, else burn's flex CPU backend),
-    /// wgpu (a software adapter when there is no GPU), or cpu (flex).
-    #[arg(long, value_enum)]
-    pub device: Option<DeviceArg>,
 }
 
 /// Options shared by every command that reads a configuration.
@@ -257,8 +257,8 @@ pub struct ExplainArgs {
     /// Where --measure writes its SVG chart.
     #[arg(long, default_value = "widebag-explain.svg")]
     pub svg: PathBuf,
-    /// Run the accuracy grid (`small`: the CI grid; `full`: the README grid) instead of one config;
-    /// fails when any measured point misses the 3% bar.
+    /// Run the accuracy grid (`small`: the CI grid; `full`: the grid in docs/memory.md) instead
+    /// of one config; fails when any measured point misses the 3% bar.
     #[arg(long, value_name = "NAME")]
     pub grid: Option<String>,
     /// With --grid: directory for grid.md and grid.json.
@@ -427,6 +427,40 @@ mod tests {
     #[test]
     fn the_command_line_is_consistent() {
         Cli::command().debug_assert();
+    }
+
+    /// `widebag --help` and every subcommand's help name their guide, and the guide exists.
+    #[test]
+    fn every_help_names_an_existing_guide() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let cli = Cli::command();
+        let mut helps = vec![(
+            "widebag".to_string(),
+            cli.get_after_help().map(|h| h.to_string()),
+        )];
+        for sub in cli.get_subcommands() {
+            let help = sub.get_after_help().map(|h| h.to_string());
+            helps.push((sub.get_name().to_string(), help));
+        }
+        assert!(helps.len() > 8, "{} commands", helps.len());
+        for (name, help) in helps {
+            let help = help.unwrap_or_else(|| panic!("`{name} --help` names no guide"));
+            let guides: Vec<&str> = help
+                .split(|c: char| c.is_whitespace() || ",()".contains(c))
+                .map(|w| w.trim_end_matches('.'))
+                .filter(|w| w.starts_with("docs/") && w.ends_with(".md"))
+                .collect();
+            assert!(
+                !guides.is_empty(),
+                "`{name} --help` names no docs/*.md guide: {help}"
+            );
+            for g in guides {
+                assert!(
+                    root.join(g).is_file(),
+                    "`{name} --help` names {g}, which is missing"
+                );
+            }
+        }
     }
 
     #[test]

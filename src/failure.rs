@@ -5,6 +5,9 @@
 pub struct Failure {
     pub code: u8,
     pub error: anyhow::Error,
+    /// The command already printed its `--json` object for this outcome (a plan that does not
+    /// fit prints the plan): the error is not printed as a second object.
+    pub reported: bool,
 }
 
 impl Failure {
@@ -13,6 +16,7 @@ impl Failure {
         Self {
             code: 2,
             error: error.into(),
+            reported: false,
         }
     }
 
@@ -21,6 +25,15 @@ impl Failure {
         Self {
             code: 1,
             error: error.into(),
+            reported: false,
+        }
+    }
+
+    /// The same failure, its `--json` object already printed by the command.
+    pub fn reported(self) -> Self {
+        Self {
+            reported: true,
+            ..self
         }
     }
 
@@ -29,6 +42,7 @@ impl Failure {
         Self {
             code: 3,
             error: error.into(),
+            reported: false,
         }
     }
 }
@@ -48,6 +62,28 @@ pub fn render(error: &anyhow::Error) -> String {
         out.push_str(&text);
     }
     out
+}
+
+/// What an exit code means, in the words `--json` reports it with.
+pub fn meaning(code: u8) -> &'static str {
+    match code {
+        0 => "ok",
+        1 => "the run failed",
+        2 => "usage or configuration error",
+        3 => "does not fit",
+        _ => "failed",
+    }
+}
+
+/// The one JSON object `--json` prints on stdout when a command fails: the exit code, its
+/// meaning and the error on one line.
+pub fn json(code: u8, error: &str) -> serde_json::Value {
+    serde_json::json!({
+        "status": "error",
+        "exit_code": code,
+        "meaning": meaning(code),
+        "error": error,
+    })
 }
 
 /// What every command returns.

@@ -5,6 +5,7 @@
 mod args;
 mod chart;
 mod commands;
+mod device_args;
 mod failure;
 mod heap;
 mod measure;
@@ -43,11 +44,28 @@ fn dispatch(command: &Command) -> Outcome {
 
 fn main() -> ExitCode {
     process::set_up();
-    let cli = Cli::parse();
+    // `--json` promises one JSON object on stdout for every outcome, a usage error included.
+    let json = std::env::args_os().any(|a| a == "--json");
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) if json && e.use_stderr() => {
+            let text = e.to_string();
+            let line = text.lines().next().unwrap_or_default();
+            let line = line.strip_prefix("error: ").unwrap_or(line);
+            eprint!("{text}");
+            println!("{}", failure::json(2, line));
+            return ExitCode::from(2);
+        }
+        Err(e) => e.exit(),
+    };
     match dispatch(&cli.command) {
         Ok(()) => ExitCode::SUCCESS,
         Err(f) => {
-            eprintln!("error: {}", failure::render(&f.error));
+            let text = failure::render(&f.error);
+            eprintln!("error: {text}");
+            if json && !f.reported {
+                println!("{}", failure::json(f.code, &text));
+            }
             ExitCode::from(f.code)
         }
     }

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use crate::args::DeviceArgs;
+use crate::device_args::DeviceArgs;
 
 /// A trained run and the device to read it on.
 #[derive(Args)]

@@ -45,9 +45,6 @@ pub fn run(req: &BenchRequest) -> Outcome {
     Ok(())
 }
 
-/// The widths measured by default (next-id targets over every id: classes = width).
-pub const DEFAULT_WIDTHS: [usize; 4] = [8_000, 24_000, 80_000, 240_000];
-
 /// One layout at one width.
 #[derive(Clone, Debug, Serialize)]
 pub struct BenchRow {

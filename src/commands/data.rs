@@ -123,7 +123,7 @@ fn write_dataset(dataset: &widebag_data::Dataset, to: OutFormat, out: &Path) -> 
 
 fn synth(args: &SynthArgs) -> Outcome {
     let config = request::config(&args.config)?;
-    let stream = widebag_data::SyntheticStream::new(widebag_config::synthetic_spec(&config))
+    let stream = widebag_data::SyntheticStream::new(widebag_prepare::synthetic_spec(&config))
         .map_err(Failure::usage)?;
     let dataset = widebag_data::synthetic::to_dataset(&stream, args.rows);
     write_dataset(&dataset, args.to, &args.out)?;

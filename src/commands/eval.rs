@@ -53,13 +53,14 @@ pub fn run(args: &EvalArgs) -> Outcome {
         )));
     }
     let compute = open_compute(config.train.device)?;
-    let mut model = widebag_model::saved::load(&prepared, &compute, &saved.checkpoint)
+    let mut model = widebag_model::checkpoint::saved::load(&prepared, &compute, &saved.checkpoint)
         .context("loading the checkpoint")
         .map_err(Failure::run)?;
-    let report = widebag_model::saved::evaluate_held_out(&mut model, &prepared, &compute)
-        .context("evaluating")
-        .map_err(Failure::run)?
-        .expect("held-out rows are present");
+    let report =
+        widebag_model::checkpoint::saved::evaluate_held_out(&mut model, &prepared, &compute)
+            .context("evaluating")
+            .map_err(Failure::run)?
+            .expect("held-out rows are present");
     let held_out = match &config.data.test_path {
         Some(p) => p.clone(),
         None => "train.eval_rows".into(),

@@ -14,7 +14,7 @@ pub fn run(args: &ExportArgs) -> Outcome {
         widebag_prepare::open_data(&saved.config, &widebag_prepare::PrepareOptions::READ_ONLY)
             .map_err(Failure::usage)?;
     let compute = open_compute(saved.config.train.device)?;
-    let mut model = widebag_model::saved::load(&prepared, &compute, &saved.checkpoint)
+    let mut model = widebag_model::checkpoint::saved::load(&prepared, &compute, &saved.checkpoint)
         .context("loading the checkpoint")
         .map_err(Failure::run)?;
     let files = widebag_model::export::export(model.layout.as_mut(), &prepared, &args.to)

@@ -2,6 +2,7 @@
 //! own output.
 
 pub mod bench;
+pub mod budget;
 pub mod data;
 pub mod eval;
 pub mod explain;

@@ -40,7 +40,7 @@ pub fn run(args: &PredictArgs) -> Outcome {
         eprintln!("widebag: {w}");
     }
     let compute = open_compute(config.train.device)?;
-    let mut model = widebag_model::saved::load(&prepared, &compute, &saved.checkpoint)
+    let mut model = widebag_model::checkpoint::saved::load(&prepared, &compute, &saved.checkpoint)
         .context("loading the checkpoint")
         .map_err(Failure::run)?;
     let n_classes = prepared.config.data.n_classes();

@@ -9,8 +9,8 @@ use widebag_config::units::format_bytes;
 use widebag_model::{CheckpointPlan, RunOptions, RunSummary, run_training_with};
 use widebag_prepare::Prepared;
 
+use crate::commands::budget::plan_for_budget;
 use crate::commands::explain;
-use crate::commands::plan::{self, Planned};
 use crate::failure::{Failure, Outcome};
 use crate::prerun::{check_fits, check_memory, device_facts, open_compute, predict};
 use crate::request::TrainRequest;
@@ -25,39 +25,15 @@ pub fn run(req: &TrainRequest) -> Outcome {
             .map_err(Failure::usage)?;
     announce(&prepared);
     let compute = open_compute(req.config.train.device)?;
-    let mut saved_config = req.config.clone();
-    let mut planned = None;
-    if let Some(flags) = &req.plan {
-        let Planned { report, planned_ms } =
-            plan::make_plan(&mut prepared, flags, &req.overrides, Some(&compute))
-                .map_err(Failure::usage)?;
-        if !report.fits {
-            print!("{}", plan::render(&report, planned_ms));
-            return Err(Failure::does_not_fit(anyhow::anyhow!(
-                "does not fit the {} budget (see the plan above)",
-                format_bytes(report.budget_bytes)
-            )));
+    let (saved_config, planned) = match plan_for_budget(req, &mut prepared, &compute, (0, 1))? {
+        Some(b) => {
+            if b.prepared_again {
+                announce(&prepared);
+            }
+            (b.saved_config, Some(b.report))
         }
-        eprintln!(
-            "widebag: planned for {}: batch {}, table {}, dense {} (predicted peak {})",
-            format_bytes(report.budget_bytes),
-            report.batch_size,
-            report.plan.chosen.table.name(),
-            report.plan.chosen.dense.name(),
-            format_bytes(report.predicted_peak_bytes)
-        );
-        prepared.config = plan::planner::apply(&prepared.config, &report.plan);
-        saved_config = plan::planner::apply(&saved_config, &report.plan);
-        if plan::planner::cuts_bands(&report.plan) {
-            // The plan cut a side into bands: prepare again, so the ids or classes are
-            // renumbered by frequency and the bands resolved for the cut.
-            prepared =
-                widebag_prepare::open_data(&saved_config, &widebag_prepare::PrepareOptions::TRAIN)
-                    .map_err(Failure::usage)?;
-            announce(&prepared);
-        }
-        planned = Some(report);
-    }
+        None => (req.config.clone(), None),
+    };
     // Refuse, before anything is allocated, a precision the device cannot store and a step with
     // a tensor over the device's buffer limit.
     widebag_model::device::check_precisions(
@@ -83,6 +59,12 @@ pub fn run(req: &TrainRequest) -> Outcome {
             dir.path.display(),
             prepared.config.train.steps
         );
+        if req.json {
+            println!(
+                "{}",
+                complete_json(&dir.path, *step, prepared.config.train.steps)
+            );
+        }
         return Ok(());
     }
     let mut metrics = match &run_dir {
@@ -363,4 +345,20 @@ fn expectation(ledger: &widebag_ledger::Ledger, compute: &widebag_model::Compute
         device.point.name(),
         format_bytes(host)
     )
+}
+
+/// `--json` for a run directory that is already complete: one object saying so, with the run's
+/// own `summary.json` when it has one (`null` when the run stopped before writing it).
+fn complete_json(dir: &std::path::Path, step: u64, steps: usize) -> serde_json::Value {
+    let summary = std::fs::read_to_string(dir.join("summary.json"))
+        .ok()
+        .and_then(|text| serde_json::from_str::<serde_json::Value>(&text).ok())
+        .unwrap_or(serde_json::Value::Null);
+    serde_json::json!({
+        "status": "complete",
+        "run_dir": dir.display().to_string(),
+        "last_checkpoint_step": step,
+        "steps": steps,
+        "summary": summary,
+    })
 }

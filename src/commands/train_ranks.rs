@@ -1,6 +1,6 @@
 //! `widebag train` across ranks: under `mpirun` with a binary built with `--features mpi` (one
 //! process per rank, MPI's world size), or `--ranks N` as N threads of this process. Every rank
-//! prepares the same run and trains its part ([`widebag_model::train_ranks`]). With `--budget`
+//! prepares the same run and trains its part ([`widebag_model::train::ranks`]). With `--budget`
 //! every rank plans its own part (the solver's budget is per rank: `plan --ranks N`). With
 //! `--out` rank 0 writes the run directory (config, metrics, summary) and every rank its own
 //! checkpoints under `checkpoints/rank-R-of-N/`; `--resume` continues at the same N. Rank 0
@@ -14,15 +14,14 @@ use widebag_collective::threads::ThreadGroup;
 use widebag_config::units::format_bytes;
 use widebag_model::CheckpointPlan;
 use widebag_model::Ranks;
-use widebag_model::train_ranks::{
+use widebag_model::train::ranks::{
     RanksOptions, RanksSummary, rank_dir, refused_across_ranks, run_training_ranks,
 };
 use widebag_prepare::Prepared;
 
-use crate::commands::plan::{self, Planned};
+use crate::commands::budget::plan_for_budget;
 use crate::failure::{Failure, Outcome};
 use crate::prerun::{check_fits, check_memory_shared, device_facts, open_compute, predict_rank};
-use crate::request::SolverFlags;
 use crate::request::TrainRequest;
 use crate::run_dir::{MetricsLog, RunDir};
 
@@ -80,44 +79,8 @@ fn rank_run(
     };
     let compute = open_compute(req.config.train.device)?;
     let lead = comm.rank() == 0;
-    let mut saved_config = req.config.clone();
-    if let Some(flags) = &req.plan {
-        let flags = SolverFlags {
-            ranks: comm.size(),
-            ..flags.clone()
-        };
-        let Planned { report, planned_ms } =
-            plan::make_plan(&mut prepared, &flags, &req.overrides, Some(&compute))
-                .map_err(Failure::usage)?;
-        if !report.fits {
-            if lead {
-                print!("{}", plan::render(&report, planned_ms));
-            }
-            return Err(Failure::does_not_fit(anyhow::anyhow!(
-                "does not fit the {} budget per rank (see the plan above)",
-                format_bytes(report.budget_bytes)
-            )));
-        }
-        if lead {
-            eprintln!(
-                "widebag: planned for {} per rank across {}: batch {}, table {}, dense {} \
-                 (rank 0's predicted peak {})",
-                format_bytes(report.budget_bytes),
-                comm.size(),
-                report.batch_size,
-                report.plan.chosen.table.name(),
-                report.plan.chosen.dense.name(),
-                format_bytes(report.predicted_peak_bytes)
-            );
-        }
-        saved_config = plan::planner::apply(&saved_config, &report.plan);
-        prepared.config = plan::planner::apply(&prepared.config, &report.plan);
-        if plan::planner::cuts_bands(&report.plan) {
-            prepared =
-                widebag_prepare::open_data(&saved_config, &widebag_prepare::PrepareOptions::TRAIN)
-                    .map_err(Failure::usage)?;
-        }
-    }
+    let saved_config = plan_for_budget(req, &mut prepared, &compute, (comm.rank(), comm.size()))?
+        .map_or_else(|| req.config.clone(), |b| b.saved_config);
     // Refused before anything is allocated: a tensor over the buffer limit, or the ranks this
     // machine holds (threads: all of them; under mpirun: its local ranks) over its memory.
     let (spec, ledger) = predict_rank(
@@ -233,7 +196,7 @@ fn ranks_of(comm: &dyn Collective) -> Ranks {
 
 /// The rank counts a run's checkpoints were written at (`2 ranks, 3 ranks`), or `none`.
 fn written_by(root: &std::path::Path) -> String {
-    let sizes = widebag_model::gather::rank_sizes(root);
+    let sizes = widebag_model::checkpoint::gather::rank_sizes(root);
     match sizes.is_empty() {
         true => "none".to_string(),
         false => {

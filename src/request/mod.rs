@@ -14,8 +14,11 @@ use crate::args::{
     BenchArgs, ConfigArgs, DeviceArg, DeviceArgs, ExplainArgs, FormatArg, ModeArg, SourceArgs,
     SweepArgs, TokensArg, TrainArgs,
 };
-use crate::commands::bench::DEFAULT_WIDTHS;
 use crate::failure::Failure;
+
+/// The widths `widebag bench` measures by default (next-id targets over every id: classes =
+/// width).
+pub const DEFAULT_WIDTHS: [usize; 4] = [8_000, 24_000, 80_000, 240_000];
 
 mod plan;
 mod saved;

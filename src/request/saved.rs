@@ -29,7 +29,7 @@ pub fn saved_run(args: &RunArgs) -> Result<SavedRun, Failure> {
         Some(dir) => dir.clone(),
         None => {
             let root = args.run.join("checkpoints");
-            if let Some(n) = widebag_model::gather::ranks_of(&root) {
+            if let Some(n) = widebag_model::checkpoint::gather::ranks_of(&root) {
                 eprintln!(
                     "widebag: {} was trained across {n} ranks: its ranks' checkpoints are \
                      gathered into one model",

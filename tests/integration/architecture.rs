@@ -1,6 +1,7 @@
 //! The burn-free invariant, checked with `cargo metadata`: the pure crates (CSR batches, data,
 //! config, run preparation, ledger, solver, evaluation metrics, checkpoint format, collectives)
-//! must not reach any burn crate through normal dependencies.
+//! must not reach any burn crate through normal dependencies, and the config crate does not reach
+//! the data crate.
 
 use std::collections::{HashMap, HashSet};
 use std::process::Command;
@@ -15,7 +16,12 @@ const PURE: &[&str] = &[
     "widebag-eval",
     "widebag-checkpoint",
     "widebag-collective",
+    "widebag-kinds",
 ];
+
+/// Crate pairs where the first must not reach the second: the config crate is schema, loading,
+/// validation and units; reading data is the data crate's (run preparation joins the two).
+const APART: &[(&str, &str)] = &[("widebag-config", "widebag-data")];
 
 #[test]
 fn pure_crates_do_not_depend_on_burn() {
@@ -55,6 +61,26 @@ fn pure_crates_do_not_depend_on_burn() {
             .map(|d| d["pkg"].as_str().unwrap())
             .collect();
         edges.insert(id, deps);
+    }
+    let reaches = |from: &str| -> HashSet<&str> {
+        let root = names
+            .iter()
+            .find(|(_, n)| **n == from)
+            .map(|(id, _)| *id)
+            .unwrap_or_else(|| panic!("{from} is a workspace member"));
+        let (mut seen, mut stack) = (HashSet::new(), vec![root]);
+        while let Some(id) = stack.pop() {
+            if seen.insert(id) {
+                stack.extend(edges.get(id).into_iter().flatten());
+            }
+        }
+        seen.into_iter().map(|id| names[id]).collect()
+    };
+    for (from, not) in APART {
+        assert!(
+            !reaches(from).contains(not),
+            "{from} depends on {not} (cargo tree -p {from})"
+        );
     }
     for pure in PURE {
         let root = names

@@ -119,3 +119,38 @@ fn json_summary_on_wgpu_reports_measured_peaks() {
     assert!(peak >= v["table_bytes"].as_u64().unwrap());
     assert!(v["peak_reserved_bytes"].as_u64().unwrap() >= peak);
 }
+
+#[test]
+fn json_errors_are_one_json_object_with_the_exit_code() {
+    for (args, code) in [
+        (&["train", "--json", "--set", "model.no_such_key=1"][..], 2),
+        (&["train", "--json", "--no-such-flag"][..], 2),
+        (
+            &["plan", "--json", "--budget", "10KiB", "--device", "cpu"][..],
+            3,
+        ),
+    ] {
+        let out = widebag(args);
+        assert_eq!(out.status.code(), Some(code), "{args:?}");
+        let text = String::from_utf8_lossy(&out.stdout);
+        let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+        assert_eq!(
+            lines.len(),
+            1,
+            "{args:?}: not one JSON line on stdout: {text}"
+        );
+        let v: serde_json::Value = serde_json::from_str(lines[0]).expect("stdout is JSON");
+        if code == 3 {
+            // plan prints its own report (fits: false) as the one object.
+            assert_eq!(v["fits"], false, "{args:?}: {v}");
+        } else {
+            assert_eq!(v["status"], "error", "{args:?}: {v}");
+            assert_eq!(v["exit_code"], code, "{args:?}: {v}");
+            assert_eq!(
+                v["meaning"], "usage or configuration error",
+                "{args:?}: {v}"
+            );
+            assert!(!v["error"].as_str().unwrap_or_default().is_empty(), "{v}");
+        }
+    }
+}

@@ -12,7 +12,7 @@ use widebag_config::{
     BandPlacement, Config, CpuKernels, Cutoffs, DenseOptim, Layout, OutputKind, TableOptim,
     TargetKind,
 };
-use widebag_model::dense::DenseModel;
+use widebag_model::layout::dense::DenseModel;
 use widebag_model::tensors::to_vec;
 use widebag_model::{MemoryMeter, WideModel};
 

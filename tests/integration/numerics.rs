@@ -9,10 +9,10 @@ use common::{assert_close, assert_fd, batch, fd_dense, fd_table, flex, wgpu_or_s
 use widebag_config::bands::ModelBands;
 use widebag_config::{Config, DenseOptim, TableOptim, TargetKind};
 use widebag_csr::CsrBatch;
-use widebag_model::dense::DenseModel;
-use widebag_model::dense_optim::DenseParam;
-use widebag_model::reference::dense_reference;
-use widebag_model::softmax::{self, ChunkTargets};
+use widebag_model::layout::dense::DenseModel;
+use widebag_model::layout::reference::dense_reference;
+use widebag_model::model::dense_optim::DenseParam;
+use widebag_model::output::softmax::{self, ChunkTargets};
 use widebag_model::tensors::{floats, to_vec};
 use widebag_model::{Compute, WideModel};
 

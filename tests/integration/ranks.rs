@@ -19,8 +19,8 @@ use widebag_config::{
 };
 use widebag_eval::{EvalReport, RecallConvention, Task};
 use widebag_model::eval::{EvalSet, EvalSpec, evaluate};
-use widebag_model::ids::SortedIdBuf;
-use widebag_model::memory::MemoryMeter;
+use widebag_model::step::memory::MemoryMeter;
+use widebag_model::table::ids::SortedIdBuf;
 use widebag_model::tensors::to_vec;
 use widebag_model::{BackendKind, Ranks, WideModel};
 

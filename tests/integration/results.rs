@@ -348,8 +348,25 @@ fn every_layout_and_state_resumes_bit_for_bit() {
         let o = widebag(&["train", "--resume", cut.to_str().unwrap()]);
         assert!(o.status.success());
         assert!(String::from_utf8_lossy(&o.stderr).contains("is complete"));
+        // With --json it says so in one JSON object, the run's own summary inside.
+        let o = widebag(&["train", "--json", "--resume", cut.to_str().unwrap()]);
+        assert!(o.status.success());
+        let v = one_json_object(&o.stdout);
+        assert_eq!(v["status"], "complete", "{name}: {v}");
+        assert_eq!(v["last_checkpoint_step"], 40, "{name}: {v}");
+        assert!(v["summary"]["final_loss"].is_number(), "{name}: {v}");
         for d in [whole, cut] {
             let _ = std::fs::remove_dir_all(d);
         }
     }
+}
+
+/// `stdout` as exactly one JSON object (one line, nothing else printed).
+fn one_json_object(stdout: &[u8]) -> serde_json::Value {
+    let text = String::from_utf8_lossy(stdout);
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(lines.len(), 1, "not one JSON line on stdout: {text}");
+    let v: serde_json::Value = serde_json::from_str(lines[0]).expect("stdout is JSON");
+    assert!(v.is_object(), "{v}");
+    v
 }

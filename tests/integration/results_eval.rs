@@ -290,7 +290,7 @@ fn a_head_tail_export_holds_what_the_bag_computes_for_each_id() {
     );
     let compute = common::flex();
     let ck = run.join("checkpoints").join("step-00000015");
-    let saved = widebag_model::saved::load(&prepared, &compute, &ck).unwrap();
+    let saved = widebag_model::checkpoint::saved::load(&prepared, &compute, &ck).unwrap();
     drop(saved);
     let mut model =
         widebag_model::WideModel::new(&prepared.config, &prepared.model_bands, &compute).unwrap();

@@ -13,7 +13,7 @@ use widebag_config::{
 };
 use widebag_data::SyntheticStream;
 use widebag_model::table::ShardedTable;
-use widebag_model::table_optim::TableState;
+use widebag_model::table::optim::TableState;
 use widebag_model::tensors::floats;
 use widebag_model::{Compute, MemoryMeter, SortedIds, WideModel, open_device};
 

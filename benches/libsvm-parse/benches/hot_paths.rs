@@ -35,7 +35,7 @@ fn csr_assembly(c: &mut Criterion) {
 fn plan_seed(c: &mut Criterion) {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs/seed-sparse.toml");
     let config = widebag_config::load(Some(&path), &[]).expect("the seed config");
-    let stream = SyntheticStream::new(widebag_config::synthetic_spec(&config)).expect("spec");
+    let stream = SyntheticStream::new(widebag_prepare::synthetic_spec(&config)).expect("spec");
     let source = BatchSource::Synthetic(stream);
     let rows =
         RowSample::collect(&source, config.data.width, config.plan.max_batch, 8).expect("sample");

@@ -6,7 +6,7 @@
 //! nearest valid one), the merged table is deserialised with the failing key's path, and every
 //! value is range-checked. The error says where the offending value came from.
 
-pub use widebag_data::{Format, TargetKind, TextMode, TokenFormat};
+pub use widebag_kinds::{Format, LabelMode, TargetKind, TextMode, TokenFormat};
 
 mod band_keys;
 pub mod bands;
@@ -16,7 +16,6 @@ mod loader;
 mod locate;
 mod schema;
 pub mod sweep;
-mod synthetic;
 pub mod units;
 mod validate;
 
@@ -25,7 +24,6 @@ pub use choices::*;
 pub use error::{ConfigError, Origin};
 pub use loader::{ConfigLoader, known_keys, load, nearest_key, parse_override_value};
 pub use schema::*;
-pub use synthetic::synthetic_spec;
 pub use validate::validate;
 
 /// The built-in quickstart, layered over the schema defaults when no `--config` is given.

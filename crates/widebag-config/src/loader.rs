@@ -374,10 +374,9 @@ mod tests {
             "data.window=3",
         ])
         .unwrap();
-        let s = c.data.source().unwrap();
-        assert_eq!(s.format, Format::Text);
-        assert_eq!(s.text.mode, TextMode::Cbow);
-        assert_eq!(s.text.window, 3);
+        assert_eq!(c.data.format, Some(Format::Text));
+        assert_eq!(c.data.mode, Some(TextMode::Cbow));
+        assert_eq!(c.data.window, 3);
         for (args, key) in [
             (&["data.path=x.svm"][..], "data.format"),
             (&["data.format=npz"][..], "data.path"),
@@ -404,13 +403,16 @@ mod tests {
             "data.label=file_name",
         ];
         let c = sets(&[&brown[..], &["data.label_chars=[1, 2]"]].concat()).unwrap();
-        let s = c.data.source().unwrap();
-        assert_eq!(s.label, widebag_data::LabelOptions::file_name(1, 2));
+        assert_eq!(
+            (c.data.label, c.data.label_chars),
+            (crate::LabelMode::FileName, [1, 2])
+        );
         if let Some(home) = std::env::var_os("HOME") {
-            assert_eq!(s.path, PathBuf::from(home).join("brown"));
+            assert_eq!(
+                c.data.resolved_path(),
+                Some(PathBuf::from(home).join("brown"))
+            );
         }
-        let bag = sets(&["data.path=x", "data.format=text"]).unwrap();
-        assert_ne!(bag.data.source().unwrap().variant(), s.variant());
         let dir = std::env::temp_dir().join(format!("widebag-config-lab-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let file = dir.join("corpus.txt");
@@ -449,19 +451,20 @@ mod tests {
         let msg = sets(&["data.label_chars=[1, 2]"]).unwrap_err().to_string();
         assert!(msg.contains("data.label_chars"), "{msg}");
         let whole = sets(&brown).unwrap();
-        let label = whole.data.source().unwrap().label;
-        assert_eq!((label.start, label.end), (0, 0));
+        assert_eq!(whole.data.label_chars, [0, 0]);
     }
 
     #[test]
     fn brown_config_is_a_file_name_classifier() {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs/brown.toml");
         let c = load(Some(&path), &[]).unwrap();
-        let s = c.data.source().unwrap();
-        assert_eq!(s.label, widebag_data::LabelOptions::file_name(1, 2));
         assert_eq!(
-            (s.format, s.text.tokens),
-            (Format::Text, TokenFormat::Tagged)
+            (c.data.label, c.data.label_chars),
+            (crate::LabelMode::FileName, [1, 2])
+        );
+        assert_eq!(
+            (c.data.format, c.data.tokens),
+            (Some(Format::Text), TokenFormat::Tagged)
         );
         assert_eq!((c.train.eval_rows, c.train.epochs), (100, Some(30)));
     }

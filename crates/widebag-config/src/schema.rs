@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
-use widebag_data::LabelMode;
+use widebag_kinds::LabelMode;
 
 use crate::{
     Activation, Checkpointing, CpuKernels, DenseOptim, DeviceChoice, Format, InputBands, Layout,
@@ -101,26 +101,14 @@ impl DataConfig {
         self.n_classes.unwrap_or(self.width)
     }
 
-    /// The data file to read, when the run trains on one (validated: `format` is set).
-    pub fn source(&self) -> Option<widebag_data::Source> {
-        let (path, format) = (self.path.as_ref()?, self.format?);
-        let mut s = widebag_data::Source::new(home(path), format);
-        s.test_path = self.test_path.as_deref().map(home);
-        s.read.zero_based = self.zero_based;
-        s.read.skip_bad_lines = self.skip_bad_lines;
-        s.text = widebag_data::TextOptions {
-            mode: self.mode.unwrap_or_default(),
-            window: self.window,
-            min_count: self.min_count,
-            max_vocab: self.max_vocab,
-            tokens: self.tokens,
-        };
-        s.label = widebag_data::LabelOptions {
-            mode: self.label,
-            start: self.label_chars[0],
-            end: self.label_chars[1],
-        };
-        Some(s)
+    /// `data.path` as it is read (`~/` expanded), when the run trains on a file.
+    pub fn resolved_path(&self) -> Option<PathBuf> {
+        self.path.as_deref().map(home)
+    }
+
+    /// `data.test_path` as it is read (`~/` expanded), when there is one.
+    pub fn resolved_test_path(&self) -> Option<PathBuf> {
+        self.test_path.as_deref().map(home)
     }
 }
 

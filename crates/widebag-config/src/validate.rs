@@ -1,6 +1,6 @@
 //! Range checks of a built configuration; each failure names the key and why.
 
-use widebag_data::LabelMode;
+use widebag_kinds::LabelMode;
 
 use crate::{
     BandPlacement, Checkpointing, Config, DataConfig, Format, Layout, ModelConfig, OutputKind,
@@ -134,7 +134,7 @@ fn check_label(d: &DataConfig) -> Result<(), (&'static str, String)> {
         return err("\"file_name\" needs mode = \"bow\" (one row per document)");
     }
     // A path that is not there yet is left to the reader, which names it.
-    if d.source().is_some_and(|s| s.path.is_file()) {
+    if d.format.is_some() && d.resolved_path().is_some_and(|p| p.is_file()) {
         return err(
             "\"file_name\" needs data.path to be a directory of documents (one per file), not a file",
         );

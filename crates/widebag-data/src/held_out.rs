@@ -28,9 +28,10 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use crate::dataset::{Dataset, RowStore};
-use crate::source::{Format, Loaded, Source};
+use crate::source::{Loaded, Source};
 use crate::text::DocClasses;
 use crate::{DataError, ReadOptions, dictd, labels, libsvm, lightgcn, npz, text};
+use widebag_kinds::Format;
 
 /// Held-out rows read against a training file.
 #[derive(Clone, Debug)]
@@ -354,7 +355,13 @@ fn read_text(
                         test_path.display()
                     ),
                 })?;
-            let l = labels::held_out_documents(source, test_path, names)?;
+            let l = labels::held_out_documents(
+                (source.format, source.text.mode),
+                &source.label,
+                source.read.skip_bad_lines,
+                test_path,
+                names,
+            )?;
             (l.docs, Some(l.classes), l.skipped)
         }
         _ => {

@@ -16,35 +16,15 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-use serde::{Deserialize, Serialize};
+pub use widebag_kinds::LabelMode;
 
 use crate::DataError;
 use crate::dataset::Dataset;
-use crate::source::{Format, Source};
-use crate::text::{self, DocClasses, TextMode, Vocabulary};
+use crate::text::{self, DocClasses, TextMode, TextOptions, Vocabulary};
+use widebag_kinds::Format;
 
 /// Suffix of the class-name sidecar kept beside the data (as `vocab.tsv` is).
 pub const LABELS_SUFFIX: &str = "labels.tsv";
-
-/// What a text document's row targets.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum LabelMode {
-    /// The document's own bag of words (counts as weights).
-    #[default]
-    Bag,
-    /// One class: the label cut from the document's file name.
-    FileName,
-}
-
-impl LabelMode {
-    pub fn name(self) -> &'static str {
-        match self {
-            LabelMode::Bag => "bag",
-            LabelMode::FileName => "file_name",
-        }
-    }
-}
 
 /// How documents are labelled (`data.label`, `data.label_chars`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -70,7 +50,7 @@ impl LabelOptions {
         self.mode == LabelMode::FileName
     }
 
-    /// The part of [`Source::variant`] that tells label modes apart (empty for `Bag`).
+    /// The part of [`crate::Source::variant`] that tells label modes apart (empty for `Bag`).
     pub fn variant(&self) -> String {
         match self.mode {
             LabelMode::Bag => String::new(),
@@ -167,14 +147,19 @@ impl LabelOptions {
     }
 }
 
-/// Reads the training directory of `source` (`data.label = "file_name"`): its rows (each
+/// Reads the training directory `path` (`data.label = "file_name"`): its rows (each
 /// document's bag of words as input, its class as target), the vocabulary, and the class names
 /// (the sorted distinct labels, class id order).
-pub fn read_labelled(source: &Source) -> Result<(Dataset, Vocabulary, Vec<String>), DataError> {
-    let path = &source.path;
-    source.label.check(source.format, source.text.mode, path)?;
-    let (docs, labels, skipped) = source.label.documents(path, source.read.skip_bad_lines)?;
-    let vocab = text::count_vocabulary(path, &docs, &source.text)?;
+pub fn read_labelled(
+    path: &Path,
+    format: Format,
+    text_options: &TextOptions,
+    label: &LabelOptions,
+    skip_bad_lines: bool,
+) -> Result<(Dataset, Vocabulary, Vec<String>), DataError> {
+    label.check(format, text_options.mode, path)?;
+    let (docs, labels, skipped) = label.documents(path, skip_bad_lines)?;
+    let vocab = text::count_vocabulary(path, &docs, text_options)?;
     let mut names: Vec<String> = labels.clone();
     names.sort_unstable();
     names.dedup();
@@ -187,15 +172,13 @@ pub fn read_labelled(source: &Source) -> Result<(Dataset, Vocabulary, Vec<String
     let formed = text::form_rows_as(
         path,
         &docs,
-        &source.text,
+        text_options,
         skipped,
         (&vocab, false),
         Some(classes),
     );
     let mut dataset = formed.dataset;
-    dataset
-        .notes
-        .push(classes_note(&source.label, &names, &dataset));
+    dataset.notes.push(classes_note(label, &names, &dataset));
     Ok((dataset, vocab, names))
 }
 
@@ -210,14 +193,17 @@ pub struct LabelledDocuments {
 }
 
 /// Held-out documents of the directory `dir` with their classes in the training numbering
-/// (`train_labels`, class id order).
+/// (`train_labels`, class id order), read as the training source was (`format`, `text_mode`,
+/// `label`, `skip_bad_lines`).
 pub fn held_out_documents(
-    source: &Source,
+    (format, text_mode): (Format, TextMode),
+    label: &LabelOptions,
+    skip_bad_lines: bool,
     dir: &Path,
     train_labels: &[String],
 ) -> Result<LabelledDocuments, DataError> {
-    source.label.check(source.format, source.text.mode, dir)?;
-    let (docs, labels, skipped) = source.label.documents(dir, source.read.skip_bad_lines)?;
+    label.check(format, text_mode, dir)?;
+    let (docs, labels, skipped) = label.documents(dir, skip_bad_lines)?;
     let index = class_index(train_labels);
     let classes = labels.iter().map(|l| index.get(l).copied()).collect();
     Ok(LabelledDocuments {

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use super::*;
 use crate::text::TokenFormat;
-use crate::{load, load_held_out};
+use crate::{Source, load, load_held_out};
 
 /// A fresh directory for one test, named with the process id, holding `files` (name, text).
 fn tree(test: &str, files: &[(&str, &str)]) -> PathBuf {

@@ -23,12 +23,13 @@ use std::path::PathBuf;
 pub use batches::{BatchSource, DataPosition, EpochBatches};
 pub use dataset::{Dataset, RowStore};
 pub use held_out::{HeldOut, load_held_out};
-pub use labels::{LABELS_SUFFIX, LabelMode, LabelOptions};
+pub use labels::{LABELS_SUFFIX, LabelOptions};
 pub use order::{Relabel, Renumbering};
-pub use source::{Format, Loaded, Source, load};
-pub use text::{TextMode, TextOptions, TokenFormat, Vocabulary};
+pub use source::{Loaded, Source, load};
+pub use text::{TextOptions, Vocabulary};
+pub use widebag_kinds::{Format, LabelMode, TargetKind, TextMode, TokenFormat};
 
-pub use synthetic::{SyntheticSpec, SyntheticStream, TargetKind, ZipfTable};
+pub use synthetic::{SyntheticSpec, SyntheticStream, ZipfTable};
 
 /// Errors from data sources. Each names the setting or location at fault.
 #[derive(Debug, thiserror::Error)]

@@ -4,57 +4,11 @@
 
 use std::path::{Path, PathBuf};
 
-use serde::{Deserialize, Serialize};
-
 use crate::dataset::{Dataset, RowStore};
 use crate::labels::{self, LabelOptions};
 use crate::text::{TextMode, TextOptions, Vocabulary};
 use crate::{DataError, ReadOptions, dictd, libsvm, lightgcn, npz, text};
-
-/// The supported file formats (`--format` on the command line, `data.format` in a config).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Format {
-    /// `label[,label…] [qid:n] idx:val … [# comment]` (svmlight).
-    Libsvm,
-    /// scipy.sparse CSR `.npz` (`save_npz`).
-    Npz,
-    /// LightGCN interaction lists, `user item item …`.
-    Lightgcn,
-    /// A text corpus: one document per line of a file, or one per file in a directory tree.
-    Text,
-    /// A dictd database (`NAME.index` + `NAME.dict` or `NAME.dict.dz`), one document per entry.
-    Dictd,
-}
-
-impl Format {
-    pub const ALL: [Format; 5] = [
-        Format::Libsvm,
-        Format::Npz,
-        Format::Lightgcn,
-        Format::Text,
-        Format::Dictd,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Format::Libsvm => "libsvm",
-            Format::Npz => "npz",
-            Format::Lightgcn => "lightgcn",
-            Format::Text => "text",
-            Format::Dictd => "dictd",
-        }
-    }
-
-    pub fn from_name(name: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|f| f.name() == name)
-    }
-
-    /// Whether `--mode`/`data.mode` applies.
-    pub fn is_text(self) -> bool {
-        matches!(self, Format::Text | Format::Dictd)
-    }
-}
+use widebag_kinds::Format;
 
 /// A data file and how to read it.
 #[derive(Clone, Debug, PartialEq)]
@@ -157,7 +111,13 @@ pub fn load(source: &Source) -> Result<Loaded, DataError> {
             }
         }
         Format::Text if source.label.is_file_name() => {
-            let (dataset, vocab, names) = labels::read_labelled(source)?;
+            let (dataset, vocab, names) = labels::read_labelled(
+                &source.path,
+                source.format,
+                &source.text,
+                &source.label,
+                source.read.skip_bad_lines,
+            )?;
             Loaded {
                 dataset,
                 vocabulary: Some(vocab),

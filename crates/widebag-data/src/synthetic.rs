@@ -9,23 +9,13 @@
 use std::sync::Arc;
 
 use rayon::prelude::*;
-use serde::{Deserialize, Serialize};
 use widebag_csr::{CsrBatch, RowTarget, SparseRow};
+pub use widebag_kinds::TargetKind;
 
 use crate::DataError;
 use crate::dataset::{Dataset, RowStore};
 use crate::order::Relabel;
 use crate::rng::{SplitMix64, hash2};
-
-/// What each row predicts.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum TargetKind {
-    /// One class id per row (next-word style).
-    NextId,
-    /// A bag of class ids per row (recommender style).
-    Bag,
-}
 
 /// Settings of the synthetic generator.
 #[derive(Clone, Debug, PartialEq)]

@@ -11,23 +11,12 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use rayon::prelude::*;
-use serde::{Deserialize, Serialize};
 use widebag_csr::SparseRow;
+pub use widebag_kinds::{TextMode, TokenFormat};
 
 use crate::dataset::{Dataset, RowStore};
 use crate::lines::{LineError, parse_lines};
 use crate::{DataError, ReadOptions};
-
-/// How raw text is split into tokens before words are taken.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum TokenFormat {
-    /// Plain text.
-    #[default]
-    Plain,
-    /// `word/TAG` tokens (Brown corpus): the tag after the last `/` is dropped.
-    Tagged,
-}
 
 /// Lower-cased `[a-z]+` words of a text.
 pub fn tokenize(text: &str, format: TokenFormat) -> Vec<String> {
@@ -87,19 +76,6 @@ impl Vocabulary {
             .map(|(w, c)| format!("{w}\t{c}\n"))
             .collect()
     }
-}
-
-/// How documents become rows.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum TextMode {
-    /// One row per document: its distinct in-vocabulary words with their counts as values, and
-    /// the same bag (counts as weights) as target.
-    #[default]
-    Bow,
-    /// One row per in-vocabulary word: the bag of the `window` words on each side as input, the
-    /// word as target.
-    Cbow,
 }
 
 /// Settings of the text readers.

@@ -1,62 +1,41 @@
-//! The burn side of widebag: device selection, row-sharded tables, the embedding bag, the chunked
-//! softmax and adaptive softmax outputs, row-sparse and dense optimizers, the sparse and dense
-//! training layouts, and the training loop.
+//! The burn side of widebag, one folder per concept, dependencies pointing one way (the loop →
+//! the step → the layers → the table and the host kernels, never back):
+//!
+//! - `train/`: the training loop (batches, progress, checkpoints on schedule; `ranks` across
+//!   processes), and `eval/`: held-out metrics and predictions.
+//! - `step/`: one training step top to bottom, its stage profile and memory readings.
+//! - `layout/`: a training layout as the loop sees it (sparse, or the dense baseline).
+//! - `model/`: the sparse layout's model (`WideModel`): its spec, the embedding bag over the
+//!   input bands, the dense parameters with their optimizers, the seeded initialisation.
+//! - `output/`: the full softmax in class chunks, the adaptive softmax, class scores.
+//! - `table/`: the row-sharded table outside autodiff, its host tier, I/O and row optimizers.
+//! - `cpu/`: flex's host kernels; `checkpoint/` and `export/`: a layout saved, read back, exported.
+//! - At the root: the device (`device`), the error type, tensor helpers and `caught`.
 
-pub mod adaptive;
-mod adaptive_host;
-mod adaptive_ranks;
-pub mod bag;
-mod batches;
-mod catch_up;
 pub mod caught;
 pub mod checkpoint;
 pub mod cpu;
-pub mod dense;
-pub mod dense_optim;
 pub mod device;
-mod device_round;
 pub mod error;
 pub mod eval;
-mod eval_ranks;
 pub mod export;
-mod export_files;
-pub mod gather;
-mod host_rows;
-pub mod host_store;
-pub mod ids;
-pub mod init;
 pub mod layout;
-pub mod memory;
 pub mod model;
-pub mod params;
-pub mod profile;
-pub mod progress;
-#[cfg(any(test, feature = "test-support"))]
-pub mod reference;
-pub mod saved;
-pub mod scores;
-pub mod softmax;
+pub mod output;
 pub mod step;
-mod step_ranks;
 pub mod table;
-mod table_io;
-pub mod table_optim;
 pub mod tensors;
 pub mod train;
-pub mod train_ranks;
-
-#[cfg(test)]
-mod model_tests;
 
 pub use device::{BackendKind, Compute, open_device};
 pub use error::ModelError;
-pub use ids::{SortedIdBuf, SortedIds};
 pub use layout::{LayoutFacts, TrainLayout};
-pub use memory::{MemoryMeter, MeterMode, Phase, Point};
+pub use model::params::DenseParams;
 pub use model::{ModelSpec, Ranks, StepStats, WideModel};
-pub use params::DenseParams;
-pub use profile::{ProfileReport, Stage, StepProfile};
 pub use step::Grads;
+pub use step::memory::{MemoryMeter, MeterMode, Phase, Point};
+pub use step::profile::{ProfileReport, Stage, StepProfile};
+pub use table::ids::{SortedIdBuf, SortedIds};
 pub use train::{
     CheckpointPlan, Evaluation, RunOptions, RunSummary, run_training, run_training_with,
 };

@@ -5,6 +5,7 @@
 pub mod bands;
 mod error;
 mod prepared;
+mod source;
 mod split;
 
 pub use bands::{AUTO_BANDS, BandReport};
@@ -12,3 +13,4 @@ pub use error::PrepareError;
 pub use prepared::{
     DataSummary, PrepareOptions, Prepared, SYNTHETIC_EVAL_FIRST_ROW, Sidecars, open_data, stats_for,
 };
+pub use source::{source, synthetic_spec};

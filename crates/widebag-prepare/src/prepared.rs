@@ -5,14 +5,15 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use serde::Serialize;
+use widebag_config::Config;
 use widebag_config::bands::ModelBands;
-use widebag_config::{Config, synthetic_spec};
 use widebag_csr::CsrBatch;
 use widebag_data::stats::{self, DataStats};
 use widebag_data::{BatchSource, EpochBatches, Relabel, SyntheticStream, source};
 
 use crate::PrepareError;
 use crate::bands::{BandReport, Frequencies, resolve_bands, wants_frequencies};
+use crate::source::synthetic_spec;
 use crate::split::split_rows;
 
 /// First row index of the synthetic validation rows: training would need 2^40 rows to reach it.
@@ -133,7 +134,7 @@ fn model_bands(config: &Config) -> Result<ModelBands, PrepareError> {
 /// Opens the configured data and prepares the run.
 pub fn open_data(config: &Config, options: &PrepareOptions) -> Result<Prepared, PrepareError> {
     let bs = config.train.batch_size;
-    let Some(src) = config.data.source() else {
+    let Some(src) = crate::source::source(&config.data) else {
         return open_synthetic(config);
     };
     let test_path = src.test_path.clone();

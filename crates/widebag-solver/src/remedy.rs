@@ -33,7 +33,7 @@ pub enum Remedy {
     /// device and their updates back each step. The numbers are unchanged.
     HostTier,
     /// f16 table rows with stochastic rounding (`model.input_bands.dtype`). Costs precision:
-    /// within 0.2 % of f32's validation loss on GCIDE and Zipf (README, `benches/precision.sh`).
+    /// within 0.2 % of f32's validation loss on GCIDE and Zipf (docs/memory.md, `benches/precision.sh`).
     HalfTables,
     /// bf16 moments of the table optimizer (`optim.state_dtype`), where they are stored as bf16:
     /// a device that has bf16 (flex, most GPUs; not lavapipe), or every band on the host tier. Costs precision: within 0.41 % on GCIDE and Zipf.

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 use widebag_config::units::format_bytes;
-use widebag_config::{DenseOptim, Layout, Objective, TableOptim};
+use widebag_config::{Config, DenseOptim, Layout, Objective, TableOptim};
 use widebag_ledger::Point;
 
 use crate::{LayoutOption, Problem, RemedyTaken, slack_bytes};
@@ -73,6 +73,20 @@ pub struct Plan {
     /// Across ranks (`Problem::ranks` > 1): every rank's part of the chosen plan.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub ranks: Vec<RankPlan>,
+}
+
+impl Plan {
+    /// `config` with the plan's choices applied: batch, optimizers and layout remedies.
+    pub fn apply_to(&self, config: &Config) -> Config {
+        let mut c = config.clone();
+        c.train.batch_size = self.chosen.batch_size;
+        for r in &self.remedies {
+            r.apply(&mut c);
+        }
+        c.optim.table = self.chosen.table;
+        c.optim.dense = self.chosen.dense;
+        c
+    }
 }
 
 /// One rank's part of a plan across ranks: its rows of the batch, its block of each table and of

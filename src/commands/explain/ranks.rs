@@ -11,7 +11,7 @@ use serde::Serialize;
 use widebag_collective::Collective;
 use widebag_config::units::format_bytes;
 use widebag_ledger::{Placement, Point};
-use widebag_model::train_ranks::{RanksOptions, refused_across_ranks, run_training_ranks};
+use widebag_model::train::ranks::{RanksOptions, refused_across_ranks, run_training_ranks};
 
 use crate::failure::{Failure, Outcome};
 use crate::prerun::{device_facts, open_compute, predict_rank};

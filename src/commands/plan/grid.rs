@@ -24,7 +24,7 @@ pub struct GridModel {
 
 /// The accuracy grid of the solver: per model, its overrides and budgets.
 ///
-/// `small` (CI and README): a sparse and a dense-layout model of width 1,000–2,000, five budgets
+/// `small` (CI and docs/memory.md): a sparse and a dense-layout model of width 1,000–2,000, five budgets
 /// each, batches 16..=1024. (Wider models work the same way but each search probe costs tens of
 /// seconds of lavapipe time; the grid is kept where CI can afford it.)
 pub fn grid_points(name: &str) -> anyhow::Result<Vec<GridModel>> {

@@ -10,7 +10,7 @@ mod report;
 pub mod search;
 
 pub use planner::{Planned, make_plan};
-pub use report::render;
+pub use report::{Report, render};
 
 use widebag_config::units::format_bytes;
 
@@ -40,7 +40,7 @@ fn plan_one(req: &OnePlan) -> Outcome {
                  process's allocator)"
             )));
         }
-        if let Some((key, message)) = widebag_model::train_ranks::refused_across_ranks(&req.config)
+        if let Some((key, message)) = widebag_model::train::ranks::refused_across_ranks(&req.config)
         {
             return Err(Failure::usage(anyhow::anyhow!("{key}: {message}")));
         }
@@ -110,23 +110,25 @@ fn plan_one(req: &OnePlan) -> Outcome {
         print!("{}", render(&report, planned_ms));
     }
     if !report.fits {
-        return Err(Failure::does_not_fit(anyhow::anyhow!(
+        let f = Failure::does_not_fit(anyhow::anyhow!(
             "nothing fits the {} budget: {}",
             format_bytes(report.budget_bytes),
             report.plan.suggestions.first().map_or(
                 "no single change fits".to_string(),
                 |s| format!("smallest change: {}", s.text)
             )
-        )));
+        ));
+        return Err(if req.json { f.reported() } else { f });
     }
     if let Some(v) = &report.verify
         && !v.under_budget
     {
-        return Err(Failure::run(anyhow::anyhow!(
+        let f = Failure::run(anyhow::anyhow!(
             "--verify: measured peak {} is over the {} budget",
             format_bytes(v.measured_peak_bytes),
             format_bytes(report.budget_bytes)
-        )));
+        ));
+        return Err(if req.json { f.reported() } else { f });
     }
     Ok(())
 }

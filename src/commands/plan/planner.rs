@@ -120,18 +120,6 @@ pub fn cap_to_data(prepared: &mut Prepared) -> Option<String> {
     None
 }
 
-/// The config with the plan's choices applied: batch, optimizers and layout remedies.
-pub fn apply(config: &Config, plan: &Plan) -> Config {
-    let mut c = config.clone();
-    c.train.batch_size = plan.chosen.batch_size;
-    for r in &plan.remedies {
-        r.apply(&mut c);
-    }
-    c.optim.table = plan.chosen.table;
-    c.optim.dense = plan.chosen.dense;
-    c
-}
-
 /// Whether the plan cuts a side into bands (head/tail input, the adaptive softmax): the run must
 /// be prepared again, for the ids or classes renumbered by frequency and the bands resolved.
 pub fn cuts_bands(plan: &Plan) -> bool {

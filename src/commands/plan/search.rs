@@ -8,7 +8,6 @@ use widebag_model::Compute;
 use widebag_prepare::Prepared;
 use widebag_solver::Plan;
 
-use super::planner::apply;
 use crate::measure::measure;
 use crate::prerun::{check_fits, device_facts, predict};
 
@@ -96,7 +95,7 @@ pub fn verify(
     compute: &Compute,
     steps: usize,
 ) -> anyhow::Result<Verify> {
-    let config = apply(&prepared.config, plan);
+    let config = plan.apply_to(&prepared.config);
     let (measured, reserved) = measured_peak(prepared, &config, compute, steps)?
         .context("the plan's step has a tensor over the device's largest buffer")?;
     Ok(Verify {
@@ -124,7 +123,7 @@ pub fn search(
     let mut probes = Vec::new();
     let mut run = |batch: usize| -> anyhow::Result<bool> {
         // The plan's layout (its remedies) and optimizers, at this batch.
-        let mut config = apply(&prepared.config, plan);
+        let mut config = plan.apply_to(&prepared.config);
         config.train.batch_size = batch;
         let measured = measured_peak(prepared, &config, compute, steps)?;
         let probe = Probe {

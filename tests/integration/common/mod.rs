@@ -157,7 +157,7 @@ pub fn wide(config: &widebag_config::Config, compute: &Compute) -> widebag_model
 
 /// `config.train.batch_size` synthetic rows of `config` from row `first_row`.
 pub fn batch(config: &widebag_config::Config, first_row: u64) -> widebag_csr::CsrBatch {
-    widebag_data::SyntheticStream::new(widebag_config::synthetic_spec(config))
+    widebag_data::SyntheticStream::new(widebag_prepare::synthetic_spec(config))
         .unwrap()
         .batch_at(first_row, config.train.batch_size)
         .unwrap()

@@ -4,6 +4,9 @@
 //! read back after their sums, format and config are checked. Layout on disk:
 //! `RUN/checkpoints/step-00000100/{weights.safetensors, optimizer.safetensors, state.json}`.
 
+pub mod gather;
+pub mod saved;
+
 pub mod files;
 pub mod slots;
 

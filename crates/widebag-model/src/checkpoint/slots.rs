@@ -3,11 +3,11 @@
 
 use burn::tensor::Tensor;
 
-use crate::dense::DenseModel;
-use crate::dense_optim::{DenseParam, DenseState};
+use crate::layout::dense::DenseModel;
 use crate::model::WideModel;
+use crate::model::dense_optim::{DenseParam, DenseState};
 use crate::table::ShardedTable;
-use crate::table_optim::TableState;
+use crate::table::optim::TableState;
 
 /// Which file of a checkpoint a tensor goes to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -6,7 +6,18 @@
     reason = "gemm takes raw pointers; blocks write disjoint columns of one buffer"
 )]
 
-use super::softmax_ce::ChunkRef;
+/// One class chunk of the output layer, row-major: `w` is `[hidden, n]`, `b` is `[n]`.
+#[derive(Clone, Copy)]
+pub struct ChunkRef<'a> {
+    pub w: &'a [f32],
+    pub b: &'a [f32],
+}
+
+impl ChunkRef<'_> {
+    pub(super) fn n(&self) -> usize {
+        self.b.len()
+    }
+}
 
 /// A run of classes of one chunk: columns `start..start + n` of chunk `chunk`.
 #[derive(Clone, Copy, Debug)]

@@ -6,11 +6,11 @@
 use burn::tensor::{Device, Tensor};
 
 use crate::ModelError;
-use crate::dense_optim::DenseParam;
-use crate::params::OutputParams;
+use crate::model::dense_optim::DenseParam;
+use crate::model::params::OutputParams;
 
 use super::access::HostMatrix;
-use super::softmax_ce::ChunkRef;
+use super::blocks::ChunkRef;
 
 /// Each class chunk's `(weight [hidden, n], bias [1, n])`; for the adaptive softmax the head
 /// first, then each tail cluster's.

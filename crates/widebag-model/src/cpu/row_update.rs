@@ -1,6 +1,6 @@
 //! Row SGD and lazy Adam on flex's resident tables (host kernels): each touched row of the
 //! table and of its moments is updated in place in one parallel pass, with the arithmetic of
-//! [`crate::table_optim`]'s tensor path (the same numbers), instead of gathering the rows into
+//! [`crate::table::optim`]'s tensor path (the same numbers), instead of gathering the rows into
 //! tensors and adding deltas back. Half-precision rows are decoded into f32, updated, and
 //! rounded back in the same pass.
 
@@ -8,10 +8,10 @@ use burn::tensor::Tensor;
 use rayon::prelude::*;
 
 use crate::ModelError;
-use crate::dense_optim::AdamStep;
-use crate::host_store::RowMut;
-use crate::ids::SortedIds;
+use crate::model::dense_optim::AdamStep;
 use crate::table::ShardedTable;
+use crate::table::host_store::RowMut;
+use crate::table::ids::SortedIds;
 use crate::tensors::to_vec;
 
 /// `w_r ← w_r − lr g_r` for the rows `uniq`; `false` (nothing done) unless the table is resident.

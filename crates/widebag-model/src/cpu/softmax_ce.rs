@@ -1,5 +1,5 @@
 //! Full-softmax cross-entropy on the host, for the flex CPU backend: the same loss and
-//! gradients as [`crate::softmax`], computed over cache-sized class blocks in parallel (rayon),
+//! gradients as [`crate::output::softmax`], computed over cache-sized class blocks in parallel (rayon),
 //! each block's logits made by one single-threaded `gemm` into a reused scratch buffer, with a
 //! vectorised `exp` ([`super::vexp`]). No `[batch, classes]` buffer is ever allocated.
 //!
@@ -16,21 +16,9 @@
 use rayon::prelude::*;
 use widebag_csr::Targets;
 
+pub use super::blocks::ChunkRef;
 use super::blocks::{Block, BlockZ, SharedMut, block_cols, blocks, gemm};
 use super::vexp;
-
-/// One class chunk of the output layer, row-major: `w` is `[hidden, n]`, `b` is `[n]`.
-#[derive(Clone, Copy)]
-pub struct ChunkRef<'a> {
-    pub w: &'a [f32],
-    pub b: &'a [f32],
-}
-
-impl ChunkRef<'_> {
-    pub(super) fn n(&self) -> usize {
-        self.b.len()
-    }
-}
 
 /// The output gradient of one class chunk, row-major as its [`ChunkRef`].
 pub struct ChunkGrad {

@@ -1,0 +1,363 @@
+//! Held-out evaluation and prediction: a batch's class scores visited chunk by chunk (no
+//! `[rows, classes]` matrix beyond one chunk), each row's own input ids masked where asked, a
+//! running top-K, the targets' scores and each row's log-sum-exp; then the task's metrics.
+//! On flex a chunk is read in place on the host; elsewhere the mask, the chunk's top-K and the
+//! log-sum-exp run on the device and only `[rows, K]` comes back.
+
+pub(crate) mod ranks;
+
+use burn::tensor::{IndexingUpdateOp, Int, Tensor};
+use rayon::prelude::*;
+use widebag_csr::CsrBatch;
+use widebag_eval::{ClassMetrics, EvalReport, PerplexityMetrics, RankingMetrics, RowTopK, Task};
+
+use crate::cpu::access::HostMatrix;
+use crate::layout::TrainLayout;
+use crate::output::scores::ScoreKind;
+use crate::output::softmax::RunningLse;
+use crate::tensors::{floats, ints, to_vec};
+use crate::{BackendKind, ModelError};
+
+/// What an evaluation computes.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EvalSpec {
+    pub task: Task,
+    /// Ranking cut-offs (recommendation).
+    pub ks: Vec<usize>,
+    pub recall: widebag_eval::RecallConvention,
+}
+
+/// One row's scores after every chunk.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RowScores {
+    /// The best `k` classes, best first, with their log-probabilities.
+    pub top: Vec<(u32, f32)>,
+    /// `Σ w log p(target)` over the row's targets (weights as in the batch).
+    pub target_log_prob: f64,
+}
+
+/// How rows are scored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ScoreOptions<'s> {
+    pub k: usize,
+    /// Classes each row leaves out of its top-K, sorted (a user's training items); empty:
+    /// none.
+    pub seen: &'s [Vec<u32>],
+    /// On the host (flex) or with the device's top-K (elsewhere).
+    pub backend: BackendKind,
+}
+
+/// The top-K and the targets' log-probabilities of every row of `batch`.
+pub fn score_rows(
+    layout: &mut dyn TrainLayout,
+    batch: &CsrBatch,
+    options: ScoreOptions<'_>,
+) -> Result<Vec<RowScores>, ModelError> {
+    let n_rows = batch.n_rows();
+    let mut acc = Accumulator::new(batch, options);
+    let kind = layout.score_chunks(batch, &mut |start, scores| acc.add(start, scores))?;
+    let offsets = match (kind, acc.lse.take()) {
+        (ScoreKind::Logits, Some(lse)) => lse.finish(),
+        (ScoreKind::Logits, None) => acc.host_lse.iter().map(|&(m, s)| m + s.ln()).collect(),
+        (ScoreKind::LogProbs, _) => vec![0.0; n_rows],
+    };
+    let t = batch.targets();
+    Ok(acc
+        .top
+        .into_iter()
+        .enumerate()
+        .map(|(r, top)| {
+            let w: f64 = t.weights[t.row_ptr[r]..t.row_ptr[r + 1]]
+                .iter()
+                .map(|&w| w as f64)
+                .sum();
+            let off = offsets[r];
+            RowScores {
+                top: top
+                    .into_sorted()
+                    .into_iter()
+                    .map(|(c, s)| (c, (s as f64 - off) as f32))
+                    .collect(),
+                target_log_prob: acc.target[r] - off * w,
+            }
+        })
+        .collect())
+}
+
+/// The device path's log-sum-exp, read back at the end.
+struct DeviceLse(RunningLse);
+
+impl DeviceLse {
+    fn finish(self) -> Vec<f64> {
+        to_vec(self.0.finish())
+            .map(|v| v.into_iter().map(|x| x as f64).collect())
+            .unwrap_or_default()
+    }
+}
+
+pub(crate) struct Accumulator<'a> {
+    batch: &'a CsrBatch,
+    options: ScoreOptions<'a>,
+    pub(crate) top: Vec<RowTopK>,
+    /// `Σ w · score` of each row's targets.
+    pub(crate) target: Vec<f64>,
+    /// Host path: running `(max, Σ exp(s − max))` per row.
+    pub(crate) host_lse: Vec<(f64, f64)>,
+    lse: Option<DeviceLse>,
+}
+
+impl<'a> Accumulator<'a> {
+    pub(crate) fn new(batch: &'a CsrBatch, options: ScoreOptions<'a>) -> Self {
+        let n = batch.n_rows();
+        let host = options.backend == BackendKind::Flex;
+        Self {
+            batch,
+            options,
+            top: (0..n).map(|_| RowTopK::new(options.k)).collect(),
+            target: vec![0.0; n],
+            host_lse: vec![(f64::NEG_INFINITY, 0.0); n],
+            lse: (!host)
+                .then(|| DeviceLse(RunningLse::new(crate::output::softmax::WGPU_REDUCE_COLS))),
+        }
+    }
+
+    /// Row `r`'s seen classes within `start..end` (absolute ids).
+    fn masked(&self, r: usize, start: usize, end: usize) -> &'a [u32] {
+        let seen: &'a [Vec<u32>] = self.options.seen;
+        let Some(ids) = seen.get(r) else {
+            return &[];
+        };
+        let a = ids.partition_point(|&i| (i as usize) < start);
+        let b = ids.partition_point(|&i| (i as usize) < end);
+        &ids[a..b]
+    }
+
+    /// Row `r`'s target entries within `start..end`: `(class, weight)`.
+    fn targets_in(&self, r: usize, start: usize, end: usize) -> Vec<(usize, f32)> {
+        let t = self.batch.targets();
+        (t.row_ptr[r]..t.row_ptr[r + 1])
+            .filter(|&e| (start..end).contains(&(t.classes[e] as usize)))
+            .map(|e| (t.classes[e] as usize, t.weights[e]))
+            .collect()
+    }
+
+    pub(crate) fn add(&mut self, start: usize, scores: Tensor<2>) -> Result<(), ModelError> {
+        match self.options.backend {
+            BackendKind::Flex => self.add_host(start, scores),
+            _ => self.add_device(start, scores),
+        }
+    }
+
+    fn add_host(&mut self, start: usize, scores: Tensor<2>) -> Result<(), ModelError> {
+        let m = HostMatrix::take(scores)?;
+        let (cols, s) = (m.cols, m.as_slice());
+        let end = start + cols;
+        let masks: Vec<&[u32]> = (0..m.rows).map(|r| self.masked(r, start, end)).collect();
+        let targets: Vec<Vec<(usize, f32)>> = (0..m.rows)
+            .map(|r| self.targets_in(r, start, end))
+            .collect();
+        self.top
+            .par_iter_mut()
+            .zip(self.host_lse.par_iter_mut())
+            .zip(self.target.par_iter_mut())
+            .enumerate()
+            .for_each(|(r, ((top, lse), target))| {
+                let row = &s[r * cols..(r + 1) * cols];
+                top.offer_chunk(start as u32, row, masks[r]);
+                for &(c, w) in &targets[r] {
+                    *target += w as f64 * row[c - start] as f64;
+                }
+                let max = row.iter().fold(f32::NEG_INFINITY, |a, &b| a.max(b)) as f64;
+                if max > f64::NEG_INFINITY {
+                    let m_new = lse.0.max(max);
+                    let sum: f64 = row.iter().map(|&x| (x as f64 - m_new).exp()).sum();
+                    *lse = (m_new, lse.1 * (lse.0 - m_new).exp() + sum);
+                }
+            });
+        Ok(())
+    }
+
+    fn add_device(&mut self, start: usize, scores: Tensor<2>) -> Result<(), ModelError> {
+        let [rows, cols] = scores.shape().dims();
+        let end = start + cols;
+        let device = scores.device();
+        // The targets' scores and the log-sum-exp, before the mask.
+        let mut flat = Vec::new();
+        let mut owner = Vec::new();
+        for r in 0..rows {
+            for (c, w) in self.targets_in(r, start, end) {
+                flat.push((r * cols + c - start) as u32);
+                owner.push((r, w));
+            }
+        }
+        if !flat.is_empty() {
+            let picked = scores
+                .clone()
+                .reshape([rows * cols])
+                .select(0, ints(&flat, &device));
+            for (v, (r, w)) in to_vec(picked)?.into_iter().zip(owner) {
+                self.target[r] += w as f64 * v as f64;
+            }
+        }
+        if let Some(lse) = &mut self.lse {
+            lse.0.add(scores.clone());
+        }
+        let mut masked = Vec::new();
+        for r in 0..rows {
+            masked.extend(
+                self.masked(r, start, end)
+                    .iter()
+                    .map(|&i| (r * cols + i as usize - start) as u32),
+            );
+        }
+        let scores = if masked.is_empty() {
+            scores
+        } else {
+            let n = masked.len();
+            let fill = floats(vec![f32::NEG_INFINITY; n], [n], &device);
+            scores
+                .reshape([rows * cols])
+                .scatter(0, ints(&masked, &device), fill, IndexingUpdateOp::Add)
+                .reshape([rows, cols])
+        };
+        let k = self.options.k.min(cols);
+        let (values, indices) = scores.topk_with_indices(k, 1);
+        let values = to_vec(values)?;
+        let indices = int_vec(indices)?;
+        for r in 0..rows {
+            let (v, i) = (&values[r * k..(r + 1) * k], &indices[r * k..(r + 1) * k]);
+            let classes: Vec<u32> = i.iter().map(|&c| (start as i64 + c) as u32).collect();
+            self.top[r].merge(&classes, v);
+        }
+        Ok(())
+    }
+}
+
+fn int_vec(t: Tensor<2, Int>) -> Result<Vec<i64>, ModelError> {
+    t.into_data()
+        .convert::<i64>()
+        .try_to_vec::<i64>()
+        .map_err(|e| ModelError::Read(format!("{e:?}")))
+}
+
+/// Held-out rows: batches and, per batch, each row's seen classes (empty: none).
+#[derive(Clone, Debug, Default)]
+pub struct EvalSet {
+    pub batches: Vec<CsrBatch>,
+    pub seen: Vec<Vec<Vec<u32>>>,
+}
+
+/// Evaluates `layout` on held-out rows: the task's metrics over all of them.
+pub fn evaluate(
+    layout: &mut dyn TrainLayout,
+    set: &EvalSet,
+    spec: &EvalSpec,
+    backend: BackendKind,
+) -> Result<EvalReport, ModelError> {
+    let k = top_k(spec);
+    let none = Vec::new();
+    let mut metrics = Metrics::new(spec)?;
+    for (i, batch) in set.batches.iter().enumerate() {
+        let options = ScoreOptions {
+            k,
+            seen: set.seen.get(i).unwrap_or(&none),
+            backend,
+        };
+        let rows = score_rows(layout, batch, options)?;
+        let t = batch.targets();
+        for (r, s) in rows.iter().enumerate() {
+            metrics.add(s, &t.classes[t.row_ptr[r]..t.row_ptr[r + 1]]);
+        }
+    }
+    Ok(metrics.report())
+}
+
+/// How many classes a row's top list keeps for the task's metrics.
+pub(crate) fn top_k(spec: &EvalSpec) -> usize {
+    match spec.task {
+        Task::Recommendation => spec.ks.iter().copied().max().unwrap_or(20),
+        Task::Classification => 5,
+        Task::LanguageModel => 1,
+    }
+}
+
+/// The task's metrics, folded row by row in the held-out rows' order.
+pub(crate) struct Metrics {
+    task: Task,
+    ranking: RankingMetrics,
+    class: ClassMetrics,
+    lm: PerplexityMetrics,
+}
+
+impl Metrics {
+    pub(crate) fn new(spec: &EvalSpec) -> Result<Self, ModelError> {
+        let bad = |e: widebag_eval::EvalError| ModelError::Shape(e.to_string());
+        Ok(Self {
+            task: spec.task,
+            ranking: RankingMetrics::new(&spec.ks, spec.recall).map_err(bad)?,
+            class: ClassMetrics::new(),
+            lm: PerplexityMetrics::new(),
+        })
+    }
+
+    /// One row's scores and its target classes.
+    pub(crate) fn add(&mut self, s: &RowScores, classes: &[u32]) {
+        match self.task {
+            Task::Recommendation => {
+                let ranked: Vec<u32> = s.top.iter().map(|&(c, _)| c).collect();
+                self.ranking.add_user(&ranked, classes);
+            }
+            Task::Classification => {
+                let ranked: Vec<u32> = s.top.iter().map(|&(c, _)| c).collect();
+                if let Some(&c) = classes.first() {
+                    self.class.add_row(c, s.target_log_prob, &ranked);
+                }
+            }
+            Task::LanguageModel => {
+                if !classes.is_empty() {
+                    self.lm.add_token(-s.target_log_prob);
+                }
+            }
+        }
+    }
+
+    pub(crate) fn report(self) -> EvalReport {
+        match self.task {
+            Task::Recommendation => self.ranking.report(),
+            Task::Classification => self.class.report(),
+            Task::LanguageModel => self.lm.report(),
+        }
+    }
+}
+
+/// The task a config trains for, and so its metrics: a bag of targets (LightGCN data,
+/// `data.target = "bag"`, the multinomial output, a text document's own bag) is
+/// recommendation; next-id targets
+/// (synthetic) and CBOW rows are language modelling; one label per row is classification.
+pub fn eval_spec(config: &widebag_config::Config) -> EvalSpec {
+    use widebag_config::{Format, OutputKind, TargetKind, TextMode};
+    let d = &config.data;
+    // A text document's own bag as its target (bow without file-name labels) is a bag too.
+    let own_bag = d.format.is_some_and(|f| f.is_text())
+        && d.mode != Some(TextMode::Cbow)
+        && d.label == widebag_data::LabelMode::Bag;
+    let task = if config.model.output == OutputKind::Multinomial
+        || d.target == TargetKind::Bag && d.path.is_none()
+        || d.format == Some(Format::Lightgcn)
+        || own_bag
+    {
+        Task::Recommendation
+    } else if d.path.is_none() || d.mode == Some(TextMode::Cbow) {
+        Task::LanguageModel
+    } else {
+        Task::Classification
+    };
+    EvalSpec {
+        task,
+        ks: config.eval.k.clone(),
+        recall: match config.eval.recall {
+            widebag_config::RecallConvention::Lightgcn => widebag_eval::RecallConvention::LightGcn,
+            widebag_config::RecallConvention::Multvae => widebag_eval::RecallConvention::MultVae,
+        },
+    }
+}

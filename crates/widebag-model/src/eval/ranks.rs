@@ -1,0 +1,200 @@
+//! Held-out metrics across ranks (Recall@K and NDCG, accuracy, perplexity), equal to the single
+//! process's: every rank scores the held-out global batches with its part of the model and rank
+//! 0 folds the metrics in the rows' order. The full softmax is split by classes: the ranks'
+//! hidden states are all-gathered, each rank keeps every row's top-K of its classes (seen items
+//! masked), its running log-sum-exp and its targets' scores, and rank 0 merges them (the top-K
+//! order is total, so the merge is the single process's selection). With the adaptive softmax
+//! every rank first refreshes its copies of the tail clusters from their owners, then scores its
+//! own rows whole and sends them to rank 0.
+
+use widebag_collective::Collective;
+use widebag_collective::partition::local_rows;
+use widebag_csr::CsrBatch;
+use widebag_eval::{EvalReport, RowTopK};
+
+use crate::BackendKind;
+use crate::ModelError;
+use crate::eval::{Accumulator, EvalSet, EvalSpec, Metrics, RowScores, ScoreOptions, top_k};
+use crate::model::WideModel;
+use crate::model::dense_optim::DenseParam;
+use crate::tensors::{floats, to_vec};
+
+/// One row's part as a rank sends it to rank 0: its running log-sum-exp `(max, Σ exp(s − max))`
+/// over the rank's classes (`(0, 0)` when the scores are log-probabilities), its targets'
+/// `Σ w · score`, and its top-K `(class, score)`.
+struct RowPart {
+    lse: (f64, f64),
+    target: f64,
+    top: Vec<(u32, f32)>,
+}
+
+fn put_f64(out: &mut Vec<u32>, x: f64) {
+    let b = x.to_bits();
+    out.extend([b as u32, (b >> 32) as u32]);
+}
+
+fn encode(rows: &[RowPart]) -> Vec<u32> {
+    let mut out = Vec::new();
+    for r in rows {
+        put_f64(&mut out, r.lse.0);
+        put_f64(&mut out, r.lse.1);
+        put_f64(&mut out, r.target);
+        out.push(r.top.len() as u32);
+        for &(c, s) in &r.top {
+            out.extend([c, s.to_bits()]);
+        }
+    }
+    out
+}
+
+fn decode(v: &[u32]) -> Result<Vec<RowPart>, ModelError> {
+    let bad = || ModelError::Execution("a rank sent malformed held-out scores".into());
+    let mut at = 0;
+    let f64_at = |at: &mut usize| -> Result<f64, ModelError> {
+        let (lo, hi) = (
+            *v.get(*at).ok_or_else(bad)?,
+            *v.get(*at + 1).ok_or_else(bad)?,
+        );
+        *at += 2;
+        Ok(f64::from_bits(u64::from(hi) << 32 | u64::from(lo)))
+    };
+    let mut rows = Vec::new();
+    while at < v.len() {
+        let lse = (f64_at(&mut at)?, f64_at(&mut at)?);
+        let target = f64_at(&mut at)?;
+        let n = *v.get(at).ok_or_else(bad)? as usize;
+        let pairs = v.get(at + 1..at + 1 + 2 * n).ok_or_else(bad)?;
+        at += 1 + 2 * n;
+        let top = pairs
+            .chunks_exact(2)
+            .map(|p| (p[0], f32::from_bits(p[1])))
+            .collect();
+        rows.push(RowPart { lse, target, top });
+    }
+    Ok(rows)
+}
+
+impl WideModel {
+    /// The task's metrics over held-out `set` (global batches every rank holds, each row's seen
+    /// classes), after this rank's deferred row updates are applied. Every rank calls it; rank
+    /// 0 gets the report, the others `None`.
+    pub fn evaluate_ranks(
+        &mut self,
+        set: &EvalSet,
+        spec: &EvalSpec,
+        comm: &dyn Collective,
+    ) -> Result<Option<EvalReport>, ModelError> {
+        self.check_rank_kernels("this device")?;
+        self.flush_deferred()?;
+        self.sync_clusters(comm)?;
+        let k = top_k(spec);
+        let mut metrics = Metrics::new(spec)?;
+        let none = Vec::new();
+        let (rank, size) = (self.ranks.rank, self.ranks.size);
+        for (i, global) in set.batches.iter().enumerate() {
+            let seen = set.seen.get(i).unwrap_or(&none);
+            let mine = local_rows(global.n_rows(), rank, size);
+            let batch = global.row_range(mine.clone());
+            let ids = self.band_ids_whole(&batch)?;
+            let (_, rows) = self.fetch_rows(&ids, comm)?;
+            let inputs = self.upload_inputs(&batch, &ids);
+            let off_graph = |p: &DenseParam| p.value.clone().autodiff();
+            let params = self.dense.map_split(off_graph, |p| p.value.clone());
+            let h = self.forward_hidden(&rows, &params, &inputs).inner();
+            // Data-parallel: this rank's rows, whole; class split: every row, its classes.
+            let (scored, part_seen, rows_of) = match self.adaptive() {
+                true => (h, seen.get(mine.clone()).unwrap_or(&[]), &batch),
+                false => {
+                    let all = comm.all_gather_f32(&to_vec(h)?)?.concat();
+                    let last = self.spec.last_hidden();
+                    let n = global.n_rows();
+                    (floats(all, [n, last], self.device()), &seen[..], global)
+                }
+            };
+            let options = ScoreOptions {
+                k,
+                seen: part_seen,
+                backend: BackendKind::Flex,
+            };
+            let mut acc = Accumulator::new(rows_of, options);
+            self.score_hidden(&scored, &params, &mut |start, s| acc.add(start, s))?;
+            let parts: Vec<RowPart> = acc
+                .top
+                .into_iter()
+                .zip(acc.host_lse)
+                .zip(acc.target)
+                .map(|((top, lse), target)| RowPart {
+                    lse: if self.adaptive() { (0.0, 0.0) } else { lse },
+                    target,
+                    top: top.into_sorted(),
+                })
+                .collect();
+            let mut send = vec![Vec::new(); size];
+            send[0] = encode(&parts);
+            let got = comm.all_to_all_u32(send)?;
+            if rank != 0 {
+                continue;
+            }
+            let from: Vec<Vec<RowPart>> =
+                got.iter().map(|v| decode(v)).collect::<Result<_, _>>()?;
+            let rows = match self.adaptive() {
+                true => from
+                    .into_iter()
+                    .flatten()
+                    .map(|p| RowScores {
+                        top: p.top,
+                        target_log_prob: p.target,
+                    })
+                    .collect(),
+                false => merge(from, global, k),
+            };
+            let t = global.targets();
+            for (r, s) in rows.iter().enumerate() {
+                metrics.add(s, &t.classes[t.row_ptr[r]..t.row_ptr[r + 1]]);
+            }
+        }
+        self.release_clusters();
+        Ok((rank == 0).then(|| metrics.report()))
+    }
+}
+
+/// Every row's scores from the ranks' parts over their class blocks: the log-sum-exp combined
+/// from each part's running max and sum, the targets' scores summed in rank order, the top-K
+/// merged; log-probabilities relative to the combined log-sum-exp.
+fn merge(parts: Vec<Vec<RowPart>>, global: &CsrBatch, k: usize) -> Vec<RowScores> {
+    let t = global.targets();
+    (0..global.n_rows())
+        .map(|r| {
+            let row: Vec<&RowPart> = parts.iter().filter_map(|p| p.get(r)).collect();
+            let max = row
+                .iter()
+                .map(|p| p.lse.0)
+                .fold(f64::NEG_INFINITY, f64::max);
+            let sum: f64 = row
+                .iter()
+                .filter(|p| p.lse.0 > f64::NEG_INFINITY)
+                .map(|p| p.lse.1 * (p.lse.0 - max).exp())
+                .sum();
+            let lse = max + sum.ln();
+            let mut top = RowTopK::new(k);
+            for p in &row {
+                for &(c, s) in &p.top {
+                    top.offer(c, s);
+                }
+            }
+            let w: f64 = t.weights[t.row_ptr[r]..t.row_ptr[r + 1]]
+                .iter()
+                .map(|&w| w as f64)
+                .sum();
+            let target: f64 = row.iter().map(|p| p.target).sum();
+            RowScores {
+                top: top
+                    .into_sorted()
+                    .into_iter()
+                    .map(|(c, s)| (c, (s as f64 - lse) as f32))
+                    .collect(),
+                target_log_prob: target - lse * w,
+            }
+        })
+        .collect()
+}

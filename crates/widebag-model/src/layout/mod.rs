@@ -1,0 +1,222 @@
+//! A training layout as the training loop sees it: the sparse layout ([`WideModel`]) or the dense
+//! baseline ([`DenseModel`]), stepped, flushed, evaluated and measured through one trait.
+
+pub mod dense;
+#[cfg(any(test, feature = "test-support"))]
+pub mod reference;
+
+use burn::tensor::Tensor;
+use widebag_config::bands::ModelBands;
+use widebag_config::{Config, Layout};
+use widebag_csr::CsrBatch;
+
+use crate::checkpoint::slots::Named;
+use crate::layout::dense::DenseModel;
+use crate::model::{StepStats, WideModel};
+use crate::output::scores::{ScoreKind, Visit};
+use crate::step::memory::MemoryMeter;
+use crate::{Compute, ModelError};
+
+/// What a run reports about its model's sizes and host traffic.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LayoutFacts {
+    /// Bytes of the input tables (0: the dense layout has none).
+    pub table_bytes: u64,
+    pub table_shards: usize,
+    pub class_chunks: usize,
+    pub max_buffer_bytes: u64,
+    /// Bytes of every parameter.
+    pub parameter_bytes: u64,
+    /// Values of the input side (tables and projections, or the input weight).
+    pub table_parameters: u64,
+    /// Values of the output layer.
+    pub output_parameters: u64,
+    /// Bytes of tables and their optimizer state kept in host memory.
+    pub host_bytes: u64,
+    /// Bytes host tables sent to the device and took back so far.
+    pub to_device_bytes: u64,
+    pub to_host_bytes: u64,
+}
+
+/// A model the training loop can run.
+pub trait TrainLayout {
+    /// One training step.
+    fn train_step(
+        &mut self,
+        batch: &CsrBatch,
+        meter: &mut MemoryMeter,
+    ) -> Result<StepStats, ModelError>;
+
+    /// Applies every update still deferred, so the weights are those of dense training (the
+    /// end of a run, before its weights are read).
+    fn flush_deferred(&mut self) -> Result<(), ModelError>;
+
+    /// Mean loss over held-out batches (weighted by rows); `None` without any.
+    fn eval_loss(&mut self, batches: &[CsrBatch]) -> Result<Option<f64>, ModelError>;
+
+    /// Sizes and traffic for the run's summary.
+    fn facts(&self) -> LayoutFacts;
+
+    /// Every weight and optimizer state by name (checkpoints).
+    fn slots(&mut self) -> Vec<Named<'_>>;
+
+    /// `sparse` or `dense`.
+    fn name(&self) -> &'static str;
+
+    /// The input embedding of sorted distinct ids, projected to the full dim, `[n, dim]`.
+    fn embedding_rows(&self, ids: &[u32]) -> Result<Vec<f32>, ModelError>;
+
+    /// Every dense parameter's name and value (the input weight of the dense layout aside).
+    fn dense_values(&self) -> Vec<(String, Tensor<2>)>;
+
+    /// Sets the count of steps taken (a resumed run).
+    fn set_step(&mut self, step: u64);
+
+    /// Visits the class scores of `batch`'s rows chunk by chunk, weights up to date
+    /// ([`crate::output::scores`]).
+    fn score_chunks(
+        &mut self,
+        batch: &CsrBatch,
+        visit: &mut Visit<'_>,
+    ) -> Result<ScoreKind, ModelError>;
+}
+
+/// The configured layout with the resolved `bands`.
+pub fn build(
+    config: &Config,
+    bands: &ModelBands,
+    compute: &Compute,
+) -> Result<Box<dyn TrainLayout>, ModelError> {
+    Ok(match config.model.layout {
+        Layout::Sparse => Box::new(WideModel::new(config, bands, compute)?),
+        Layout::Dense => Box::new(DenseModel::new(config, bands, compute)?),
+    })
+}
+
+impl TrainLayout for WideModel {
+    fn train_step(
+        &mut self,
+        batch: &CsrBatch,
+        meter: &mut MemoryMeter,
+    ) -> Result<StepStats, ModelError> {
+        WideModel::train_step(self, batch, meter)
+    }
+
+    fn flush_deferred(&mut self) -> Result<(), ModelError> {
+        WideModel::flush_deferred(self)
+    }
+
+    fn eval_loss(&mut self, batches: &[CsrBatch]) -> Result<Option<f64>, ModelError> {
+        WideModel::eval_loss(self, batches)
+    }
+
+    fn score_chunks(
+        &mut self,
+        batch: &CsrBatch,
+        visit: &mut Visit<'_>,
+    ) -> Result<ScoreKind, ModelError> {
+        WideModel::score_chunks(self, batch, visit)
+    }
+
+    fn slots(&mut self) -> Vec<Named<'_>> {
+        WideModel::slots(self)
+    }
+
+    fn name(&self) -> &'static str {
+        "sparse"
+    }
+
+    fn embedding_rows(&self, ids: &[u32]) -> Result<Vec<f32>, ModelError> {
+        WideModel::embedding_rows(self, ids)
+    }
+
+    fn dense_values(&self) -> Vec<(String, Tensor<2>)> {
+        self.dense
+            .iter()
+            .map(|p| (p.name.clone(), p.value.clone()))
+            .collect()
+    }
+
+    fn set_step(&mut self, step: u64) {
+        self.step = step;
+    }
+
+    fn facts(&self) -> LayoutFacts {
+        let (to_device_bytes, to_host_bytes) = self.host_traffic();
+        LayoutFacts {
+            table_bytes: self.bands.iter().map(|b| b.table.bytes()).sum(),
+            table_shards: self.bands.iter().map(|b| b.table.n_shards()).sum(),
+            class_chunks: self.chunks.len(),
+            max_buffer_bytes: self.spec.max_buffer_bytes,
+            parameter_bytes: self.parameter_bytes(),
+            table_parameters: self.table_parameters(),
+            output_parameters: self.output_parameters(),
+            host_bytes: self.host_bytes(),
+            to_device_bytes,
+            to_host_bytes,
+        }
+    }
+}
+
+impl TrainLayout for DenseModel {
+    fn train_step(
+        &mut self,
+        batch: &CsrBatch,
+        meter: &mut MemoryMeter,
+    ) -> Result<StepStats, ModelError> {
+        DenseModel::train_step(self, batch, meter)
+    }
+
+    /// Dense updates are never deferred.
+    fn flush_deferred(&mut self) -> Result<(), ModelError> {
+        Ok(())
+    }
+
+    fn eval_loss(&mut self, batches: &[CsrBatch]) -> Result<Option<f64>, ModelError> {
+        DenseModel::eval_loss(self, batches)
+    }
+
+    fn score_chunks(
+        &mut self,
+        batch: &CsrBatch,
+        visit: &mut Visit<'_>,
+    ) -> Result<ScoreKind, ModelError> {
+        DenseModel::score_chunks(self, batch, visit)
+    }
+
+    fn slots(&mut self) -> Vec<Named<'_>> {
+        DenseModel::slots(self)
+    }
+
+    fn name(&self) -> &'static str {
+        "dense"
+    }
+
+    fn embedding_rows(&self, ids: &[u32]) -> Result<Vec<f32>, ModelError> {
+        DenseModel::embedding_rows(self, ids)
+    }
+
+    fn dense_values(&self) -> Vec<(String, Tensor<2>)> {
+        self.params
+            .iter()
+            .map(|p| (p.name.clone(), p.value.clone()))
+            .collect()
+    }
+
+    fn set_step(&mut self, step: u64) {
+        self.step = step;
+    }
+
+    fn facts(&self) -> LayoutFacts {
+        let s = &self.spec;
+        let last = s.hidden.last().copied().unwrap_or(s.dim);
+        LayoutFacts {
+            class_chunks: 1,
+            max_buffer_bytes: s.max_buffer_bytes,
+            parameter_bytes: self.parameter_bytes(),
+            table_parameters: (s.width * s.dim) as u64,
+            output_parameters: ((last + 1) * s.n_classes) as u64,
+            ..LayoutFacts::default()
+        }
+    }
+}

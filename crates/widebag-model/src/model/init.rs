@@ -1,0 +1,203 @@
+//! The seeded initial numbers of every parameter, shared by both layouts: one hash per element
+//! (`uniform_init`), so any sharding, chunking or layout of a tensor starts from the same values.
+
+use burn::tensor::{Device, Tensor};
+use rayon::prelude::*;
+use widebag_config::DenseOptim;
+use widebag_config::bands::Band;
+use widebag_data::rng::hash2;
+
+use crate::model::ModelSpec;
+use crate::model::dense_optim::DenseParam;
+use crate::model::params::{Cluster, DenseParams, Linear, OutputParams};
+use crate::output::softmax::ClassChunk;
+use crate::tensors::floats;
+
+/// Salt of input band `k`'s table.
+const TABLE_SALT: u64 = 0x7ab1e;
+
+/// Deterministic uniform init in `[-bound, bound]`, one hash per element so that any sharding or
+/// chunking of a tensor gives the same values.
+pub fn uniform_init(seed: u64, salt: u64, index: u64, bound: f64) -> f32 {
+    let u = (hash2(seed ^ salt, index) >> 11) as f64 * (1.0 / (1u64 << 53) as f64);
+    ((2.0 * u - 1.0) * bound) as f32
+}
+
+/// `[rows, cols]` tensor whose element `(i, j)` is `f(i * stride + offset + j)`.
+pub fn init_matrix(
+    rows: usize,
+    cols: usize,
+    stride: usize,
+    offset: usize,
+    device: &Device,
+    f: impl Fn(u64) -> f32 + Sync,
+) -> Tensor<2> {
+    let mut host = vec![0.0f32; rows * cols];
+    host.par_chunks_mut(cols.max(1))
+        .enumerate()
+        .for_each(|(i, row)| {
+            for (j, x) in row.iter_mut().enumerate() {
+                *x = f((i * stride + offset + j) as u64);
+            }
+        });
+    floats(host, [rows, cols], device)
+}
+
+/// Fills row `r` of input band `k`'s table (`out.len() == band.dim`). The head keeps the unsplit
+/// table's numbers: its row `r` is id `band.start + r`, column `j` element `id · dim + j`.
+/// Seed of band `k`'s stochastic rounding (its optimizer state's are derived from it).
+pub fn rounding_seed(seed: u64, k: usize) -> u64 {
+    hash2(seed ^ 0x005e_ed0f_4a1f, k as u64)
+}
+
+pub fn table_rows(seed: u64, k: usize, band: Band) -> impl Fn(usize, &mut [f32]) + Sync {
+    let bound = (3.0 / band.dim as f64).sqrt();
+    let salt = TABLE_SALT + k as u64;
+    move |r, out| {
+        let row = if k == 0 { band.start + r } else { r };
+        for (j, x) in out.iter_mut().enumerate() {
+            *x = uniform_init(seed, salt, (row * band.dim + j) as u64, bound);
+        }
+    }
+}
+
+/// The unsplit `[width, dim]` table as one matrix (the dense layout's input weight), with the
+/// numbers [`table_rows`] gives the sparse layout's table.
+pub fn input_weight(seed: u64, width: usize, dim: usize, device: &Device) -> Tensor<2> {
+    let bound = (3.0 / dim as f64).sqrt();
+    init_matrix(width, dim, dim, 0, device, |i| {
+        uniform_init(seed, TABLE_SALT, i, bound)
+    })
+}
+
+/// Every dense parameter of `spec` with `optim` state: the full softmax's output cut into
+/// `chunks` (any cut gives the same numbers), or the adaptive softmax when the output is split.
+pub fn dense_params(
+    spec: &ModelSpec,
+    chunks: &[ClassChunk],
+    optim: DenseOptim,
+    device: &Device,
+) -> DenseParams {
+    let (seed, dim) = (spec.seed, spec.dim);
+    let param = |name: String, value: Tensor<2>| DenseParam::new(name, value, optim);
+    // Tail projections: row variance 1/dim_k times dim_k inputs of variance 1/dim.
+    let projections = spec.bands.input[1..]
+        .iter()
+        .enumerate()
+        .map(|(i, band)| {
+            let k = i + 1;
+            let bound = (3.0 / dim as f64).sqrt() / (band.dim as f64).sqrt();
+            let p = init_matrix(band.dim, dim, dim, 0, device, |i| {
+                uniform_init(seed, 0x9000 + k as u64, i, bound * (band.dim as f64).sqrt())
+            });
+            param(format!("input_band.{k}.projection"), p)
+        })
+        .collect();
+    let sizes = spec.layer_sizes();
+    let hidden = sizes
+        .windows(2)
+        .enumerate()
+        .map(|(i, pair)| {
+            let (fan_in, fan_out) = (pair[0], pair[1]);
+            let bound = 1.0 / (fan_in as f64).sqrt();
+            let salt = 0x1000 + 2 * i as u64;
+            let w = init_matrix(fan_in, fan_out, fan_out, 0, device, |k| {
+                uniform_init(seed, salt, k, bound)
+            });
+            let b = init_matrix(1, fan_out, fan_out, 0, device, |k| {
+                uniform_init(seed, salt + 1, k, bound)
+            });
+            Linear {
+                weight: param(format!("hidden.{i}.weight"), w),
+                bias: param(format!("hidden.{i}.bias"), b),
+            }
+        })
+        .collect();
+    let output = if spec.bands.output_split() {
+        adaptive_output(spec, &param, device)
+    } else {
+        full_output(spec, chunks, &param, device)
+    };
+    DenseParams {
+        bag_bias: param("bag.bias".into(), Tensor::zeros([1, dim], device)),
+        projections,
+        hidden,
+        output,
+    }
+}
+
+/// The full softmax's weight and bias, cut into `chunks` of classes.
+fn full_output(
+    spec: &ModelSpec,
+    chunks: &[ClassChunk],
+    param: &impl Fn(String, Tensor<2>) -> DenseParam,
+    device: &Device,
+) -> OutputParams<DenseParam> {
+    let (seed, last, n_classes) = (spec.seed, spec.last_hidden(), spec.n_classes);
+    let bound = 1.0 / (last as f64).sqrt();
+    let chunks = chunks
+        .iter()
+        .enumerate()
+        .map(|(c, chunk)| {
+            let w = init_matrix(last, chunk.n, n_classes, chunk.offset, device, |k| {
+                uniform_init(seed, 0x0a7, k, bound)
+            });
+            let b = init_matrix(1, chunk.n, n_classes, chunk.offset, device, |k| {
+                uniform_init(seed, 0x0a8, k, bound)
+            });
+            Linear {
+                weight: param(format!("output.{c}.weight"), w),
+                bias: param(format!("output.{c}.bias"), b),
+            }
+        })
+        .collect();
+    OutputParams::Full { chunks }
+}
+
+/// The adaptive softmax's head (its classes and one token per tail cluster) and tail clusters.
+fn adaptive_output(
+    spec: &ModelSpec,
+    param: &impl Fn(String, Tensor<2>) -> DenseParam,
+    device: &Device,
+) -> OutputParams<DenseParam> {
+    let (seed, last) = (spec.seed, spec.last_hidden());
+    let bound = 1.0 / (last as f64).sqrt();
+    let bands = &spec.bands.output;
+    let init = |rows: usize, cols: usize, salt: u64, bound: f64| {
+        init_matrix(rows, cols, cols, 0, device, |k| {
+            uniform_init(seed, salt, k, bound)
+        })
+    };
+    let head_n = spec.head_classes();
+    let head = Linear {
+        weight: param(
+            "output.head.weight".into(),
+            init(last, head_n, 0x0b0, bound),
+        ),
+        bias: param("output.head.bias".into(), init(1, head_n, 0x0b1, bound)),
+    };
+    let clusters = bands
+        .iter()
+        .enumerate()
+        .skip(1)
+        .map(|(k, c)| {
+            let salt = 0x0c0 + 4 * k as u64;
+            let tail_bound = 1.0 / (c.dim as f64).sqrt();
+            Cluster {
+                proj: param(
+                    format!("output.tail.{k}.projection"),
+                    init(last, c.dim, salt, bound),
+                ),
+                weight: param(
+                    format!("output.tail.{k}.weight"),
+                    init(c.dim, c.n_rows(), salt + 1, tail_bound),
+                ),
+                bias: param(
+                    format!("output.tail.{k}.bias"),
+                    init(1, c.n_rows(), salt + 2, tail_bound),
+                ),
+            }
+        })
+        .collect();
+    OutputParams::Adaptive { head, clusters }
+}

@@ -1,0 +1,108 @@
+//! The model's shapes, resolved against the device: `ModelSpec` (layout, bands, dims, the class
+//! chunks and kernels the step uses), checked once when the model is built.
+
+use serde::Serialize;
+use widebag_config::bands::{Band, ModelBands};
+use widebag_config::{Config, OutputKind};
+
+use crate::cpu::Kernels;
+use crate::output::softmax;
+use crate::{Compute, ModelError};
+
+/// Shapes of the model, resolved against the device.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ModelSpec {
+    pub width: usize,
+    pub n_classes: usize,
+    pub dim: usize,
+    pub hidden: Vec<usize>,
+    /// Largest batch the output chunks were sized for.
+    pub batch_size: usize,
+    pub class_chunk: usize,
+    pub max_buffer_bytes: u64,
+    /// Columns one row reduction over classes spans at most ([`crate::output::softmax::reduce_cols`]).
+    pub reduce_cols: usize,
+    /// Host kernels (flex) or burn's tensor operations for the softmax and the updates.
+    pub kernels: Kernels,
+    pub seed: u64,
+    pub output: OutputKind,
+    /// The hidden layers' activation.
+    pub activation: widebag_config::Activation,
+    /// What the MLP saves for backward: everything, or (`mlp`) only its block input and output.
+    pub checkpointing: widebag_config::Checkpointing,
+    /// Input bands (one: the unsplit table) and output clusters (one: the full softmax; more:
+    /// the adaptive softmax's head and tails), as run preparation resolved them.
+    pub bands: ModelBands,
+}
+
+/// An error unless `bands` cut `0..n` into contiguous, non-empty bands.
+fn check_cover(side: &str, bands: &[Band], n: usize) -> Result<(), ModelError> {
+    let mut next = 0;
+    for b in bands {
+        if b.start != next || b.end <= b.start || b.dim == 0 {
+            return Err(ModelError::Shape(format!(
+                "{side} bands {bands:?} do not cut 0..{n} into contiguous bands"
+            )));
+        }
+        next = b.end;
+    }
+    if next != n || bands.is_empty() {
+        return Err(ModelError::Shape(format!(
+            "{side} bands {bands:?} cover 0..{next}, not 0..{n}"
+        )));
+    }
+    Ok(())
+}
+
+impl ModelSpec {
+    /// The shapes of `config` on `compute` with the resolved `bands`.
+    pub fn new(config: &Config, bands: &ModelBands, compute: &Compute) -> Result<Self, ModelError> {
+        let max_buffer_bytes = compute
+            .clone()
+            .with_buffer_cap(config.model.max_buffer_mib << 20)
+            .max_buffer_bytes;
+        let n_classes = config.data.n_classes();
+        check_cover("input", &bands.input, config.data.width)?;
+        check_cover("output", &bands.output, n_classes)?;
+        let class_chunk = widebag_ledger::shapes::class_chunk(
+            config.model.class_chunk,
+            n_classes,
+            config.model.last_hidden(),
+            config.train.batch_size,
+            max_buffer_bytes,
+        );
+        Ok(Self {
+            width: config.data.width,
+            n_classes,
+            dim: config.model.dim,
+            hidden: config.model.hidden.clone(),
+            batch_size: config.train.batch_size,
+            class_chunk,
+            max_buffer_bytes,
+            reduce_cols: softmax::reduce_cols(compute.backend),
+            kernels: Kernels::choose(&compute.device, config.train.cpu_kernels),
+            seed: config.train.seed,
+            output: config.model.output,
+            activation: config.model.activation,
+            checkpointing: config.model.checkpointing,
+            bands: bands.clone(),
+        })
+    }
+
+    /// Input size of every dense layer after the bag, and the output layer's input size.
+    pub(crate) fn layer_sizes(&self) -> Vec<usize> {
+        std::iter::once(self.dim)
+            .chain(self.hidden.iter().copied())
+            .collect()
+    }
+
+    /// Size of the last hidden representation (the output layer's input).
+    pub fn last_hidden(&self) -> usize {
+        self.hidden.last().copied().unwrap_or(self.dim)
+    }
+
+    /// Columns of the adaptive softmax's head: its classes and one token per tail cluster.
+    pub fn head_classes(&self) -> usize {
+        self.bands.output[0].n_rows() + self.bands.output.len() - 1
+    }
+}

@@ -1,0 +1,295 @@
+//! Full-softmax cross-entropy over many classes, computed in class chunks with a running max and
+//! sum, so the `batch × classes` logits never sit in one buffer.
+//!
+//! The output layer is `z = h W + b` with `W` split by classes into chunks. Targets are a
+//! weighted bag per row (`y`, one entry of weight 1 for next-id targets), and the loss of row `r`
+//! is `sum_j y_rj * (logsumexp(z_r) - z_rj)`, averaged over rows. Both passes run off autodiff:
+//!
+//! 1. forward: per chunk, update the running row max `m` and the rescaled sum `s`, and accumulate
+//!    `sum_j y_rj z_rj`; then `lse = m + ln s`;
+//! 2. backward: per chunk, recompute `z`, form `g = (w_r softmax(z) - y) / B` and accumulate
+//!    `dW = hᵀ g`, `db = sum_r g`, `dh += g Wᵀ`.
+//!
+//! Peak temporary memory is a few `[batch, chunk]` tensors, whatever the number of classes.
+
+use burn::tensor::{Device, Int, Tensor};
+use widebag_csr::Targets;
+
+use crate::device::BackendKind;
+use crate::step::memory::{MemoryMeter, Point};
+use crate::tensors::floats;
+
+pub use widebag_ledger::shapes::{ClassChunk, class_chunks, max_chunk_classes};
+
+/// Targets laid out per chunk, on the device.
+pub struct ChunkTargets {
+    n_rows: usize,
+    /// Per chunk: `([M, 2] (row, local class) indices, [M] weights)`, or `None` when no target of
+    /// the batch falls in the chunk.
+    per_chunk: Vec<Option<(Tensor<2, Int>, Tensor<1>)>>,
+    /// Per chunk: `[M]` flat indices `row · n + local class` of the same targets, for the loss.
+    flat: Vec<Option<Tensor<1, Int>>>,
+    /// `[B, 1]` total target weight per row.
+    row_weight: Tensor<2>,
+}
+
+impl ChunkTargets {
+    pub fn new(targets: &Targets, chunks: &[ClassChunk], device: &Device) -> Self {
+        let n_rows = targets.row_ptr.len() - 1;
+        let mut lists: Vec<(Vec<i32>, Vec<f32>)> = vec![(Vec::new(), Vec::new()); chunks.len()];
+        let chunk_of = |class: usize| chunks.partition_point(|c| c.offset + c.n <= class);
+        for r in 0..n_rows {
+            for k in targets.row_ptr[r]..targets.row_ptr[r + 1] {
+                let class = targets.classes[k] as usize;
+                let c = chunk_of(class);
+                lists[c]
+                    .0
+                    .extend([r as i32, (class - chunks[c].offset) as i32]);
+                lists[c].1.push(targets.weights[k]);
+            }
+        }
+        let flat = lists
+            .iter()
+            .zip(chunks)
+            .map(|((idx, _), chunk)| {
+                let flat: Vec<i32> = idx
+                    .chunks(2)
+                    .map(|rc| rc[0] * chunk.n as i32 + rc[1])
+                    .collect();
+                let m = flat.len();
+                (m > 0).then(|| {
+                    Tensor::<1, Int>::from_data(burn::tensor::TensorData::new(flat, [m]), device)
+                })
+            })
+            .collect();
+        let per_chunk = lists
+            .into_iter()
+            .map(|(idx, w)| {
+                if w.is_empty() {
+                    return None;
+                }
+                let m = w.len();
+                let idx =
+                    Tensor::<2, Int>::from_data(burn::tensor::TensorData::new(idx, [m, 2]), device);
+                Some((idx, floats(w, [m], device)))
+            })
+            .collect();
+        let row_weight = (0..n_rows).map(|r| targets.row_weight(r)).collect();
+        Self {
+            n_rows,
+            per_chunk,
+            flat,
+            row_weight: floats(row_weight, [n_rows, 1], device),
+        }
+    }
+
+    /// Dense `[B, n]` targets of chunk `c`, or `None` when it holds none.
+    fn dense(&self, c: usize, n: usize, device: &Device) -> Option<Tensor<2>> {
+        self.per_chunk[c].as_ref().map(|(idx, w)| {
+            Tensor::<2>::zeros([self.n_rows, n], device).scatter_nd(
+                idx.clone(),
+                w.clone(),
+                burn::tensor::IndexingUpdateOp::Add,
+            )
+        })
+    }
+}
+
+/// Output of the forward pass.
+pub struct SoftmaxForward {
+    /// `[B, 1]` log-sum-exp of each row's logits.
+    pub lse: Tensor<2>,
+    /// `[1]` mean loss over rows.
+    pub loss: Tensor<1>,
+}
+
+/// Gradients of the output layer.
+pub struct SoftmaxGrads {
+    pub dh: Tensor<2>,
+    /// Per chunk: `(dW [hidden, n], db [1, n])`.
+    pub chunks: Vec<(Tensor<2>, Tensor<2>)>,
+}
+
+pub(crate) fn logits(h: &Tensor<2>, w: &Tensor<2>, b: &Tensor<2>) -> Tensor<2> {
+    h.clone().matmul(w.clone()) + b.clone()
+}
+
+/// Columns one row reduction (`max_dim`, `sum_dim`) over classes spans at most on wgpu. On
+/// lavapipe, burn 0.22's fused row reductions over tens of thousands of columns came back wrong
+/// in some op graphs (the sparse layout's loss over 8 chunks of 30,000 classes 0.034 low, the
+/// dense layout's over one chunk of 240,000 half the truth, a 140,000-column adaptive tail
+/// cluster with a row of `+inf`), while pieces of this width were right in every case tried.
+pub const WGPU_REDUCE_COLS: usize = 8_192;
+
+/// Columns one row reduction over classes spans at most on `backend`. flex reduces whole rows
+/// right, and its narrowed views are slow to reduce (the dense layout ran 6.6× slower in
+/// 8,192-column pieces), so it takes a row at once.
+pub fn reduce_cols(backend: BackendKind) -> usize {
+    match backend {
+        BackendKind::Wgpu => WGPU_REDUCE_COLS,
+        BackendKind::Flex => usize::MAX,
+    }
+}
+
+/// `t` whole when it has at most `max_cols` columns, else its column pieces of that width.
+fn column_pieces(t: Tensor<2>, max_cols: usize) -> Vec<Tensor<2>> {
+    let cols = t.shape()[1];
+    if cols <= max_cols {
+        return vec![t];
+    }
+    (0..cols)
+        .step_by(max_cols)
+        .map(|start| t.clone().narrow(1, start, max_cols.min(cols - start)))
+        .collect()
+}
+
+/// `[B, 1]` sums of the rows of `t`, over at most `max_cols` columns at a time.
+pub fn sum_cols(t: Tensor<2>, max_cols: usize) -> Tensor<2> {
+    column_pieces(t, max_cols.max(1))
+        .into_iter()
+        .map(|piece| piece.sum_dim(1))
+        .reduce(|a, b| a + b)
+        .expect("at least one column")
+}
+
+/// Row-wise log-sum-exp over column chunks, from a running max and a rescaled sum, so that no
+/// reduction spans more than `max_cols` columns (burn 0.22's `log_softmax` over 240,000
+/// columns returned wrong values on lavapipe; see [`WGPU_REDUCE_COLS`]). The max is detached:
+/// on autodiff the gradient flows through the sum alone, and is the softmax.
+pub struct RunningLse {
+    /// `[B, 1]` running max and sum of `exp(z − max)`.
+    running: Option<(Tensor<2>, Tensor<2>)>,
+    max_cols: usize,
+}
+
+impl RunningLse {
+    /// Reductions over at most `max_cols` columns ([`reduce_cols`] of the backend).
+    pub fn new(max_cols: usize) -> Self {
+        Self {
+            running: None,
+            max_cols: max_cols.max(1),
+        }
+    }
+
+    /// Folds in the `[B, n]` logits of one chunk, at most `max_cols` columns at a time.
+    pub fn add(&mut self, z: Tensor<2>) {
+        for piece in column_pieces(z, self.max_cols) {
+            self.add_piece(piece);
+        }
+    }
+
+    fn add_piece(&mut self, z: Tensor<2>) {
+        let chunk_max = z.clone().detach().max_dim(1);
+        self.running = Some(match self.running.take() {
+            None => {
+                let s = (z - chunk_max.clone()).exp().sum_dim(1);
+                (chunk_max, s)
+            }
+            Some((m, s)) => {
+                let m_new = m.clone().max_pair(chunk_max);
+                let s = s * (m - m_new.clone()).exp() + (z - m_new.clone()).exp().sum_dim(1);
+                (m_new, s)
+            }
+        });
+    }
+
+    /// `[B, 1]` log-sum-exp of every chunk added.
+    pub fn finish(self) -> Tensor<2> {
+        let (m, s) = self.running.expect("at least one class chunk");
+        m + s.log()
+    }
+}
+
+/// Log-probabilities `[B, classes]` of the chunked output layer (evaluation: the chunks'
+/// logits are alive together).
+pub fn log_probs(h: &Tensor<2>, layer: &[(&Tensor<2>, &Tensor<2>)], max_cols: usize) -> Tensor<2> {
+    let z: Vec<Tensor<2>> = layer.iter().map(|(w, b)| logits(h, w, b)).collect();
+    let mut lse = RunningLse::new(max_cols);
+    for zc in &z {
+        lse.add(zc.clone());
+    }
+    let lse = lse.finish();
+    Tensor::cat(z.into_iter().map(|zc| zc - lse.clone()).collect(), 1)
+}
+
+/// Pass 1: running max and sum over chunks, and the loss.
+pub fn forward(
+    h: &Tensor<2>,
+    layer: &[(&Tensor<2>, &Tensor<2>)],
+    chunks: &[ClassChunk],
+    targets: &ChunkTargets,
+    max_cols: usize,
+    meter: &mut MemoryMeter,
+) -> SoftmaxForward {
+    let device = h.device();
+    let mut lse = RunningLse::new(max_cols);
+    // Σ over the batch's targets of weight · logit: the loss needs only the batch's total (its
+    // mean over rows), so each chunk's target logits are picked by flat index and summed. (A
+    // dense `[B, n]` target tensor built by `scatter_nd` into zeros and reduced with the logits
+    // in the same fused graph gave losses up to 7 % low on lavapipe with several chunks; the
+    // backward pass's use of it is right.)
+    let mut target_sum = Tensor::<1>::zeros([1], &device);
+    for (c, (chunk, (w, b))) in chunks.iter().zip(layer).enumerate() {
+        let z = logits(h, w, b);
+        if c == 0 {
+            // The first chunk is the largest and, classes being sorted by frequency, the one
+            // holding targets: its logits and dense targets are alive here.
+            meter.probe(Point::ForwardLogits);
+        }
+        if let (Some(flat), Some((_, weights))) = (&targets.flat[c], &targets.per_chunk[c]) {
+            let picked = z
+                .clone()
+                .reshape([targets.n_rows * chunk.n])
+                .select(0, flat.clone());
+            target_sum = target_sum + (picked * weights.clone()).sum();
+        }
+        lse.add(z);
+    }
+    let lse = lse.finish();
+    let n_rows = targets.n_rows.max(1) as f64;
+    let loss = ((lse.clone() * targets.row_weight.clone())
+        .sum()
+        .reshape([1])
+        - target_sum)
+        .div_scalar(n_rows);
+    SoftmaxForward { lse, loss }
+}
+
+/// Pass 2: recompute each chunk's logits and accumulate the gradients.
+pub fn backward(
+    h: &Tensor<2>,
+    layer: &[(&Tensor<2>, &Tensor<2>)],
+    chunks: &[ClassChunk],
+    targets: &ChunkTargets,
+    lse: &Tensor<2>,
+    meter: &mut MemoryMeter,
+) -> SoftmaxGrads {
+    let device = h.device();
+    let last = chunks.len().saturating_sub(1);
+    let inv_rows = 1.0 / targets.n_rows.max(1) as f64;
+    let ht = h.clone().transpose();
+    let mut dh: Option<Tensor<2>> = None;
+    let mut grads = Vec::with_capacity(chunks.len());
+    for (c, (chunk, (w, b))) in chunks.iter().zip(layer).enumerate() {
+        let p = (logits(h, w, b) - lse.clone()).exp();
+        let mut g = p * targets.row_weight.clone();
+        if let Some(y) = targets.dense(c, chunk.n, &device) {
+            g = g - y;
+        }
+        let g = g.mul_scalar(inv_rows);
+        let dh_c = g.clone().matmul((*w).clone().transpose());
+        dh = Some(match dh {
+            None => dh_c,
+            Some(acc) => acc + dh_c,
+        });
+        grads.push((ht.clone().matmul(g.clone()), g.clone().sum_dim(0)));
+        if c == last {
+            meter.probe(Point::BackwardLogits);
+        }
+        drop(g);
+    }
+    SoftmaxGrads {
+        dh: dh.expect("at least one class chunk"),
+        chunks: grads,
+    }
+}

@@ -1,0 +1,167 @@
+//! Reads burn's allocator counters at the ledger's sample points of a step and keeps the peaks,
+//! per point, per phase and overall; and carries the step's stage timer ([`StepProfile`]).
+//!
+//! flex has no allocator counters, but its tensors live on the process's heap: a meter made
+//! with [`MemoryMeter::on_heap`] reads the heap's live bytes instead, from the counter the
+//! binary registers ([`set_heap_counter`], its global allocator's). That is how each rank of a
+//! multi-process run (one process each) is measured.
+
+use std::collections::BTreeMap;
+use std::sync::OnceLock;
+
+use burn::tensor::Device;
+use serde::Serialize;
+pub use widebag_ledger::{Phase, Point};
+
+pub use crate::step::profile::{Stage, StepProfile};
+
+/// How closely a step is watched.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MeterMode {
+    /// Only at phase ends (forward end, backward end, step end): cheap enough for training.
+    #[default]
+    PhaseEnds,
+    /// Also inside the output layer and the table update, where a step's temporaries peak
+    /// (`explain --measure`). Each reading drains burn's fusion queue.
+    Detailed,
+}
+
+/// One allocator reading.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct MemorySample {
+    /// Bytes of live allocations, with the padding that rounds each to the device's alignment.
+    pub in_use_bytes: u64,
+    pub padding_bytes: u64,
+    pub reserved_bytes: u64,
+}
+
+/// The process's heap counter (live bytes), registered by the binary that counts them.
+static HEAP_COUNTER: OnceLock<fn() -> u64> = OnceLock::new();
+
+/// Registers the heap's live-bytes counter (the binary's global allocator); first call wins.
+pub fn set_heap_counter(counter: fn() -> u64) {
+    let _ = HEAP_COUNTER.set(counter);
+}
+
+/// Peak allocator readings. Readings drain burn's fusion queue first, so they reflect every
+/// operation issued so far.
+#[derive(Clone, Debug)]
+pub struct MemoryMeter {
+    device: Device,
+    pub mode: MeterMode,
+    pub peak_in_use_bytes: u64,
+    pub peak_reserved_bytes: u64,
+    pub phase_peak_in_use_bytes: BTreeMap<Phase, u64>,
+    pub point_peak_in_use_bytes: BTreeMap<Point, u64>,
+    pub n_samples: usize,
+    /// Bytes in use before the run built anything (left by earlier work in the process); every
+    /// reading is taken relative to it.
+    pub baseline_bytes: u64,
+    /// Wall time of the step's stages.
+    pub profile: StepProfile,
+    /// Reads the heap's live bytes instead of the device's pools ([`Self::on_heap`]).
+    heap: Option<fn() -> u64>,
+}
+
+impl MemoryMeter {
+    pub fn new(device: &Device) -> Self {
+        Self::with_mode(device, MeterMode::PhaseEnds)
+    }
+
+    pub fn with_mode(device: &Device, mode: MeterMode) -> Self {
+        Self {
+            device: device.clone(),
+            mode,
+            peak_in_use_bytes: 0,
+            peak_reserved_bytes: 0,
+            phase_peak_in_use_bytes: BTreeMap::new(),
+            point_peak_in_use_bytes: BTreeMap::new(),
+            n_samples: 0,
+            baseline_bytes: device
+                .memory_pool_usage()
+                .map_or(0, |u| u.bytes_in_use + u.bytes_padding),
+            profile: StepProfile::new(device, false),
+            heap: None,
+        }
+    }
+
+    /// A meter reading the process's heap ([`set_heap_counter`]) relative to its bytes now;
+    /// `None` when no counter is registered. For a backend whose tensors live on the heap.
+    pub fn on_heap(device: &Device, mode: MeterMode) -> Option<Self> {
+        let heap = *HEAP_COUNTER.get()?;
+        let mut meter = Self::with_mode(device, mode);
+        meter.baseline_bytes = heap();
+        meter.heap = Some(heap);
+        Some(meter)
+    }
+
+    /// Bytes in use (with padding) and reserved now, from the heap or the device's pools.
+    fn read(&self) -> Option<(u64, u64, u64)> {
+        if let Some(heap) = self.heap {
+            let live = heap();
+            return Some((live, 0, live));
+        }
+        let usage = self.device.memory_pool_usage()?;
+        Some((
+            usage.bytes_in_use + usage.bytes_padding,
+            usage.bytes_padding,
+            usage.bytes_reserved,
+        ))
+    }
+
+    /// Whether the backend reports allocator counters (wgpu does; flex does not).
+    pub fn available(&self) -> bool {
+        self.heap.is_some() || self.device.memory_pool_usage().is_some()
+    }
+
+    /// Reads the allocator now and folds the reading into the peaks.
+    pub fn sample(&mut self, point: Point) -> Option<MemorySample> {
+        let (in_use, padding_bytes, reserved_bytes) = self.read()?;
+        let s = MemorySample {
+            in_use_bytes: in_use.saturating_sub(self.baseline_bytes),
+            padding_bytes,
+            reserved_bytes,
+        };
+        self.n_samples += 1;
+        self.peak_in_use_bytes = self.peak_in_use_bytes.max(s.in_use_bytes);
+        self.peak_reserved_bytes = self.peak_reserved_bytes.max(s.reserved_bytes);
+        let p = self
+            .phase_peak_in_use_bytes
+            .entry(point.phase())
+            .or_default();
+        *p = (*p).max(s.in_use_bytes);
+        let p = self.point_peak_in_use_bytes.entry(point).or_default();
+        *p = (*p).max(s.in_use_bytes);
+        Some(s)
+    }
+
+    /// Ends a stage of the step on the profile's clock.
+    pub fn lap(&mut self, stage: Stage) {
+        crate::train::progress::ended(stage);
+        self.profile.lap(stage);
+    }
+
+    /// Like [`Self::sample`], in [`MeterMode::Detailed`] only.
+    pub fn probe(&mut self, point: Point) {
+        if self.mode == MeterMode::Detailed {
+            self.sample(point);
+        }
+    }
+
+    /// Forgets the peaks (after warm-up steps).
+    pub fn reset(&mut self) {
+        let (baseline_bytes, heap) = (self.baseline_bytes, self.heap);
+        let profile = self.profile.clone();
+        *self = Self::with_mode(&self.device, self.mode);
+        self.baseline_bytes = baseline_bytes;
+        self.heap = heap;
+        self.profile = profile;
+    }
+
+    /// High-water mark of the pools: sum over pools of peak pages times page size.
+    pub fn pool_high_water_bytes(&self) -> Option<u64> {
+        let report = self.device.memory_pool_report()?;
+        Some(report.iter().map(|p| p.pages_peak * p.page_size).sum())
+    }
+}
