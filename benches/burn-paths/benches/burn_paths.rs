@@ -8,14 +8,13 @@
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use widebag_config::bands::ModelBands;
-use widebag_config::{
-    BandPlacement, Config, DeviceChoice, OptimConfig, TableOptim, synthetic_spec,
-};
+use widebag_config::{BandPlacement, Config, DeviceChoice, OptimConfig, TableOptim};
 use widebag_data::SyntheticStream;
 use widebag_model::table::ShardedTable;
 use widebag_model::table::optim::TableState;
 use widebag_model::tensors::floats;
 use widebag_model::{Compute, MemoryMeter, SortedIds, WideModel, open_device};
+use widebag_prepare::synthetic_spec;
 
 const WIDTH: usize = 240_000;
 const DIM: usize = 64;
