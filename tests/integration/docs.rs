@@ -2,9 +2,9 @@
 //! README.md or docs/*.md parses (clap checks each subcommand, flag and value before a final
 //! `--help` stops the run), and README.md stays a five-minute read.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-use crate::common::widebag;
+use crate::common::{repo_relative, repo_root, widebag};
 
 /// README.md is the five-minute introduction; the detail lives in the guides under `docs/`.
 const README_MAX_LINES: usize = 300;
@@ -21,28 +21,15 @@ struct DocCommand {
     args: Vec<String>,
 }
 
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// `path` relative to the repository root, with `/` separators.
-fn relative(path: &Path) -> String {
-    let rel = path.strip_prefix(root()).unwrap_or(path);
-    rel.components()
-        .map(|c| c.as_os_str().to_string_lossy())
-        .collect::<Vec<_>>()
-        .join("/")
-}
-
 /// README.md, then every `docs/*.md` in name order.
 fn documents() -> Vec<PathBuf> {
-    let mut guides: Vec<PathBuf> = std::fs::read_dir(root().join("docs"))
+    let mut guides: Vec<PathBuf> = std::fs::read_dir(repo_root().join("docs"))
         .expect("reads docs/")
         .map(|e| e.expect("reads a directory entry").path())
         .filter(|p| p.is_file() && p.extension().is_some_and(|x| x == "md"))
         .collect();
     guides.sort();
-    let mut documents = vec![root().join("README.md")];
+    let mut documents = vec![repo_root().join("README.md")];
     documents.extend(guides);
     documents
 }
@@ -240,7 +227,7 @@ fn every_documented_command_line_parses() {
     let mut problems = Vec::new();
     for path in documents() {
         let text = std::fs::read_to_string(&path).expect("reads a document");
-        let (found, bad) = doc_commands(&relative(&path), &text);
+        let (found, bad) = doc_commands(&repo_relative(&path), &text);
         commands.extend(found);
         problems.extend(bad);
     }
@@ -276,7 +263,7 @@ fn every_documented_command_line_parses() {
 
 #[test]
 fn the_readme_is_a_five_minute_read() {
-    let readme = std::fs::read_to_string(root().join("README.md")).expect("reads README.md");
+    let readme = std::fs::read_to_string(repo_root().join("README.md")).expect("reads README.md");
     let lines = readme.lines().count();
     assert!(
         lines <= README_MAX_LINES,

@@ -3,6 +3,8 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::common::{repo_relative, repo_root};
+
 /// The most lines a file under `src/` or `crates/*/src/` may have.
 const MAX_LINES: usize = 500;
 
@@ -10,10 +12,6 @@ const MAX_LINES: usize = 500;
 /// to bottom, where splitting would scatter one table over several files. Empty today (the config
 /// schema, once 1,238 lines, is now split by concept); an entry that falls within the limit fails.
 const LONG_FILES: &[(&str, &str)] = &[];
-
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
 
 /// Every `.rs` file under `dir`, skipping build outputs and hidden directories.
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
@@ -35,7 +33,7 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
 
 /// The crates' directories, `crates/*`.
 fn crate_dirs() -> Vec<PathBuf> {
-    let mut dirs: Vec<PathBuf> = std::fs::read_dir(root().join("crates"))
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(repo_root().join("crates"))
         .expect("reads crates/")
         .map(|e| e.unwrap().path())
         .filter(|p| p.is_dir())
@@ -47,7 +45,7 @@ fn crate_dirs() -> Vec<PathBuf> {
 /// The source files the line limit applies to: `src/` and `crates/*/src/`.
 fn source_files() -> Vec<PathBuf> {
     let mut files = Vec::new();
-    rust_files(&root().join("src"), &mut files);
+    rust_files(&repo_root().join("src"), &mut files);
     for dir in crate_dirs() {
         rust_files(&dir.join("src"), &mut files);
     }
@@ -55,20 +53,11 @@ fn source_files() -> Vec<PathBuf> {
     files
 }
 
-/// `path` relative to the repository root, with `/` separators.
-fn relative(path: &Path) -> String {
-    let rel = path.strip_prefix(root()).unwrap_or(path);
-    rel.components()
-        .map(|c| c.as_os_str().to_string_lossy())
-        .collect::<Vec<_>>()
-        .join("/")
-}
-
 #[test]
 fn every_rust_file_opens_with_a_module_doc_line() {
     let mut files = source_files();
-    rust_files(&root().join("tests"), &mut files);
-    rust_files(&root().join("benches"), &mut files);
+    rust_files(&repo_root().join("tests"), &mut files);
+    rust_files(&repo_root().join("benches"), &mut files);
     for dir in crate_dirs() {
         for sub in ["tests", "benches", "examples"] {
             rust_files(&dir.join(sub), &mut files);
@@ -83,7 +72,7 @@ fn every_rust_file_opens_with_a_module_doc_line() {
             let text = std::fs::read_to_string(f).expect("reads a source file");
             !text.lines().next().is_some_and(|l| l.starts_with("//!"))
         })
-        .map(|f| relative(f))
+        .map(|f| repo_relative(f))
         .collect();
     assert!(
         bad.is_empty(),
@@ -97,7 +86,7 @@ fn no_source_file_is_over_500_lines_except_flat_registries() {
     let mut over = Vec::new();
     let mut listed_but_short = Vec::new();
     for file in source_files() {
-        let rel = relative(&file);
+        let rel = repo_relative(&file);
         let lines = std::fs::read_to_string(&file)
             .expect("reads a source file")
             .lines()
@@ -112,7 +101,7 @@ fn no_source_file_is_over_500_lines_except_flat_registries() {
     }
     for (file, reason) in LONG_FILES {
         assert!(
-            root().join(file).is_file(),
+            repo_root().join(file).is_file(),
             "{file} is in LONG_FILES but does not exist"
         );
         assert!(!reason.is_empty(), "{file} needs a reason");

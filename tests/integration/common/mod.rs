@@ -10,6 +10,21 @@ pub mod disk;
 
 use widebag_model::{Compute, open_device};
 
+/// The repository root (the root package's directory).
+pub fn repo_root() -> std::path::PathBuf {
+    std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// `path` relative to the repository root, with `/` separators.
+pub fn repo_relative(path: &std::path::Path) -> String {
+    let root = repo_root();
+    let rel = path.strip_prefix(&root).unwrap_or(path);
+    rel.components()
+        .map(|c| c.as_os_str().to_string_lossy())
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
 /// Runs the `widebag` binary with `args` and returns its output.
 pub fn widebag(args: &[&str]) -> std::process::Output {
     std::process::Command::new(env!("CARGO_BIN_EXE_widebag"))
