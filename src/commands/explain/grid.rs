@@ -189,10 +189,12 @@ pub fn run_grid(req: &ExplainGrid) -> Outcome {
         measured.len()
     );
     if !over.is_empty() {
-        return Err(Failure::run(anyhow::anyhow!(
+        let f = Failure::run(anyhow::anyhow!(
             "points over the {BAR_PCT}% bar: {}",
             over.join(", ")
-        )));
+        ));
+        // With --json the rows printed above are the one JSON value; their errors show the misses.
+        return Err(if req.json { f.reported() } else { f });
     }
     Ok(())
 }

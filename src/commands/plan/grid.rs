@@ -216,11 +216,13 @@ pub fn run_grid(req: &PlanGrid) -> Outcome {
         })
         .collect();
     if !failed.is_empty() {
-        return Err(Failure::run(anyhow::anyhow!(
+        let f = Failure::run(anyhow::anyhow!(
             "grid points missing a bar (plan ≥ {SEARCH_BAR_PCT}% of search, measured under \
              budget, planning < {PLANNING_BAR_MS} ms): {}",
             failed.join(", ")
-        )));
+        ));
+        // With --json the rows printed above are the one JSON value; their `pass` fields fail.
+        return Err(if req.json { f.reported() } else { f });
     }
     Ok(())
 }
