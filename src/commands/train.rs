@@ -1,103 +1,194 @@
-//! `widebag train`: prepares the configured run (planning it first for `--budget`), refuses a
-//! step over the device's buffer limit, trains with a progress bar and prints the summary.
-
-use std::fmt::Write;
+//! `widebag train`, for one process or across ranks (one path: one process is the one-rank
+//! case): prepares the configured run (planning it first for `--budget`: across ranks, each
+//! rank its own part), refuses a step over the device's buffer limit or a run over the
+//! machine's memory, trains with a progress bar and prints the summary. Across ranks
+//! (`mpirun -np N` with `--features mpi`, or `--ranks N` as threads: [`launch`]) every rank
+//! prepares the same run and trains its part; rank 0 keeps the run directory (config, metrics,
+//! summary) and prints the summary, and every rank writes its own checkpoints under
+//! `checkpoints/rank-R-of-N/`; `--resume` continues at the same N.
 
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
+use widebag_collective::Collective;
+use widebag_collective::local::Local;
 use widebag_config::units::format_bytes;
-use widebag_model::{CheckpointPlan, RunOptions, RunSummary, run_training_with};
+use widebag_model::train::group::{rank_dir, refused_across_ranks};
+use widebag_model::{CheckpointPlan, Ranks, Resume, RunOptions, RunSummary, run_training_in};
 use widebag_prepare::Prepared;
 
 use crate::commands::budget::plan_for_budget;
-use crate::commands::explain;
+use crate::commands::summary::render_summary;
+use crate::commands::{explain, launch};
 use crate::failure::{Failure, Outcome};
-use crate::prerun::{check_fits, check_memory, device_facts, open_compute, predict};
+use crate::prerun::{
+    check_fits, check_memory_shared, device_facts, open_compute, predict, predict_rank,
+};
 use crate::request::TrainRequest;
-use crate::run_dir::RunDir;
+use crate::run_dir::{MetricsLog, RunDir};
+
+/// How a run ended, as rank 0 reports it.
+enum Finished {
+    Trained(Box<RunSummary>),
+    /// `--resume` of a run whose every rank's last checkpoint is at its last step.
+    Complete {
+        dir: std::path::PathBuf,
+        step: u64,
+    },
+}
 
 pub fn run(req: &TrainRequest) -> Outcome {
-    if let Some(ranks) = crate::commands::train_ranks::wanted(req) {
-        return crate::commands::train_ranks::run(req, ranks);
+    let finished = match launch::wanted(req) {
+        None => train_as(req, &Local, None)?,
+        Some(ranks) => {
+            if let Some((key, message)) = refused_across_ranks(&req.config) {
+                return Err(Failure::usage(anyhow::anyhow!("{key}: {message}")));
+            }
+            match launch::mpi_world_size() {
+                Some(_) => launch::on_mpi_world(|comm| train_as(req, comm, None))??,
+                None => {
+                    // Threads share one prepared run.
+                    let prepared = prepare(req)?;
+                    launch::on_threads(ranks, |comm| train_as(req, comm, Some(prepared.clone())))?
+                }
+            }
+        }
+    };
+    match finished {
+        None => {}
+        Some(Finished::Complete { dir, step }) => {
+            let steps = req.config.train.steps;
+            eprintln!(
+                "widebag: {} is complete: its last checkpoint is at step {step} of {steps}",
+                dir.display(),
+            );
+            if req.json {
+                println!("{}", complete_json(&dir, step, steps));
+            }
+        }
+        Some(Finished::Trained(summary)) => match req.json {
+            true => println!(
+                "{}",
+                serde_json::to_string(&summary).expect("summary serialises")
+            ),
+            false => print!("{}", render_summary(&summary)),
+        },
     }
-    let mut prepared =
-        widebag_prepare::open_data(&req.config, &widebag_prepare::PrepareOptions::TRAIN)
-            .map_err(Failure::usage)?;
-    announce(&prepared);
+    Ok(())
+}
+
+/// The run's data and bands (each process of an MPI run prepares its own; threads share one).
+fn prepare(req: &TrainRequest) -> Result<Prepared, Failure> {
+    widebag_prepare::open_data(&req.config, &widebag_prepare::PrepareOptions::TRAIN)
+        .map_err(Failure::usage)
+}
+
+/// Rank `comm.rank()`'s run: prepare, open the device, plan its part (`--budget`), refuse what
+/// would not fit, train, and (rank 0) keep the run directory. Rank 0 gets how the run ended.
+fn train_as(
+    req: &TrainRequest,
+    comm: &dyn Collective,
+    prepared: Option<Prepared>,
+) -> Result<Option<Finished>, Failure> {
+    let (rank, size) = (comm.rank(), comm.size());
+    let (lead, alone) = (rank == 0, size == 1);
+    let mut prepared = match prepared {
+        Some(p) => p,
+        None => prepare(req)?,
+    };
+    if lead {
+        announce(&prepared);
+    }
     let compute = open_compute(req.config.train.device)?;
-    let (saved_config, planned) = match plan_for_budget(req, &mut prepared, &compute, (0, 1))? {
+    let (saved_config, planned) = match plan_for_budget(req, &mut prepared, &compute, (rank, size))?
+    {
         Some(b) => {
-            if b.prepared_again {
+            if b.prepared_again && lead {
                 announce(&prepared);
             }
             (b.saved_config, Some(b.report))
         }
         None => (req.config.clone(), None),
     };
-    // Refuse, before anything is allocated, a precision the device cannot store and a step with
-    // a tensor over the device's buffer limit.
+    // Refuse, before anything is allocated, a precision the device cannot store, a step with a
+    // tensor over the device's buffer limit, and the ranks this machine holds (one process; all
+    // threads; under mpirun its local ranks) over its memory.
     widebag_model::device::check_precisions(
         &prepared.config,
         &compute,
         prepared.model_bands.input.len(),
     )
     .map_err(Failure::usage)?;
-    let (spec, ledger) = predict(&prepared, device_facts(&compute)).map_err(Failure::usage)?;
+    let facts = device_facts(&compute);
+    let (spec, ledger) = match alone {
+        true => predict(&prepared, facts),
+        false => predict_rank(&prepared, facts, rank, size, 0),
+    }
+    .map_err(Failure::usage)?;
     check_fits(&ledger, &spec).map_err(Failure::does_not_fit)?;
-    check_memory(&ledger, &compute).map_err(Failure::does_not_fit)?;
-    crate::heap::set_context(expectation(&ledger, &compute));
+    check_memory_shared(&ledger, &compute, launch::local_ranks(comm))
+        .map_err(Failure::does_not_fit)?;
+    if lead {
+        crate::heap::set_context(expectation(&ledger, &compute));
+    }
     let mut options = RunOptions {
         profile_sync: req.profile,
         ..RunOptions::default()
     };
-    let run_dir = run_directory(req, &mut options, &prepared.config)?;
-    if let Some((dir, Some(step))) = &run_dir
-        && *step >= prepared.config.train.steps as u64
+    let steps = prepared.config.train.steps as u64;
+    let run_dir = run_directory(req, &mut options, &prepared.config, comm)?;
+    // A run every rank finished is complete (the ranks agree before any of them returns).
+    if let Some((dir, resumed)) = &run_dir
+        && req.resume.is_some()
     {
-        eprintln!(
-            "widebag: {} is complete: its last checkpoint is at step {step} of {}",
-            dir.path.display(),
-            prepared.config.train.steps
-        );
-        if req.json {
-            println!(
-                "{}",
-                complete_json(&dir.path, *step, prepared.config.train.steps)
-            );
+        let mut open = [match resumed {
+            Some(step) if *step >= steps => 0.0f32,
+            _ => 1.0,
+        }];
+        comm.all_reduce_sum(&mut open)
+            .map_err(|e| Failure::run(anyhow::anyhow!("rank {rank}: {e}")))?;
+        if open[0] == 0.0 {
+            let step = resumed.unwrap_or(steps);
+            let done = Finished::Complete {
+                dir: dir.path.clone(),
+                step,
+            };
+            return Ok(lead.then_some(done));
         }
-        return Ok(());
     }
-    let mut metrics = match &run_dir {
-        Some((dir, resumed)) => {
-            if resumed.is_none() {
-                dir.write_config(&saved_config).map_err(Failure::run)?;
-                let report = explain::report(spec, ledger, &compute.adapter, None);
-                dir.write_json("ledger.json", &report)
-                    .map_err(Failure::run)?;
-                if let Some(p) = &planned {
-                    dir.write_json("plan.json", p).map_err(Failure::run)?;
-                }
-            }
-            Some(dir.metrics(*resumed).map_err(Failure::run)?)
+    let log_dir = run_dir.as_ref().map(|(d, _)| d).filter(|_| lead);
+    let resuming = req.resume.is_some();
+    if let Some(dir) = log_dir
+        && !resuming
+    {
+        dir.write_config(&saved_config).map_err(Failure::run)?;
+        let report = explain::report(spec, ledger, &compute.adapter, None);
+        dir.write_json("ledger.json", &report)
+            .map_err(Failure::run)?;
+        if let Some(p) = &planned {
+            dir.write_json("plan.json", p).map_err(Failure::run)?;
         }
-        None => {
-            if prepared.config.train.checkpoint_every > 0 {
-                eprintln!("widebag: train.checkpoint_every needs --out DIR; no checkpoints");
-            }
-            None
-        }
+    }
+    if run_dir.is_none() && lead && prepared.config.train.checkpoint_every > 0 {
+        eprintln!("widebag: train.checkpoint_every needs --out DIR; no checkpoints");
+    }
+    let bar = match lead {
+        true => ProgressBar::new(steps),
+        false => ProgressBar::hidden(),
     };
-    let bar = ProgressBar::new(prepared.config.train.steps as u64);
     bar.set_style(
         ProgressStyle::with_template("{bar:30} {pos}/{len} steps  {msg}  [{elapsed}<{eta}]")
             .expect("valid template"),
     );
-    let start = run_dir.as_ref().and_then(|d| d.1).unwrap_or(0);
-    bar.set_position(start);
     let started = std::time::Instant::now();
     let mut examples = 0usize;
     let mut last_eval = String::new();
-    let summary = run_training_with(prepared, &compute, options, |s| {
+    // Rank 0 logs every step; a resumed log is cut back to the checkpoint's step at the first.
+    let mut metrics: Option<MetricsLog> = None;
+    let mut log_error = None;
+    let summary = run_training_in(prepared, &compute, comm, options, |s| {
+        if bar.position() == 0 {
+            bar.set_position(s.step - 1);
+        }
         examples += s.n_rows;
         let rate = examples as f64 / started.elapsed().as_secs_f64().max(1e-9);
         if let Some(e) = &s.eval {
@@ -109,43 +200,82 @@ pub fn run(req: &TrainRequest) -> Outcome {
             s.loss, rate
         ));
         bar.inc(1);
+        let Some(d) = log_dir else { return };
+        if metrics.is_none() && log_error.is_none() {
+            match d.metrics(resuming.then(|| s.step - 1)) {
+                Ok(m) => metrics = Some(m),
+                Err(e) => log_error = Some(e),
+            }
+        }
         if let Some(m) = &mut metrics {
             m.step(s);
         }
-    })
-    .context("training")
-    .map_err(Failure::run)?;
+    });
+    let summary = match alone {
+        true => summary.context("training").map_err(Failure::run)?,
+        false => summary.map_err(|e| {
+            let usage = matches!(e, widebag_model::ModelError::Unsupported { .. });
+            let error = anyhow::anyhow!("rank {rank}: {e}");
+            match usage {
+                true => Failure::usage(error),
+                false => Failure::run(error),
+            }
+        })?,
+    };
     bar.finish_and_clear();
-    if let Some((dir, _)) = &run_dir {
+    if let Some(d) = log_dir {
+        if let Some(e) = log_error {
+            return Err(Failure::run(e));
+        }
         if let Some(m) = metrics {
             m.finish().map_err(Failure::run)?;
         }
-        dir.write_json("summary.json", &summary)
+        d.write_json("summary.json", &summary)
             .map_err(Failure::run)?;
     }
-    if req.json {
-        println!(
-            "{}",
-            serde_json::to_string(&summary).expect("summary serialises")
-        );
-    } else {
-        print!("{}", render_summary(&summary));
-    }
-    Ok(())
+    Ok(lead.then(|| Finished::Trained(Box::new(summary))))
 }
 
-/// The run directory of `--out` (new) or `--resume` (with the step it continues from), and the
-/// checkpoint settings it brings.
+/// The run directory of `--out` (new) or `--resume` (with the step of this rank's newest good
+/// checkpoint), and the checkpoint settings it brings. One process continues from its newest
+/// good checkpoint; ranks from the newest step every rank has one of, at the same N.
 fn run_directory(
     req: &TrainRequest,
     options: &mut RunOptions,
     config: &widebag_config::Config,
+    comm: &dyn Collective,
 ) -> Result<Option<(RunDir, Option<u64>)>, Failure> {
     let every = config.train.checkpoint_every as u64;
+    let ranks = Ranks {
+        rank: comm.rank(),
+        size: comm.size(),
+    };
+    let alone = ranks.size == 1;
     if let Some(path) = &req.resume {
         let dir = RunDir::create(path).map_err(Failure::run)?;
+        let mine = rank_dir(&dir.checkpoints(), ranks);
+        options.checkpoints = Some(CheckpointPlan {
+            root: dir.checkpoints(),
+            every,
+        });
+        if !alone {
+            if !mine.exists() {
+                return Err(Failure::usage(anyhow::anyhow!(
+                    "--resume {}: no checkpoints of rank {} of {} (a run continues at the \
+                     number of ranks that wrote it: {})",
+                    path.display(),
+                    ranks.rank,
+                    ranks.size,
+                    written_by(&dir.checkpoints())
+                )));
+            }
+            // The step every rank continues from is agreed as the run starts.
+            options.resume = Some(Resume::NewestCommon);
+            let newest = widebag_model::checkpoint::latest_good(&mine).ok();
+            return Ok(Some((dir, newest.map(|(_, m, _)| m.step))));
+        }
         let (ckpt, manifest, refused) =
-            widebag_model::checkpoint::latest_good(&dir.checkpoints()).map_err(Failure::run)?;
+            widebag_model::checkpoint::latest_good(&mine).map_err(Failure::run)?;
         for r in refused {
             eprintln!("widebag: skipped a newer checkpoint: {r}");
         }
@@ -155,17 +285,14 @@ fn run_directory(
             ckpt.display(),
             manifest.step
         );
-        options.resume = Some(ckpt);
-        options.checkpoints = Some(CheckpointPlan {
-            root: dir.checkpoints(),
-            every,
-        });
+        options.resume = Some(Resume::Checkpoint(ckpt));
         return Ok(Some((dir, Some(manifest.step))));
     }
     let Some(path) = &req.out else {
         return Ok(None);
     };
-    if path.join("summary.json").exists() || path.join("checkpoints").exists() {
+    if comm.rank() == 0 && (path.join("summary.json").exists() || path.join("checkpoints").exists())
+    {
         return Err(Failure::usage(anyhow::anyhow!(
             "--out {}: already holds a run; continue it with --resume {} or choose another \
              directory",
@@ -179,6 +306,18 @@ fn run_directory(
         every,
     });
     Ok(Some((dir, None)))
+}
+
+/// The rank counts a run's checkpoints were written at (`2 ranks, 3 ranks`), or `none`.
+fn written_by(root: &std::path::Path) -> String {
+    let sizes = widebag_model::checkpoint::gather::rank_sizes(root);
+    match sizes.is_empty() {
+        true => "none".to_string(),
+        false => {
+            let s: Vec<String> = sizes.iter().map(|n| format!("{n} ranks")).collect();
+            s.join(", ")
+        }
+    }
 }
 
 /// The prepared run's warnings, bands and data file, on stderr.
@@ -205,127 +344,6 @@ fn announce(prepared: &Prepared) {
             }
         );
     }
-}
-
-/// The run's summary for a terminal.
-pub fn render_summary(s: &RunSummary) -> String {
-    let mut out = String::new();
-    write_summary(&mut out, s).expect("writing to a String");
-    out
-}
-
-fn write_summary(out: &mut String, s: &RunSummary) -> std::fmt::Result {
-    writeln!(out, "widebag train: done")?;
-    writeln!(out, "  adapter            {} [{:?}]", s.adapter, s.backend)?;
-    writeln!(
-        out,
-        "  model              {} → {} → {:?} → {} classes ({} table shards, {} class chunks)",
-        s.width, s.dim, s.hidden, s.n_classes, s.table_shards, s.class_chunks
-    )?;
-    writeln!(
-        out,
-        "  optimizers         table {:?}, dense {:?}",
-        s.table_optimizer, s.dense_optimizer
-    )?;
-    writeln!(
-        out,
-        "  steps × batch      {} × {}  ({:.1} examples/s after the first step)",
-        s.steps, s.batch_size, s.examples_per_s
-    )?;
-    writeln!(
-        out,
-        "  loss               {:.4} → {:.4} (mean of last 10: {:.4})",
-        s.first_loss, s.final_loss, s.final_loss_mean10
-    )?;
-    writeln!(
-        out,
-        "  table / parameters {} / {} ({} input-side and {} output values)",
-        format_bytes(s.table_bytes),
-        format_bytes(s.parameter_bytes),
-        s.table_parameters,
-        s.output_parameters
-    )?;
-    writeln!(out, "  output             {}", s.output.name())?;
-    for b in &s.bands {
-        writeln!(out, "  {}", b.line())?;
-    }
-    if s.host_bytes > 0 {
-        writeln!(
-            out,
-            "  host bands         {} in host memory; per step {} to the device, {} back",
-            format_bytes(s.host_bytes),
-            format_bytes(s.host_to_device_bytes_per_step.round() as u64),
-            format_bytes(s.device_to_host_bytes_per_step.round() as u64)
-        )?;
-    }
-    if let Some(l) = s.eval_loss {
-        writeln!(
-            out,
-            "  validation loss    {l:.4} over {} held-out rows",
-            s.eval_rows
-        )?;
-    }
-    if let Some(e) = s.evaluations.last() {
-        writeln!(
-            out,
-            "  evaluation         {} (after step {})",
-            e.line, e.step
-        )?;
-    }
-    if let Some(d) = &s.data {
-        writeln!(
-            out,
-            "  data               {} ({}, {} rows, {} epochs started, {:.1} unique ids per batch)",
-            d.path.display(),
-            d.format.name(),
-            d.rows,
-            s.epochs.unwrap_or(0),
-            d.unique_ids_per_batch
-        )?;
-        if let Some(v) = &d.vocabulary_file {
-            writeln!(out, "  vocabulary         {}", v.display())?;
-        }
-        if let Some(f) = &d.stats_file {
-            let how = if d.stats_reused { "reused" } else { "saved" };
-            writeln!(out, "  statistics         {} ({how})", f.display())?;
-        }
-    }
-    match (s.peak_in_use_bytes, s.peak_reserved_bytes) {
-        (Some(u), Some(r)) => writeln!(
-            out,
-            "  peak device memory {} in use, {} reserved (burn allocator)",
-            format_bytes(u),
-            format_bytes(r)
-        )?,
-        _ => writeln!(out, "  peak device memory not reported by this backend")?,
-    }
-    if let Some(rss) = s.peak_rss_bytes {
-        writeln!(
-            out,
-            "  peak process RSS   {} (host memory, data included)",
-            format_bytes(rss)
-        )?;
-    }
-    writeln!(out, "  step profile       {}", profile_line(&s.profile))?;
-    Ok(())
-}
-
-/// `ms per step` and the largest stages with their shares, e.g.
-/// `41.2 ms/step: output_backward 48% · output_forward 30% · …`.
-pub fn profile_line(p: &widebag_model::ProfileReport) -> String {
-    let stages: Vec<String> = p
-        .top()
-        .iter()
-        .filter(|s| s.share >= 0.01)
-        .map(|s| format!("{} {:.0}%", s.stage.name(), 100.0 * s.share))
-        .collect();
-    format!(
-        "{:.1} ms/step over {} steps{}: {}",
-        p.ms_per_step,
-        p.steps,
-        if p.synced { " (synced)" } else { "" },
-        stages.join(" · ")
-    )
 }
 
 /// What an out-of-memory report says the run expected: the ledger's peak, where it falls, and the

@@ -18,11 +18,11 @@ use widebag_config::{
     BandPlacement, Config, Cutoffs, DenseOptim, OutputKind, TableOptim, TargetKind,
 };
 use widebag_eval::{EvalReport, RecallConvention, Task};
-use widebag_model::eval::{EvalSet, EvalSpec, evaluate};
+use widebag_model::eval::{EvalSet, EvalSpec, evaluate, evaluate_part};
 use widebag_model::step::memory::MemoryMeter;
 use widebag_model::table::ids::SortedIdBuf;
 use widebag_model::tensors::to_vec;
-use widebag_model::{BackendKind, Ranks, WideModel};
+use widebag_model::{BackendKind, Ranks, TrainLayout, WideModel};
 
 const STEPS: u64 = 4;
 
@@ -162,14 +162,14 @@ fn check(name: &str, config: &Config, size: usize) {
                 widebag_collective::partition::local_rows(global.n_rows(), c.rank(), c.size());
             let part = global.row_range(mine);
             let stats = m
-                .train_step_ranks(&part, global.n_rows(), &c, &mut meter)
+                .train_step_part(&part, global.n_rows(), &c, &mut meter)
                 .unwrap();
             losses.push(stats.loss);
         }
-        let eval = m.eval_loss_ranks(&held_out, &c).unwrap().unwrap();
+        let eval = m.held_out_loss(&held_out, &c).unwrap().unwrap();
         let reports: Vec<Option<EvalReport>> = SPECS
             .iter()
-            .map(|&task| m.evaluate_ranks(&set, &spec(task), &c).unwrap())
+            .map(|&task| evaluate_part(&mut m, &set, &spec(task), BackendKind::Flex, &c).unwrap())
             .collect();
         // The tail clusters of the adaptive softmax from their owners, as evaluation sees them.
         m.sync_clusters(&c).unwrap();
@@ -264,7 +264,7 @@ fn a_rank_on_the_tensor_path_is_refused_not_run() {
         let global = batch(&config, 0);
         let part = global.row_range(widebag_collective::partition::local_rows(12, c.rank(), 2));
         let err = m
-            .train_step_ranks(&part, global.n_rows(), &c, &mut meter)
+            .train_step_part(&part, global.n_rows(), &c, &mut meter)
             .unwrap_err();
         err.to_string()
     });

@@ -29,7 +29,7 @@
 //! An evaluation pass (held-out metrics) holds less than a training step: `eval`.
 //!
 //! One rank of a multi-process run (`StepSpec::ranks`) holds its block of each table, its class
-//! block of the full softmax and the exchanges' buffers: `ranks`.
+//! block of the full softmax and the exchanges' buffers: `exchange`.
 //!
 //! What the ledger is told (device, batch, model) is in `spec`; how entries are written, in
 //! `builder`.
@@ -38,14 +38,14 @@ mod adaptive;
 mod builder;
 mod dense;
 mod eval;
+mod exchange;
 mod host;
-mod ranks;
 mod sparse;
 mod spec;
 mod trunk;
 
 pub use eval::{EvalPeak, eval_peak};
-pub use ranks::{Traffic, names as collective_names, traffic};
+pub use exchange::{Traffic, names as collective_names, traffic};
 pub use spec::{BatchFacts, DeviceFacts, RankFacts, StepSpec};
 pub use trunk::{CheckpointEffect, checkpoint_effect};
 use widebag_config::{DenseOptim, Layout, TableOptim};
@@ -55,7 +55,7 @@ use crate::{Category, Entry, Ledger, Lifetime, Placement, Pool};
 /// The ledger of one training step of `spec`.
 pub fn ledger(spec: &StepSpec) -> Ledger {
     let mut ledger = match spec.layout {
-        Layout::Sparse if spec.ranks.is_some() => ranks::ledger(spec),
+        Layout::Sparse if spec.ranks.is_some() => exchange::ledger(spec),
         Layout::Sparse => sparse::ledger(spec),
         Layout::Dense => dense::ledger(spec),
     };

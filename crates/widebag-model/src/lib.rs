@@ -1,9 +1,11 @@
 //! The burn side of widebag, one folder per concept, dependencies pointing one way (the loop →
 //! the step → the layers → the table and the host kernels, never back):
 //!
-//! - `train/`: the training loop (batches, progress, checkpoints on schedule; `ranks` across
-//!   processes), and `eval/`: held-out metrics and predictions.
-//! - `step/`: one training step top to bottom, its stage profile and memory readings.
+//! - `train/`: the training loop for one process or each rank of many (batches, progress,
+//!   checkpoints on schedule, the summary; `group`: what the ranks of one run agree on), and
+//!   `eval/`: held-out metrics and predictions (`split`: with the model split across ranks).
+//! - `step/`: one training step top to bottom (`exchange`: what passes between the ranks'
+//!   stages, skipped for one process), its stage profile and memory readings.
 //! - `layout/`: a training layout as the loop sees it (sparse, or the dense baseline).
 //! - `model/`: the sparse layout's model (`WideModel`): its spec, the embedding bag over the
 //!   input bands, the dense parameters with their optimizers, the seeded initialisation.
@@ -37,5 +39,6 @@ pub use step::memory::{MemoryMeter, MeterMode, Phase, Point};
 pub use step::profile::{ProfileReport, Stage, StepProfile};
 pub use table::ids::{SortedIdBuf, SortedIds};
 pub use train::{
-    CheckpointPlan, Evaluation, RunOptions, RunSummary, run_training, run_training_with,
+    AcrossRanks, CheckpointPlan, Evaluation, Resume, RunOptions, RunSummary, run_training,
+    run_training_in, run_training_with,
 };

@@ -3,7 +3,7 @@
 //! grid.
 
 pub mod grid;
-mod ranks;
+mod per_rank;
 mod render;
 mod report;
 
@@ -26,8 +26,8 @@ pub fn run(req: &ExplainRequest) -> Outcome {
 }
 
 fn explain_one(req: &OneExplain) -> Outcome {
-    if crate::commands::train_ranks::mpi_world_size().is_some_and(|n| n > 1) {
-        return ranks::explain_ranks(req);
+    if crate::commands::launch::mpi_world_size().is_some_and(|n| n > 1) {
+        return per_rank::explain_ranks(req);
     }
     let prepared =
         widebag_prepare::open_data(&req.config, &widebag_prepare::PrepareOptions::READ_ONLY)

@@ -4,8 +4,8 @@
 
 mod calibrate;
 mod grid;
+mod per_rank;
 pub mod planner;
-mod ranks;
 mod report;
 pub mod search;
 
@@ -40,7 +40,7 @@ fn plan_one(req: &OnePlan) -> Outcome {
                  process's allocator)"
             )));
         }
-        if let Some((key, message)) = widebag_model::train::ranks::refused_across_ranks(&req.config)
+        if let Some((key, message)) = widebag_model::train::group::refused_across_ranks(&req.config)
         {
             return Err(Failure::usage(anyhow::anyhow!("{key}: {message}")));
         }

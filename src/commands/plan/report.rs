@@ -81,7 +81,7 @@ pub fn optimizers(layout: Layout, t: TableOptim, d: DenseOptim) -> String {
 pub fn render(r: &Report, planned_ms: f64) -> String {
     let mut s = String::new();
     write_plan(&mut s, r).expect("writing to a String");
-    super::ranks::write_ranks(&mut s, &r.plan.ranks).expect("writing to a String");
+    super::per_rank::write_ranks(&mut s, &r.plan.ranks).expect("writing to a String");
     write_checks(&mut s, r).expect("writing to a String");
     writeln!(
         s,

@@ -25,6 +25,16 @@ impl HostMatrix {
         Ok(Self { data, rows, cols })
     }
 
+    /// `values` as a `[rows, cols]` matrix, row-major (no copy).
+    pub fn from_vec(values: Vec<f32>, rows: usize, cols: usize) -> Self {
+        assert_eq!(values.len(), rows * cols, "a [{rows}, {cols}] matrix");
+        Self {
+            data: TensorData::new(values, [rows, cols]),
+            rows,
+            cols,
+        }
+    }
+
     /// Zeros of `[rows, cols]`.
     pub fn zeros(rows: usize, cols: usize) -> Self {
         Self {

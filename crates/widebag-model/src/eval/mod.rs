@@ -4,10 +4,11 @@
 //! On flex a chunk is read in place on the host; elsewhere the mask, the chunk's top-K and the
 //! log-sum-exp run on the device and only `[rows, K]` comes back.
 
-pub(crate) mod ranks;
+pub(crate) mod split;
 
 use burn::tensor::{IndexingUpdateOp, Int, Tensor};
 use rayon::prelude::*;
+use widebag_collective::Collective;
 use widebag_csr::CsrBatch;
 use widebag_eval::{ClassMetrics, EvalReport, PerplexityMetrics, RankingMetrics, RowTopK, Task};
 
@@ -270,6 +271,26 @@ pub fn evaluate(
         }
     }
     Ok(metrics.report())
+}
+
+/// [`evaluate`] by every rank of `comm` (a single process: the one-rank case, scoring whole);
+/// rank 0 gets the report, the others `None`. Across ranks only the sparse layout trains, its
+/// parts scored where they are ([`split`]).
+pub fn evaluate_part(
+    layout: &mut dyn TrainLayout,
+    set: &EvalSet,
+    spec: &EvalSpec,
+    backend: BackendKind,
+    comm: &dyn Collective,
+) -> Result<Option<EvalReport>, ModelError> {
+    if comm.size() == 1 {
+        return evaluate(layout, set, spec, backend).map(Some);
+    }
+    let model = layout.wide().ok_or_else(|| ModelError::Unsupported {
+        key: "model.layout",
+        message: "training across ranks needs the sparse layout".into(),
+    })?;
+    model.evaluate_split(set, spec, comm)
 }
 
 /// How many classes a row's top list keeps for the task's metrics.

@@ -6,13 +6,14 @@ pub mod dense;
 pub mod reference;
 
 use burn::tensor::Tensor;
+use widebag_collective::Collective;
 use widebag_config::bands::ModelBands;
 use widebag_config::{Config, Layout};
 use widebag_csr::CsrBatch;
 
 use crate::checkpoint::slots::Named;
 use crate::layout::dense::DenseModel;
-use crate::model::{StepStats, WideModel};
+use crate::model::{Ranks, StepStats, WideModel};
 use crate::output::scores::{ScoreKind, Visit};
 use crate::step::memory::MemoryMeter;
 use crate::{Compute, ModelError};
@@ -40,10 +41,13 @@ pub struct LayoutFacts {
 
 /// A model the training loop can run.
 pub trait TrainLayout {
-    /// One training step.
-    fn train_step(
+    /// One training step on this process's `batch`, its rows of a global batch of
+    /// `global_rows` rows; a single process is the one-rank case (`widebag_collective::local`).
+    fn train_step_part(
         &mut self,
         batch: &CsrBatch,
+        global_rows: usize,
+        comm: &dyn Collective,
         meter: &mut MemoryMeter,
     ) -> Result<StepStats, ModelError>;
 
@@ -51,8 +55,16 @@ pub trait TrainLayout {
     /// end of a run, before its weights are read).
     fn flush_deferred(&mut self) -> Result<(), ModelError>;
 
-    /// Mean loss over held-out batches (weighted by rows); `None` without any.
-    fn eval_loss(&mut self, batches: &[CsrBatch]) -> Result<Option<f64>, ModelError>;
+    /// Mean loss over held-out batches (weighted by rows); `None` without any. Across ranks
+    /// every rank holds every batch and calls it.
+    fn held_out_loss(
+        &mut self,
+        batches: &[CsrBatch],
+        comm: &dyn Collective,
+    ) -> Result<Option<f64>, ModelError>;
+
+    /// The sparse layout's model, the one layout that trains across ranks.
+    fn wide(&mut self) -> Option<&mut WideModel>;
 
     /// Sizes and traffic for the run's summary.
     fn facts(&self) -> LayoutFacts;
@@ -87,27 +99,68 @@ pub fn build(
     bands: &ModelBands,
     compute: &Compute,
 ) -> Result<Box<dyn TrainLayout>, ModelError> {
+    build_rank(config, bands, compute, Ranks::ONE)
+}
+
+/// Rank `ranks.rank` of `ranks.size`'s part of the configured layout (across ranks, only the
+/// sparse layout).
+pub fn build_rank(
+    config: &Config,
+    bands: &ModelBands,
+    compute: &Compute,
+    ranks: Ranks,
+) -> Result<Box<dyn TrainLayout>, ModelError> {
     Ok(match config.model.layout {
-        Layout::Sparse => Box::new(WideModel::new(config, bands, compute)?),
+        Layout::Sparse => Box::new(WideModel::new_rank(config, bands, compute, ranks)?),
+        Layout::Dense if ranks.size > 1 => {
+            return Err(ModelError::Unsupported {
+                key: "model.layout",
+                message: "training across ranks needs the sparse layout".into(),
+            });
+        }
         Layout::Dense => Box::new(DenseModel::new(config, bands, compute)?),
     })
 }
 
+/// An error unless `comm` is the group of one: the dense baseline trains in one process.
+fn one_process(comm: &dyn Collective) -> Result<(), ModelError> {
+    match comm.size() {
+        1 => Ok(()),
+        _ => Err(ModelError::Unsupported {
+            key: "model.layout",
+            message: "training across ranks needs the sparse layout".into(),
+        }),
+    }
+}
+
 impl TrainLayout for WideModel {
-    fn train_step(
+    fn train_step_part(
         &mut self,
         batch: &CsrBatch,
+        global_rows: usize,
+        comm: &dyn Collective,
         meter: &mut MemoryMeter,
     ) -> Result<StepStats, ModelError> {
-        WideModel::train_step(self, batch, meter)
+        WideModel::train_step_part(self, batch, global_rows, comm, meter)
+    }
+
+    fn wide(&mut self) -> Option<&mut WideModel> {
+        Some(self)
     }
 
     fn flush_deferred(&mut self) -> Result<(), ModelError> {
         WideModel::flush_deferred(self)
     }
 
-    fn eval_loss(&mut self, batches: &[CsrBatch]) -> Result<Option<f64>, ModelError> {
-        WideModel::eval_loss(self, batches)
+    fn held_out_loss(
+        &mut self,
+        batches: &[CsrBatch],
+        comm: &dyn Collective,
+    ) -> Result<Option<f64>, ModelError> {
+        match comm.size() {
+            1 => WideModel::eval_loss(self, batches),
+            _ => WideModel::eval_loss_split(self, batches, comm),
+        }
     }
 
     fn score_chunks(
@@ -159,12 +212,19 @@ impl TrainLayout for WideModel {
 }
 
 impl TrainLayout for DenseModel {
-    fn train_step(
+    fn train_step_part(
         &mut self,
         batch: &CsrBatch,
+        _global_rows: usize,
+        comm: &dyn Collective,
         meter: &mut MemoryMeter,
     ) -> Result<StepStats, ModelError> {
+        one_process(comm)?;
         DenseModel::train_step(self, batch, meter)
+    }
+
+    fn wide(&mut self) -> Option<&mut WideModel> {
+        None
     }
 
     /// Dense updates are never deferred.
@@ -172,7 +232,12 @@ impl TrainLayout for DenseModel {
         Ok(())
     }
 
-    fn eval_loss(&mut self, batches: &[CsrBatch]) -> Result<Option<f64>, ModelError> {
+    fn held_out_loss(
+        &mut self,
+        batches: &[CsrBatch],
+        comm: &dyn Collective,
+    ) -> Result<Option<f64>, ModelError> {
+        one_process(comm)?;
         DenseModel::eval_loss(self, batches)
     }
 

@@ -102,7 +102,7 @@ pub struct WideModel {
     /// This process's rank and the ranks training together: each band's table holds only this
     /// rank's block of rows (`widebag_collective::route::BlockSharding`). One rank: all rows.
     pub ranks: Ranks,
-    /// Bytes this rank has sent to the other ranks, by collective (`Self::train_step_ranks`).
+    /// Bytes this rank has sent to the other ranks, by collective (`Self::train_step_part`).
     pub sent_bytes: std::collections::BTreeMap<&'static str, u64>,
     /// Bytes the row exchange would have sent as pooled partial sums instead, on the same
     /// batches (`widebag_collective::pooled`).

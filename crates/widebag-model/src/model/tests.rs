@@ -130,7 +130,9 @@ fn adamw_eval_losses(flush: bool) -> (f64, f64) {
     }
     let eval: Vec<CsrBatch> = (0..3).map(|s| batch(&config, 1000 + 4 * s)).collect();
     let sparse_loss = if flush {
-        TrainLayout::eval_loss(&mut sparse, &eval).unwrap().unwrap()
+        TrainLayout::held_out_loss(&mut sparse, &eval, &widebag_collective::local::Local)
+            .unwrap()
+            .unwrap()
     } else {
         let (mut sum, mut rows) = (0.0, 0);
         for b in &eval {
@@ -139,7 +141,10 @@ fn adamw_eval_losses(flush: bool) -> (f64, f64) {
         }
         sum / rows as f64
     };
-    let dense_loss = TrainLayout::eval_loss(&mut dense, &eval).unwrap().unwrap();
+    let dense_loss =
+        TrainLayout::held_out_loss(&mut dense, &eval, &widebag_collective::local::Local)
+            .unwrap()
+            .unwrap();
     (sparse_loss, dense_loss)
 }
 

@@ -1,15 +1,17 @@
 //! The sparse layout's training step, top to bottom: data → unique rows → forward → backward →
-//! row updates → dense updates → measure; and the same forward and backward without an update
-//! (`gradients`, `loss`, `eval_loss`).
+//! row updates → dense updates → measure, for one process or for each rank of many (one process
+//! is the one-rank case: the exchanges between the stages, in [`exchange`], are skipped); and
+//! the same forward and backward without an update (`gradients`, `loss`, `eval_loss`).
 
+pub(crate) mod exchange;
 pub mod memory;
 pub mod profile;
-pub(crate) mod ranks;
+pub(crate) mod trunk;
 
-use burn::tensor::{Gradients, Tensor};
+use burn::tensor::Tensor;
+use widebag_collective::Collective;
+use widebag_collective::local::Local;
 use widebag_csr::CsrBatch;
-
-use widebag_config::Checkpointing;
 
 use crate::ModelError;
 use crate::cpu::Kernels;
@@ -18,11 +20,13 @@ use crate::cpu::host_layer::HostLayer;
 use crate::cpu::softmax_ce::{self, CeForward, ChunkGrad, HostTargets, Logits};
 use crate::model::bag::{BagInputs, BandIds, BandSegment};
 use crate::model::dense_optim::DenseParam;
-use crate::model::params::{Cluster, DenseParams, Linear, OutputParams};
+use crate::model::params::{Cluster, DenseParams, Linear, OutputParams, update_param};
 use crate::model::{StepStats, WideModel};
 use crate::output::adaptive_host::AdaptiveForward;
 use crate::output::softmax::{self, ChunkTargets};
+use crate::step::exchange::Part;
 use crate::step::memory::{MemoryMeter, Point, Stage};
+use crate::step::trunk::{chunk_tensors, leaf_grad};
 use crate::tensors::{activate, floats, scalar, to_vec};
 
 /// Gradients of one batch, off autodiff: the touched rows and every dense parameter.
@@ -83,42 +87,83 @@ enum ForwardOutput {
 }
 
 impl WideModel {
-    /// One training step: data → unique rows → forward → backward → row updates → dense updates
-    /// → measure.
+    /// One training step of one process: the one-rank case of [`Self::train_step_part`] (every
+    /// exchange skipped).
     pub fn train_step(
         &mut self,
         batch: &CsrBatch,
         meter: &mut MemoryMeter,
     ) -> Result<StepStats, ModelError> {
+        self.train_step_part(batch, batch.n_rows(), &Local, meter)
+    }
+
+    /// One training step: data → unique rows → forward → backward → row updates → dense updates
+    /// → measure. `batch` is this process's rows of a global batch of `global_rows` rows; every
+    /// rank of `comm` calls it with its part of the same global batch, and it returns the global
+    /// batch's loss. The exchanges between the stages ([`exchange`]) are skipped at one rank.
+    pub fn train_step_part(
+        &mut self,
+        batch: &CsrBatch,
+        global_rows: usize,
+        comm: &dyn Collective,
+        meter: &mut MemoryMeter,
+    ) -> Result<StepStats, ModelError> {
         meter.probe(Point::Setup);
+        let part = Part::new(self.ranks, comm, global_rows, batch.n_rows())?;
+        if !part.alone() {
+            self.check_rank_kernels("this device")?;
+        }
         self.check_batch(batch)?;
         self.step += 1;
-        // 1. data: the batch's sorted unique ids, split by band and shard once for the step.
-        let ids = self.band_ids(batch)?;
+        // 1. data: the batch's sorted unique ids, split by band (and by shard for one process)
+        //    once for the step.
+        let ids = match part.alone() {
+            true => self.band_ids(batch)?,
+            false => {
+                self.count_pooled(batch, comm)?;
+                self.band_ids_whole(batch)?
+            }
+        };
         meter.lap(Stage::Ids);
         // 2. unique rows: rows lazy AdamW left behind are brought up to the previous step (so
         //    the gradient is taken at dense AdamW's weights); then the batch's index and value
         //    buffers go up grouped by segment, with each segment's rows (host bands upload just
-        //    these).
-        for (k, band) in self.bands.iter_mut().enumerate() {
-            let local = ids.local[k].ids();
-            band.state
-                .catch_up(&mut band.table, local, &self.optim, self.step)?;
-        }
-        let (inputs, rows) = self.upload_and_gather(batch, &ids)?;
+        //    these). Across ranks the ids go to the rows' owners, which send the rows back.
+        let (routes, inputs, rows) = match part.alone() {
+            true => {
+                for (k, band) in self.bands.iter_mut().enumerate() {
+                    let local = ids.local[k].ids();
+                    band.state
+                        .catch_up(&mut band.table, local, &self.optim, self.step)?;
+                }
+                let (inputs, rows) = self.upload_and_gather(batch, &ids)?;
+                (Vec::new(), inputs, rows)
+            }
+            false => {
+                let (routes, rows) = self.fetch_rows(&ids, comm)?;
+                (routes, self.upload_inputs(batch, &ids), rows)
+            }
+        };
         meter.lap(Stage::Gather);
-        // On flex the full softmax's layer leaves its tensors for the host kernel (no copy) until
-        // its gradients are out.
+        // On flex the output layer leaves its tensors for the host kernel (no copy) until its
+        // gradients are out.
         let host = match self.host_softmax() {
             true => Some(HostLayer::take(&mut self.dense.output)?),
             false => None,
         };
         // 3. forward: bag → projections → MLP on autodiff; the full softmax's output layer in
-        //    class chunks off autodiff, or the adaptive softmax on autodiff.
+        //    class chunks off autodiff (across ranks, split by classes), or the adaptive softmax.
         // 4. backward: the output layer's gradients, then autodiff through the MLP and the bag.
-        let grads = self
-            .forward(batch, inputs, rows, host.as_ref(), meter)
-            .and_then(|forward| self.backward(forward, ids, host.as_ref(), meter));
+        //    Both outputs' gradients are of the global batch's mean.
+        let grads = match part.alone() || !self.adaptive() {
+            true => self
+                .forward(batch, &part, inputs, rows, host.as_ref(), meter)
+                .and_then(|forward| self.backward(forward, ids, host.as_ref(), &part, meter)),
+            false => {
+                let host = host.as_ref().expect("ranks run the host kernels");
+                self.adaptive_split(batch, global_rows, (ids, inputs, rows), host, comm, meter)
+            }
+        };
         if let Some(host) = host {
             let device = self.device().clone();
             host.restore(&mut self.dense.output, &device);
@@ -129,19 +174,42 @@ impl WideModel {
             rows,
             dense,
         } = grads?;
+        if !part.alone() {
+            self.count_output_traffic(&part, batch);
+        }
         // 5. row updates: only the batch's unique rows of each band, in place, with
-        //    deduplicated ids (a host band takes back only these rows' updates).
-        for (s, rows_grad) in rows {
-            let band = &mut self.bands[s.band];
-            let (table, step) = (&mut band.table, self.step);
-            band.state
-                .step(table, ids.of(&s), rows_grad, &self.optim, step, meter)?;
+        //    deduplicated ids (a host band takes back only these rows' updates). Across ranks,
+        //    every rank's gradients of a row are summed at its owner, which updates the union
+        //    of the rows asked of it.
+        match part.alone() {
+            true => {
+                for (s, rows_grad) in rows {
+                    let band = &mut self.bands[s.band];
+                    let (table, step) = (&mut band.table, self.step);
+                    band.state
+                        .step(table, ids.of(&s), rows_grad, &self.optim, step, meter)?;
+                }
+            }
+            false => self.update_owned_rows(&routes, rows, comm, meter)?,
         }
         meter.lap(Stage::RowUpdate);
-        meter.probe(Point::DenseUpdate);
-        // 6. dense updates, in place.
-        self.dense
-            .update(dense, &self.optim, self.step, self.spec.kernels)?;
+        // 6. dense updates, in place (across ranks, the replicated parameters' gradients summed
+        //    first in one fused all-reduce).
+        let dense = self.sum_dense(dense, &part, meter)?;
+        let (optim, step, kernels) = (&self.optim, self.step, self.spec.kernels);
+        let trained: Vec<bool> = match part.alone() {
+            true => Vec::new(),
+            false => self
+                .dense
+                .iter()
+                .map(|p| self.trains_param(&p.name))
+                .collect(),
+        };
+        for (i, (p, g)) in self.dense.iter_mut().zip(dense).enumerate() {
+            if trained.get(i).copied().unwrap_or(true) {
+                update_param(p, g, optim, step, kernels)?;
+            }
+        }
         meter.lap(Stage::DenseUpdate);
         // 7. measure.
         meter.sample(Point::StepEnd);
@@ -160,11 +228,12 @@ impl WideModel {
             true => Some(HostLayer::copy_of(&self.dense.output)?),
             false => None,
         };
-        let forward = self.forward(batch, inputs, rows, host.as_ref(), &mut unused)?;
-        self.backward(forward, ids, host.as_ref(), &mut unused)
+        let part = Part::new(self.ranks, &Local, batch.n_rows(), batch.n_rows())?;
+        let forward = self.forward(batch, &part, inputs, rows, host.as_ref(), &mut unused)?;
+        self.backward(forward, ids, host.as_ref(), &part, &mut unused)
     }
 
-    /// Whether the output layer's softmax runs on the host kernel (flex).
+    /// Whether the output layer's softmax runs on the host kernel (flex; always across ranks).
     pub(crate) fn host_softmax(&self) -> bool {
         self.spec.kernels == Kernels::Host
     }
@@ -207,6 +276,7 @@ impl WideModel {
     pub(crate) fn forward(
         &self,
         batch: &CsrBatch,
+        part: &Part<'_>,
         inputs: BagInputs,
         rows: Vec<Tensor<2>>,
         host: Option<&HostLayer>,
@@ -234,7 +304,7 @@ impl WideModel {
         }
         meter.lap(Stage::Forward);
         let (loss, output) = match (&params.output, host) {
-            (OutputParams::Full { .. }, Some(layer)) => {
+            (OutputParams::Full { .. }, Some(layer)) if part.alone() => {
                 let targets = HostTargets::new(&targets, &layer.chunk_classes());
                 let h = HostMatrix::take(h.clone().inner())?;
                 let fwd = softmax_ce::forward(
@@ -246,6 +316,14 @@ impl WideModel {
                 );
                 let targets = Box::new(targets);
                 (fwd.loss, ForwardOutput::Host { targets, fwd, h })
+            }
+            (OutputParams::Full { .. }, Some(layer)) => {
+                // Split by classes: every rank's rows against this rank's classes.
+                let global = self.gather_targets(&targets, part.comm)?;
+                let mine = to_vec(h.clone().inner())?;
+                let (h, targets, fwd, loss) = self.split_forward(&global, &mine, layer, part)?;
+                let targets = Box::new(targets);
+                (loss, ForwardOutput::Host { targets, fwd, h })
             }
             (OutputParams::Adaptive { clusters, .. }, Some(layer)) => {
                 let (loss, fwd) = self.adaptive_host_forward(&h, clusters, &targets, layer)?;
@@ -285,6 +363,7 @@ impl WideModel {
         forward: Forward,
         ids: BandIds,
         host: Option<&HostLayer>,
+        part: &Part<'_>,
         meter: &mut MemoryMeter,
     ) -> Result<Grads, ModelError> {
         let Forward {
@@ -327,13 +406,15 @@ impl WideModel {
                 h: h_host,
             } => {
                 let layer = host.expect("a host forward has its layer");
-                let (rows, hidden) = (h_host.rows, h_host.cols);
+                let hidden = h_host.cols;
                 let refs = layer.refs();
                 let (dh, out) =
                     softmax_ce::backward(h_host.as_slice(), hidden, &refs, &targets, &mut fwd);
+                // Across ranks: every rank's part of dL/dh summed, this rank's rows kept.
+                let dh = part.own_dh(dh, hidden)?;
                 meter.lap(Stage::OutputBackward);
                 let device = self.device();
-                let dh = floats(dh, [rows, hidden], device);
+                let dh = floats(dh, [part.mine.len(), hidden], device);
                 let grads = (h * Tensor::from_inner(dh)).sum().backward();
                 let chunks = chunk_tensors(out, hidden, device);
                 (grads, Some(OutputParams::Full { chunks }), None)
@@ -398,90 +479,4 @@ impl WideModel {
             dense,
         })
     }
-}
-
-impl WideModel {
-    /// What autodiff's `grads` hold for the rows (the gradient leaves `rows`, one per segment of
-    /// `ids`) and the trunk's parameters (`params`), with the output layer's gradients `output`.
-    pub(crate) fn trunk_grads(
-        &self,
-        ids: &BandIds,
-        rows: &[Tensor<2>],
-        params: &DenseParams<Tensor<2>>,
-        grads: &Gradients,
-        output: OutputParams<Tensor<2>>,
-    ) -> (Vec<(BandSegment, Tensor<2>)>, DenseParams<Tensor<2>>) {
-        let rows_grad = ids
-            .segments
-            .iter()
-            .zip(rows)
-            .map(|(s, leaf)| (*s, self.row_grad(s, leaf, grads)))
-            .collect();
-        let grad = |leaf: &Tensor<2>| leaf_grad(leaf, grads);
-        let dense = DenseParams {
-            bag_bias: grad(&params.bag_bias),
-            projections: params.projections.iter().map(grad).collect(),
-            hidden: params.hidden.iter().map(|l| l.map(grad)).collect(),
-            output,
-        };
-        (rows_grad, dense)
-    }
-
-    /// Whether the trunk is checkpointed (`model.checkpointing = "mlp"`): run off the graph in
-    /// the forward pass and recomputed on autodiff in backward.
-    fn recomputes_trunk(&self) -> bool {
-        self.spec.checkpointing == Checkpointing::Mlp
-    }
-
-    /// Step 4b with checkpointing: the bag, the projections and the MLP again from the
-    /// gathered `rows`, now gradient leaves, on autodiff (its saved activations alive at
-    /// `Point::BackwardInput`), differentiated from `h`'s gradient in `grads`. Returns the
-    /// gradients with the leaves they belong to: the rows and the trunk's parameters (the
-    /// output layer left empty).
-    fn recompute_trunk(
-        &self,
-        h: &Tensor<2>,
-        grads: &Gradients,
-        rows: &[Tensor<2>],
-        inputs: &BagInputs,
-        meter: &mut MemoryMeter,
-    ) -> (Gradients, Vec<Tensor<2>>, DenseParams<Tensor<2>>) {
-        let dh = leaf_grad(h, grads);
-        let rows: Vec<Tensor<2>> = rows.iter().map(|r| r.clone().require_grad()).collect();
-        let leaf = |p: &DenseParam| p.value.clone().autodiff().require_grad();
-        let d = &self.dense;
-        let params = DenseParams {
-            bag_bias: leaf(&d.bag_bias),
-            projections: d.projections.iter().map(leaf).collect(),
-            hidden: d.hidden.iter().map(|l| l.map(leaf)).collect(),
-            output: OutputParams::Full { chunks: Vec::new() },
-        };
-        let h = self.forward_hidden(&rows, &params, inputs);
-        meter.probe(Point::BackwardInput);
-        let grads = (h * Tensor::from_inner(dh)).sum().backward();
-        (grads, rows, params)
-    }
-}
-
-/// The host kernel's per-chunk output gradients as `[hidden, n]` and `[1, n]` tensors.
-pub(crate) fn chunk_tensors(
-    out: Vec<ChunkGrad>,
-    hidden: usize,
-    device: &burn::tensor::Device,
-) -> Vec<Linear<Tensor<2>>> {
-    out.into_iter()
-        .map(|g| {
-            let n = g.db.len();
-            Linear {
-                weight: floats(g.dw, [hidden, n], device),
-                bias: floats(g.db, [1, n], device),
-            }
-        })
-        .collect()
-}
-
-/// A leaf's gradient, zeros when the loss did not reach it.
-pub(crate) fn leaf_grad(leaf: &Tensor<2>, grads: &Gradients) -> Tensor<2> {
-    leaf.grad(grads)
-        .unwrap_or_else(|| leaf.clone().inner().zeros_like())
 }

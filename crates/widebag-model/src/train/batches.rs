@@ -1,6 +1,6 @@
 //! Training batches on their way to the step: the input transform (normalisation, input
 //! dropout keyed by each entry's place in its batch) and the background thread that assembles
-//! the next batches — whole, or one rank's rows of each ([`prefetch_part`]).
+//! the next batches — whole, or one rank's rows of each ([`prefetch`]).
 
 use std::sync::mpsc;
 
@@ -62,51 +62,37 @@ impl InputTransform {
     }
 }
 
-/// A training batch and where the data stands after it.
-type Fetched = Result<(CsrBatch, DataPosition), DataError>;
+/// This process's rows of a training batch (transformed; across ranks not yet dropped out:
+/// the loop drops them where the lower ranks' entries end), the global batch's rows and where
+/// the data stands after it.
+pub(crate) type Fetched = Result<(CsrBatch, usize, DataPosition), DataError>;
 
-/// Streams the batches of steps `first..=last` from a background thread (two in flight).
+/// Streams the batches of steps `first..=last` from a background thread (two in flight): whole
+/// for one process; for rank `rank` of `ranks`, its rows of each global batch, read alone
+/// (`BatchSource::next_batch_part`).
 pub(crate) fn prefetch(
     mut stream: BatchSource,
     batch_size: usize,
     steps: std::ops::RangeInclusive<u64>,
     transform: InputTransform,
+    (rank, ranks): (usize, usize),
 ) -> mpsc::Receiver<Fetched> {
     let (tx, rx) = mpsc::sync_channel(2);
     std::thread::spawn(move || {
         for step in steps {
-            let batch = stream
-                .next_batch(batch_size)
-                .map(|b| (transform.train(b, step), stream.position()));
-            if tx.send(batch).is_err() {
-                break;
-            }
-        }
-    });
-    rx
-}
-
-/// One rank's rows of a training batch (normalised, not yet dropped out), the global batch's
-/// rows and where the data stands after it.
-pub(crate) type FetchedPart = Result<(CsrBatch, usize, DataPosition), DataError>;
-
-/// [`prefetch`] of rank `rank` of `ranks`: its rows of each global batch, read alone
-/// (`BatchSource::next_batch_part`).
-pub(crate) fn prefetch_part(
-    mut stream: BatchSource,
-    batch_size: usize,
-    steps: std::ops::RangeInclusive<u64>,
-    transform: InputTransform,
-    (rank, ranks): (usize, usize),
-) -> mpsc::Receiver<FetchedPart> {
-    let (tx, rx) = mpsc::sync_channel(2);
-    std::thread::spawn(move || {
-        for _ in steps {
-            let part = |n| widebag_collective::partition::local_rows(n, rank, ranks);
-            let batch = stream
-                .next_batch_part(batch_size, part)
-                .map(|(b, n)| (transform.eval(b), n, stream.position()));
-            if tx.send(batch).is_err() {
+            let batch = match ranks {
+                1 => stream
+                    .next_batch(batch_size)
+                    .map(|b| (transform.train(b, step), stream.position()))
+                    .map(|(b, at)| (b.n_rows(), b, at)),
+                _ => {
+                    let part = |n| widebag_collective::partition::local_rows(n, rank, ranks);
+                    stream
+                        .next_batch_part(batch_size, part)
+                        .map(|(b, n)| (n, transform.eval(b), stream.position()))
+                }
+            };
+            if tx.send(batch.map(|(n, b, at)| (b, n, at))).is_err() {
                 break;
             }
         }

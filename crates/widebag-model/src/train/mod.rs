@@ -1,102 +1,30 @@
-//! The training loop: batches (synthetic or from a data file) assembled on a background thread,
-//! one training step of the configured layout ([`TrainLayout`]) per batch, and a summary with
-//! throughput and measured memory.
+//! The training loop, for one process or for each rank of many (one process is the one-rank
+//! case: `widebag_collective::local::Local`): batches (synthetic or from a data file)
+//! assembled on a background thread (whole, or this rank's rows of each global batch), one
+//! training step of the configured layout ([`TrainLayout`]) per batch, evaluations and
+//! checkpoints on schedule, and a summary with throughput and measured memory.
 
 pub(crate) mod batches;
+pub mod group;
 pub mod progress;
-pub mod ranks;
+pub mod summary;
 
-use std::collections::BTreeMap;
 use std::time::Instant;
 
-use serde::Serialize;
-
+use widebag_collective::Collective;
+use widebag_collective::local::Local;
 use widebag_data::DataPosition;
 use widebag_prepare::{DataSummary, Prepared};
 
-use widebag_config::Layout;
-
 use crate::checkpoint::{self, RunPoint};
-use crate::eval::{EvalSet, eval_spec, evaluate};
+use crate::eval::{EvalSet, eval_spec, evaluate_part};
 use crate::layout::{self, TrainLayout};
-use crate::model::StepStats;
-use crate::step::memory::{MemoryMeter, MeterMode, Phase, Point, Stage, StepProfile};
-use crate::step::profile::ProfileReport;
+use crate::model::{Ranks, StepStats};
+use crate::step::memory::{MemoryMeter, MeterMode, Point, Stage, StepProfile};
 use crate::train::batches::{InputTransform, prefetch};
 use crate::{BackendKind, Compute, ModelError};
-use widebag_eval::EvalReport;
 
-/// What a run measured.
-#[derive(Clone, Debug, Serialize)]
-pub struct RunSummary {
-    pub backend: BackendKind,
-    pub adapter: String,
-    pub width: usize,
-    pub n_classes: usize,
-    pub dim: usize,
-    pub hidden: Vec<usize>,
-    pub batch_size: usize,
-    pub steps: usize,
-    pub layout: Layout,
-    pub table_optimizer: widebag_config::TableOptim,
-    pub dense_optimizer: widebag_config::DenseOptim,
-    /// Examples per second over the steps after the first (the first compiles kernels), or
-    /// after the detailed steps (`RunOptions::detailed_steps`).
-    pub examples_per_s: f64,
-    pub first_loss: f32,
-    pub final_loss: f32,
-    /// Mean loss over the last `min(10, steps)` steps.
-    pub final_loss_mean10: f32,
-    pub table_bytes: u64,
-    pub parameter_bytes: u64,
-    pub table_shards: usize,
-    pub class_chunks: usize,
-    pub max_buffer_bytes: u64,
-    /// Peak bytes in live allocations (with alignment padding), read at the ledger's points of
-    /// every step (`None` on backends without allocator counters, e.g. flex).
-    pub peak_in_use_bytes: Option<u64>,
-    /// Peak bytes reserved by the allocator at the same samples.
-    pub peak_reserved_bytes: Option<u64>,
-    /// Sum over the dynamic pools of their page high-water marks.
-    pub pool_high_water_bytes: Option<u64>,
-    pub phase_peak_in_use_bytes: BTreeMap<Phase, u64>,
-    pub point_peak_in_use_bytes: BTreeMap<Point, u64>,
-    pub setup_s: f64,
-    pub train_s: f64,
-    /// `model.output`.
-    pub output: widebag_config::OutputKind,
-    /// Mean loss over the held-out rows after training (`train.eval_rows`).
-    pub eval_loss: Option<f64>,
-    pub eval_rows: usize,
-    /// Values of the input side (band tables and projections) and of the output layer.
-    pub table_parameters: u64,
-    pub output_parameters: u64,
-    /// Bytes of band tables and their optimizer state kept in host memory.
-    pub host_bytes: u64,
-    /// Mean bytes host bands sent to the device and took back per step.
-    pub host_to_device_bytes_per_step: f64,
-    pub device_to_host_bytes_per_step: f64,
-    /// The head/tail bands of each split side.
-    pub bands: Vec<widebag_prepare::BandReport>,
-    /// The process's peak resident memory (Linux `VmHWM`, data included): the measured peak on
-    /// backends without allocator counters (flex).
-    pub peak_rss_bytes: Option<u64>,
-    /// The data file trained on (absent for synthetic data).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub data: Option<DataSummary>,
-    /// Passes over the data file's rows started (absent for synthetic data).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub epochs: Option<u64>,
-    /// Where the timed steps' time went, by stage of the step.
-    pub profile: ProfileReport,
-    /// The last evaluation's metrics (held-out rows: `train.eval_rows` or `data.test_path`).
-    pub eval: Option<EvalReport>,
-    /// Every evaluation of the run (`train.eval_every`, and the end).
-    pub evaluations: Vec<Evaluation>,
-    /// The checkpoint step this run continued from (`--resume`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub resumed_from: Option<u64>,
-}
+pub use summary::{AcrossRanks, Evaluation, RunSummary};
 
 /// Fault injection for the tests: with `WIDEBAG_FAULT_DEVICE_OOM_AT_STEP=N`, step N panics as
 /// burn does when wgpu reports that the device is out of memory (a real refusal cannot be caused
@@ -145,10 +73,25 @@ pub struct RunOptions {
     /// Whether each stage boundary of the profile waits for the device (exact stage times on
     /// wgpu, at some cost in throughput; flex is exact without it).
     pub profile_sync: bool,
-    /// Checkpoints to write.
+    /// Checkpoints to write (across ranks, each rank under its own directory of the root:
+    /// [`group::rank_dir`]).
     pub checkpoints: Option<CheckpointPlan>,
-    /// A checkpoint directory to continue from.
-    pub resume: Option<std::path::PathBuf>,
+    /// Where to continue from.
+    pub resume: Option<Resume>,
+    /// Read this process's heap at every point of every step (the first steps' readings
+    /// dropped as `warmup_steps` says), relative to the heap before the model was built, with
+    /// every batch read first (`explain --measure` under `mpirun`: one process per rank). An
+    /// error when the binary registered no heap counter.
+    pub measure: bool,
+}
+
+/// Where a run continues from.
+#[derive(Clone, Debug)]
+pub enum Resume {
+    /// This checkpoint directory (one process).
+    Checkpoint(std::path::PathBuf),
+    /// The newest step every rank has a good checkpoint of under the checkpoints' root.
+    NewestCommon,
 }
 
 /// Trains the configured model on the prepared batches. `on_step` sees every step's stats.
@@ -165,6 +108,21 @@ pub fn run_training_with(
     prepared: Prepared,
     compute: &Compute,
     options: RunOptions,
+    on_step: impl FnMut(&StepStats),
+) -> Result<RunSummary, ModelError> {
+    run_training_in(prepared, compute, &Local, options, on_step)
+}
+
+/// Trains rank `comm.rank()` of `comm.size()` on the prepared run: every rank reads only its
+/// rows of each global batch (`BatchSource::next_batch_part`: disjoint, and together the single
+/// process's batch), trains them with its block of every table and a replica of the dense
+/// layers, evaluates every `train.eval_every` steps and at the end (rank 0 gets the metrics).
+/// A single process is the one-rank case.
+pub fn run_training_in(
+    prepared: Prepared,
+    compute: &Compute,
+    comm: &dyn Collective,
+    options: RunOptions,
     mut on_step: impl FnMut(&StepStats),
 ) -> Result<RunSummary, ModelError> {
     let setup_start = Instant::now();
@@ -179,12 +137,46 @@ pub fn run_training_with(
         ..
     } = prepared;
     let config = &config;
+    let ranks = Ranks {
+        rank: comm.rank(),
+        size: comm.size(),
+    };
+    let alone = ranks.size == 1;
+    if let Some((key, message)) = group::refused_across_ranks(config).filter(|_| !alone) {
+        return Err(ModelError::Unsupported { key, message });
+    }
+    let transform = InputTransform::of(config);
+    let (total, b) = (config.train.steps as u64, config.train.batch_size);
+    let mut stream = stream;
+    // Measured, every batch is read first: no producer thread allocates during the readings;
+    // the baseline is the heap once the backend's own lasting state (its threads' scratch)
+    // exists, as a GPU's context does before its pools.
+    let mut read_ahead = None;
+    if options.measure {
+        if options.resume.is_some() {
+            return Err(ModelError::Execution(
+                "a measured run does not resume".into(),
+            ));
+        }
+        let part = (ranks.rank, ranks.size);
+        let producer = prefetch(stream.clone(), b, 1..=total, transform, part);
+        let (tx, rx) = std::sync::mpsc::channel();
+        for fetched in producer.iter() {
+            let _ = tx.send(fetched);
+        }
+        read_ahead = Some(rx);
+        group::prime_backend(&compute.device);
+    }
     let first_mode = if options.detailed_steps > 0 {
         MeterMode::Detailed
     } else {
         options.meter
     };
-    let mut meter = MemoryMeter::with_mode(&compute.device, first_mode);
+    let mut meter = match options.measure {
+        true => MemoryMeter::on_heap(&compute.device, MeterMode::Detailed)
+            .ok_or_else(|| ModelError::Execution("no heap counter to measure with".into()))?,
+        false => MemoryMeter::with_mode(&compute.device, first_mode),
+    };
     meter.profile = StepProfile::new(
         &compute.device,
         options.profile_sync && compute.backend == BackendKind::Wgpu,
@@ -196,36 +188,53 @@ pub fn run_training_with(
     } else {
         0
     };
-    let mut model: Box<dyn TrainLayout> = layout::build(config, &model_bands, compute)?;
+    if !alone {
+        group::agree_on_config(config, comm)?;
+    }
+    let mut model: Box<dyn TrainLayout> = layout::build_rank(config, &model_bands, compute, ranks)?;
+    if let Some(wide) = model.wide().filter(|_| !alone) {
+        // Refused before the first step (`auto` may have opened a GPU).
+        wide.check_rank_kernels(&compute.adapter)?;
+    }
     meter.sample(Point::Setup);
     let setup_s = setup_start.elapsed().as_secs_f64();
-    let transform = InputTransform::of(config);
     let eval = EvalSet {
         batches: eval.into_iter().map(|b| transform.eval(b)).collect(),
         seen: eval_seen,
     };
     let eval_spec = eval_spec(config);
-    let total = config.train.steps as u64;
     let rates = crate::model::scheduled(config);
     let every = eval_interval(config);
     let mut evaluations = Vec::new();
 
-    let mut stream = stream;
     let mut start = 0u64;
     let mut resumed_from = None;
-    if let Some(dir) = &options.resume {
+    let resume_dir = match &options.resume {
+        None => None,
+        Some(Resume::Checkpoint(dir)) => Some(dir.clone()),
+        Some(Resume::NewestCommon) => {
+            let root = options.checkpoints.as_ref().map(|p| p.root.clone());
+            let root = root.ok_or_else(|| ModelError::Checkpoint("resume without a run".into()))?;
+            Some(group::resume_point(&root, ranks, comm)?)
+        }
+    };
+    if let Some(dir) = &resume_dir {
         let m = checkpoint::load(model.as_mut(), dir, config, checkpoint::Match::SameRun)?;
         stream.seek(m.position)?;
         start = m.step;
         resumed_from = Some(m.step);
     }
     let mut rows_seen = rows_before(&stream.position(), &data);
-    let batches = prefetch(
-        stream,
-        config.train.batch_size,
-        start + 1..=total,
-        transform,
-    );
+    let batches = match read_ahead {
+        Some(rx) => rx,
+        None => prefetch(
+            stream,
+            b,
+            start + 1..=total,
+            transform,
+            (ranks.rank, ranks.size),
+        ),
+    };
     let train_start = Instant::now();
     let mut warm_start = train_start;
     let mut losses = Vec::with_capacity(config.train.steps);
@@ -235,11 +244,21 @@ pub fn run_training_with(
     for step in start as usize..config.train.steps {
         progress::start_step(step as u64 + 1);
         meter.profile.start();
-        let (batch, position) = batches
+        let (batch, global_rows, position) = batches
             .recv()
             .map_err(|_| ModelError::Execution("batch producer stopped".into()))??;
+        // Across ranks, dropout keys each entry by its place in the global batch: after the
+        // lower ranks' (one process drops whole batches as they are assembled).
+        let batch = match !alone && transform.drops() {
+            true => {
+                let nnz = comm.all_to_all_u32(vec![vec![batch.nnz() as u32]; ranks.size])?;
+                let before: usize = nnz[..ranks.rank].iter().map(|v| v[0] as usize).sum();
+                transform.dropout_part(batch, step as u64 + 1, before)
+            }
+            false => batch,
+        };
         meter.lap(Stage::Data);
-        rows_seen += batch.n_rows();
+        rows_seen += global_rows;
         let step = step - start as usize;
         if step > 0 && step == options.detailed_steps {
             meter.mode = options.meter;
@@ -249,8 +268,12 @@ pub fn run_training_with(
         }
         let step_start = Instant::now();
         fault_device_refusal();
-        let mut stats = model.train_step(&batch, &mut meter)?;
+        if !alone {
+            group::fault_rank_exit(ranks.rank, (step + start as usize) as u64 + 1);
+        }
+        let mut stats = model.train_step_part(&batch, global_rows, comm, &mut meter)?;
         meter.profile.end_step();
+        stats.n_rows = global_rows;
         stats.step_s = step_start.elapsed().as_secs_f64();
         stats.peak_in_use_bytes = meter.available().then_some(meter.peak_in_use_bytes);
         stats.lr = rates.lr_at(stats.step);
@@ -258,10 +281,13 @@ pub fn run_training_with(
         stats.check_finite()?;
         losses.push(stats.loss);
         let done = stats.step;
+        // Held-out metrics (across ranks, rank 0 gets them; all take part).
         if every > 0 && done % every == 0 && done < total && !eval.batches.is_empty() {
-            let report = evaluate(model.as_mut(), &eval, &eval_spec, compute.backend)?;
-            evaluations.push(Evaluation::new(done, stats.epoch, report.clone()));
-            stats.eval = Some(report);
+            let report = evaluate_part(model.as_mut(), &eval, &eval_spec, compute.backend, comm)?;
+            if let Some(report) = report {
+                evaluations.push(Evaluation::new(done, stats.epoch, report.clone()));
+                stats.eval = Some(report);
+            }
         }
         let checkpoint = options.checkpoints.as_ref().filter(|p| p.due(done, total));
         // The step's metrics reach the log before the checkpoint that covers them exists.
@@ -273,7 +299,8 @@ pub fn run_training_with(
                 epoch: stats.epoch,
                 position,
             };
-            checkpoint::save(model.as_mut(), point, config, &plan.root)?;
+            let dir = group::rank_dir(&plan.root, ranks);
+            checkpoint::save(model.as_mut(), point, config, &dir)?;
         }
         if step + start as usize == timed_after {
             warm_start = Instant::now();
@@ -300,12 +327,33 @@ pub fn run_training_with(
     let facts = model.facts();
     model.flush_deferred()?;
     let steps = config.train.steps.max(1) as f64;
-    let eval_loss = model.eval_loss(&eval.batches)?;
+    let eval_loss = model.held_out_loss(&eval.batches, comm)?;
     if !eval.batches.is_empty() {
-        let report = evaluate(model.as_mut(), &eval, &eval_spec, compute.backend)?;
-        let epoch = epoch_of(&data, rows_seen);
-        evaluations.push(Evaluation::new(total, epoch, report));
+        let report = evaluate_part(model.as_mut(), &eval, &eval_spec, compute.backend, comm)?;
+        if let Some(report) = report {
+            let epoch = epoch_of(&data, rows_seen);
+            evaluations.push(Evaluation::new(total, epoch, report));
+        }
     }
+    let across = match model.wide().filter(|_| !alone) {
+        None => None,
+        Some(m) => Some(AcrossRanks {
+            ranks: ranks.size,
+            rank: ranks.rank,
+            owned_rows: m.bands.iter().map(|band| band.table.n_rows()).collect(),
+            owned_classes: m.chunks.iter().map(|c| c.n).sum(),
+            pooled_alternative_bytes_per_step: m.pooled_bytes as f64 / m.pooled_steps.max(1) as f64,
+            sent_bytes_per_step: m
+                .sent_bytes
+                .iter()
+                .map(|(k, v)| (k.to_string(), *v as f64 / losses.len() as f64))
+                .collect(),
+            measured_point_bytes: match options.measure {
+                true => meter.point_peak_in_use_bytes.clone(),
+                false => Default::default(),
+            },
+        }),
+    };
     Ok(RunSummary {
         backend: compute.backend,
         adapter: compute.adapter.clone(),
@@ -351,30 +399,9 @@ pub fn run_training_with(
         eval: evaluations.last().map(|e| e.report.clone()),
         resumed_from,
         evaluations,
+        losses,
+        across,
     })
-}
-
-/// One evaluation of a run: after which step (and epoch), and its metrics.
-#[derive(Clone, Debug, Serialize)]
-pub struct Evaluation {
-    pub step: u64,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub epoch: Option<u64>,
-    #[serde(flatten)]
-    pub report: EvalReport,
-    /// The report in one line.
-    pub line: String,
-}
-
-impl Evaluation {
-    pub fn new(step: u64, epoch: Option<u64>, report: EvalReport) -> Self {
-        Self {
-            step,
-            epoch,
-            line: report.line(),
-            report,
-        }
-    }
 }
 
 /// Training rows drawn before `position` (epochs before it times the data's rows, plus its

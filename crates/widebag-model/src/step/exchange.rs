@@ -1,15 +1,15 @@
-//! The training step of one rank of a multi-process run, top to bottom as the single-process
-//! step (`step.rs`) with the exchanges between its stages: data (this rank's rows of the global
-//! batch) → unique rows (ids to their owners, the owners' rows back: TorchRec's row-wise
-//! sharding) → forward → backward → row updates (each row's gradient summed at its owner, which
-//! alone holds its optimizer state) → dense updates (one fused all-reduce) → measure.
+//! The exchanges between the step's stages when it runs on one rank of many (TorchRec's
+//! row-wise sharding, Megatron's class-split output): this rank's part of the global batch
+//! ([`Part`]); the batch's ids to the rows' owners and the rows back; the pooled exchange's
+//! bytes, counted for comparison; every row's targets and every rank's hidden rows for the
+//! class-split output layer, whose rows' log-sum-exp is combined from per-row scalars (an
+//! all-reduced max and sum) and whose `dL/dh` is all-reduced; each row's gradient summed at its
+//! owner, which alone holds its optimizer state; the replicated parameters' gradients summed in
+//! one fused all-reduce. A single process is the one-rank case and calls none of them (the step
+//! skips them where [`Part::alone`]), so it allocates and copies nothing for them.
 //!
-//! The full softmax's output layer is split by classes (Megatron's class-split output): the
-//! ranks' hidden states and their rows' targets are all-gathered, each rank scores every row
-//! against its classes, the rows' log-sum-exp is combined across ranks from per-row scalars (an
-//! all-reduced max and sum), each rank's weight gradient stays its own, and `dL/dh` is
-//! all-reduced. The adaptive softmax's head is replicated and its tail clusters owned
-//! (`adaptive_ranks`).
+//! The adaptive softmax's split (head replicated, tail clusters owned) is in
+//! [`crate::output::adaptive_split`].
 
 use burn::tensor::Tensor;
 use widebag_collective::Collective;
@@ -20,14 +20,13 @@ use widebag_csr::{CsrBatch, Targets};
 use widebag_ledger::step::collective_names as names;
 
 use crate::ModelError;
+use crate::cpu::access::HostMatrix;
 use crate::cpu::host_layer::HostLayer;
 use crate::cpu::softmax_ce::{self, CeForward, HostTargets, Logits};
-use crate::model::bag::{BagInputs, BandIds};
-use crate::model::dense_optim::DenseParam;
-use crate::model::params::{OutputParams, update_param};
-use crate::model::{StepStats, WideModel};
-use crate::step::memory::{MemoryMeter, Point, Stage};
-use crate::step::{Grads, chunk_tensors};
+use crate::model::bag::BandIds;
+use crate::model::params::{DenseParams, OutputParams};
+use crate::model::{Ranks, WideModel};
+use crate::step::memory::{MemoryMeter, Point};
 use crate::table::ids::SortedIds;
 use crate::tensors::{floats, to_vec};
 
@@ -48,93 +47,127 @@ pub const POOLED_SAMPLED_STEPS: u64 = 20;
 /// A band's route for the step, with the first row of this rank's block of the band.
 type BandRoute = (Route, u32);
 
-impl WideModel {
-    /// One training step of this rank on `batch`, its rows (`local_rows`) of a global batch of
-    /// `global_rows` rows; every rank of `comm` calls it with its part of the same global batch.
-    /// Returns the global batch's loss.
-    pub fn train_step_ranks(
-        &mut self,
-        batch: &CsrBatch,
+/// This process's part of a step's global batch, and the group it trains with.
+pub(crate) struct Part<'a> {
+    pub comm: &'a dyn Collective,
+    /// This process's rows of the global batch (`local_rows`).
+    pub mine: std::ops::Range<usize>,
+    pub global_rows: usize,
+    /// The rows of this process's batch.
+    pub rows: usize,
+}
+
+impl<'a> Part<'a> {
+    /// Rank `ranks.rank`'s `rows` rows of a global batch of `global_rows`; an error unless they
+    /// are its share (`local_rows`) and `comm` is the model's group.
+    pub(crate) fn new(
+        ranks: Ranks,
+        comm: &'a dyn Collective,
         global_rows: usize,
-        comm: &dyn Collective,
-        meter: &mut MemoryMeter,
-    ) -> Result<StepStats, ModelError> {
-        meter.probe(Point::Setup);
-        self.check_rank_kernels("this device")?;
-        self.check_batch(batch)?;
-        self.step += 1;
-        let (ranks, step) = (self.ranks, self.step);
-        // 1. data: this rank's rows and their unique ids, one segment per band.
-        let mine = local_rows(global_rows, ranks.rank, ranks.size);
-        if mine.len() != batch.n_rows() {
+        rows: usize,
+    ) -> Result<Self, ModelError> {
+        if (comm.rank(), comm.size()) != (ranks.rank, ranks.size) {
             return Err(ModelError::Shape(format!(
-                "rank {} of {} holds rows {mine:?} of a batch of {global_rows}, not {} rows",
+                "a model built as rank {} of {} stepped as rank {} of {}",
                 ranks.rank,
                 ranks.size,
-                batch.n_rows()
+                comm.rank(),
+                comm.size()
             )));
         }
-        let ids = self.band_ids_whole(batch)?;
-        // The other exchange's bytes, counted on the first steps only (one more collective).
-        if step <= POOLED_SAMPLED_STEPS {
-            let cuts: Vec<BandCut> = self
-                .bands
-                .iter()
-                .map(|b| BandCut {
-                    start: b.band.start as u32,
-                    end: b.band.end as u32,
-                    dim: b.band.dim,
-                })
-                .collect();
-            self.pooled_bytes += pooled_sent_bytes(comm, batch.row_ptr(), batch.ids(), &cuts)?;
-            self.pooled_steps += 1;
+        let mine = local_rows(global_rows, ranks.rank, ranks.size);
+        if mine.len() != rows {
+            return Err(ModelError::Shape(format!(
+                "rank {} of {} holds rows {mine:?} of a batch of {global_rows}, not {rows} rows",
+                ranks.rank, ranks.size,
+            )));
         }
-        // Every row's targets, for the class-split output layer (the rows are the ranks').
-        let targets = match self.adaptive() {
-            true => None,
-            false => Some(self.gather_targets(&self.objective_targets(batch), comm)?),
-        };
-        meter.lap(Stage::Ids);
-        // 2. unique rows from their owners.
-        let (routes, rows) = self.fetch_rows(&ids, comm)?;
-        let inputs = self.upload_inputs(batch, &ids);
-        meter.lap(Stage::Gather);
-        // 3.–4. forward and backward.
-        let host = HostLayer::take(&mut self.dense.output)?;
-        let grads = match &targets {
-            None => {
-                self.adaptive_split(batch, global_rows, (ids, inputs, rows), &host, comm, meter)
-            }
-            Some(targets) => {
-                self.class_split(targets, &mine, (ids, inputs, rows), &host, comm, meter)
-            }
-        };
-        let device = self.device().clone();
-        host.restore(&mut self.dense.output, &device);
-        // Both outputs' gradients are already the global batch's mean.
-        let grads = grads?;
-        let Grads {
-            loss, rows, dense, ..
-        } = grads;
-        let global_loss = [loss];
-        // What the output layer's collectives sent (a reduction: a reduce-scatter, then an
-        // all-gather).
+        Ok(Self {
+            comm,
+            mine,
+            global_rows,
+            rows,
+        })
+    }
+
+    /// Whether this is the one-rank case (a single process): every exchange is skipped.
+    pub(crate) fn alone(&self) -> bool {
+        self.comm.size() == 1
+    }
+
+    /// The class-split output's `dL/dh` over every row of the global batch, summed over the
+    /// ranks, cut to this rank's rows; at one rank, `dh` itself (no copy).
+    pub(crate) fn own_dh(&self, mut dh: Vec<f32>, hidden: usize) -> Result<Vec<f32>, ModelError> {
+        if self.alone() {
+            return Ok(dh);
+        }
+        self.comm.all_reduce_sum(&mut dh)?;
+        Ok(dh[self.mine.start * hidden..self.mine.end * hidden].to_vec())
+    }
+}
+
+impl WideModel {
+    /// Counts what the pooled exchange would send for this batch, on the first
+    /// [`POOLED_SAMPLED_STEPS`] steps (one more collective).
+    pub(crate) fn count_pooled(
+        &mut self,
+        batch: &CsrBatch,
+        comm: &dyn Collective,
+    ) -> Result<(), ModelError> {
+        if self.step > POOLED_SAMPLED_STEPS {
+            return Ok(());
+        }
+        let cuts: Vec<BandCut> = self
+            .bands
+            .iter()
+            .map(|b| BandCut {
+                start: b.band.start as u32,
+                end: b.band.end as u32,
+                dim: b.band.dim,
+            })
+            .collect();
+        self.pooled_bytes += pooled_sent_bytes(comm, batch.row_ptr(), batch.ids(), &cuts)?;
+        self.pooled_steps += 1;
+        Ok(())
+    }
+
+    /// Adds what the output layer's collectives sent this step (a reduction: a reduce-scatter,
+    /// then an all-gather).
+    pub(crate) fn count_output_traffic(&mut self, part: &Part<'_>, batch: &CsrBatch) {
+        let ranks = self.ranks;
         let others = (ranks.size - 1) as u64;
-        let (n, last) = (global_rows, self.spec.last_hidden());
+        let (n, last) = (part.global_rows, self.spec.last_hidden());
         let reduced = |len: usize| all_reduce_sent(len, ranks.rank, ranks.size) * 4;
-        let output_traffic: [(&'static str, u64); 3] = match targets.is_some() {
-            true => [
-                (names::HIDDEN, (batch.n_rows() * last) as u64 * 4 * others),
+        let output_traffic: [(&'static str, u64); 3] = match self.adaptive() {
+            false => [
+                (names::HIDDEN, (part.rows * last) as u64 * 4 * others),
                 (names::LSE, 2 * reduced(n) + reduced(1)),
                 (names::DH, reduced(n * last)),
             ],
-            false => [(names::LOSS, reduced(1)), ("", 0), ("", 0)],
+            true => [(names::LOSS, reduced(1)), ("", 0), ("", 0)],
         };
         for (what, bytes) in output_traffic.into_iter().filter(|(w, _)| !w.is_empty()) {
             *self.sent_bytes.entry(what).or_default() += bytes;
         }
-        // 5. row updates: every rank's gradients of each row summed at its owner, which updates
-        //    the union of the rows asked of it (its table's own segments).
+        // The targets went to every rank: a count, each row's length, each entry's class and
+        // weight ([`Self::gather_targets`]).
+        if !self.adaptive() {
+            let sent = 1 + part.rows + 2 * batch.targets().classes.len();
+            *self.sent_bytes.entry(names::TARGETS).or_default() += sent as u64 * 4 * others;
+        }
+    }
+
+    /// Step 5 across ranks: every rank's gradients of each row (`rows`, this rank's, one per
+    /// band) summed at its owner, which updates the union of the rows asked of it (its table's
+    /// own segments). The row gradients go with the row updates, as the ledger counts them.
+    pub(crate) fn update_owned_rows(
+        &mut self,
+        routes: &[BandRoute],
+        rows: Vec<(crate::model::bag::BandSegment, Tensor<2>)>,
+        comm: &dyn Collective,
+        meter: &mut MemoryMeter,
+    ) -> Result<(), ModelError> {
+        let (ranks, step) = (self.ranks, self.step);
         for (k, (route, first)) in routes.iter().enumerate() {
             let band = &mut self.bands[k];
             let dim = band.band.dim;
@@ -155,13 +188,25 @@ impl WideModel {
                     .step(&mut band.table, seg_ids, g, &self.optim, step, meter)?;
             }
         }
-        // The row gradients go with the row updates, as the ledger counts them.
         drop(rows);
-        meter.lap(Stage::RowUpdate);
-        // 6. dense updates: the replicated parameters' gradients in one buffer, summed over the
-        //    ranks; a class-split output layer's are this rank's own.
-        // Not reduced: a class-split output layer (each rank's own classes), or the adaptive
-        // softmax's tail clusters (each updated by its owner alone); the head is replicated.
+        Ok(())
+    }
+
+    /// Step 6's gradients, one per dense parameter in [`DenseParams::iter`] order, read at the
+    /// ledger's dense-update point. Across ranks the replicated parameters' gradients are
+    /// summed in one buffer; not reduced: a class-split output layer (each rank's own classes),
+    /// or the adaptive softmax's tail clusters (each updated by its owner alone).
+    pub(crate) fn sum_dense(
+        &mut self,
+        dense: DenseParams<Tensor<2>>,
+        part: &Part<'_>,
+        meter: &mut MemoryMeter,
+    ) -> Result<Vec<Tensor<2>>, ModelError> {
+        if part.alone() {
+            meter.probe(Point::DenseUpdate);
+            return Ok(dense.into_vec());
+        }
+        let (comm, ranks) = (part.comm, self.ranks);
         let own = match &dense.output {
             OutputParams::Full { .. } => dense.output.iter().count(),
             OutputParams::Adaptive { clusters, .. } => 3 * clusters.len(),
@@ -189,28 +234,17 @@ impl WideModel {
         meter.probe(Point::DenseUpdate);
         values.splice(..replicated, summed);
         drop((fused, buf));
-        let kernels = self.spec.kernels;
-        // Every parameter but the tail clusters other ranks own (placeholders here).
-        let trained: Vec<bool> = self
-            .dense
-            .iter()
-            .map(|p| self.trains_param(&p.name))
-            .collect();
-        let params = self.dense.iter_mut().zip(values).zip(shapes).zip(trained);
-        for (((p, g), shape), trains) in params {
-            if trains {
-                update_param(p, floats(g, shape, &device), &self.optim, step, kernels)?;
-            }
-        }
-        meter.lap(Stage::DenseUpdate);
-        // 7. measure.
-        meter.sample(Point::StepEnd);
-        Ok(StepStats::new(step, global_loss[0], batch))
+        let device = self.device().clone();
+        Ok(values
+            .into_iter()
+            .zip(shapes)
+            .map(|(g, shape)| floats(g, shape, &device))
+            .collect())
     }
 
     /// Every rank's `local` targets (its rows'), concatenated in rank order: the global batch's.
-    fn gather_targets(
-        &mut self,
+    pub(crate) fn gather_targets(
+        &self,
         local: &Targets,
         comm: &dyn Collective,
     ) -> Result<Targets, ModelError> {
@@ -221,8 +255,6 @@ impl WideModel {
         mine.extend_from_slice(&local.classes);
         mine.extend(local.weights.iter().map(|w| w.to_bits()));
         let size = self.ranks.size;
-        *self.sent_bytes.entry(names::TARGETS).or_default() +=
-            mine.len() as u64 * 4 * (size as u64 - 1);
         let all = comm.all_to_all_u32(vec![mine; size])?;
         let bad = || ModelError::Execution("a rank sent malformed targets".into());
         let mut out = Targets {
@@ -303,67 +335,20 @@ impl WideModel {
         Ok((routes, rows))
     }
 
-    /// Steps 3–4 with the full softmax split by classes: the trunk on this rank's rows, the
-    /// output layer on every row of the `global` batch against this rank's classes (`host`, the
-    /// flex kernel), `dL/dh` all-reduced, then autodiff through this rank's trunk.
-    fn class_split(
-        &self,
-        targets: &Targets,
-        mine: &std::ops::Range<usize>,
-        (ids, inputs, rows): (BandIds, BagInputs, Vec<Tensor<2>>),
-        host: &HostLayer,
-        comm: &dyn Collective,
-        meter: &mut MemoryMeter,
-    ) -> Result<Grads, ModelError> {
-        let rows: Vec<Tensor<2>> = rows.into_iter().map(|r| r.require_grad()).collect();
-        let leaf = |p: &DenseParam| p.value.clone().autodiff().require_grad();
-        let params = self.dense.map_split(leaf, |p| p.value.clone());
-        let h = self.forward_hidden(&rows, &params, &inputs);
-        meter.lap(Stage::Forward);
-        let (h_all, targets, mut fwd, loss) = self.split_forward(targets, &h, host, comm)?;
-        let last = self.spec.last_hidden();
-        let refs = host.refs();
-        meter.lap(Stage::OutputForward);
-        meter.sample(Point::ForwardEnd);
-        let (mut dh, out) = softmax_ce::backward(&h_all, last, &refs, &targets, &mut fwd);
-        comm.all_reduce_sum(&mut dh)?;
-        meter.lap(Stage::OutputBackward);
-        let device = self.device();
-        let mine_dh = floats(
-            dh[mine.start * last..mine.end * last].to_vec(),
-            [mine.len(), last],
-            device,
-        );
-        drop(dh);
-        let grads = (h * Tensor::from_inner(mine_dh)).sum().backward();
-        let output = OutputParams::Full {
-            chunks: chunk_tensors(out, last, device),
-        };
-        let (rows_grad, dense) = self.trunk_grads(&ids, &rows, &params, &grads, output);
-        drop(grads);
-        meter.sample(Point::BackwardEnd);
-        meter.lap(Stage::TrunkBackward);
-        Ok(Grads {
-            loss,
-            ids,
-            rows: rows_grad,
-            dense,
-        })
-    }
-
     /// The class-split output layer's forward pass: every rank's `h` gathered (the global
     /// batch's rows, in rank order), this rank's classes scored, each row's log-sum-exp over
     /// every rank's classes from the per-row max and sum, and the global batch's mean loss.
-    fn split_forward(
+    pub(crate) fn split_forward(
         &self,
         targets: &Targets,
-        h: &Tensor<2>,
+        h: &[f32],
         host: &HostLayer,
-        comm: &dyn Collective,
-    ) -> Result<(Vec<f32>, HostTargets, CeForward, f32), ModelError> {
+        part: &Part<'_>,
+    ) -> Result<(HostMatrix, HostTargets, CeForward, f32), ModelError> {
         // Every rank's rows, in rank order: the global batch's.
+        let comm = part.comm;
         let last = self.spec.last_hidden();
-        let h_all: Vec<f32> = comm.all_gather_f32(&to_vec(h.clone().inner())?)?.concat();
+        let h_all: Vec<f32> = comm.all_gather_f32(h)?.concat();
         let n = targets.row_ptr.len() - 1;
         let classes = self.ranks.class_block(self.spec.n_classes);
         let entries = (0..n).flat_map(|r| {
@@ -398,51 +383,6 @@ impl WideModel {
         let mut picked = [(lse_term(&local_lse) - fwd.loss as f64) as f32];
         comm.all_reduce_sum(&mut picked)?;
         let loss = (lse_term(&fwd.lse) - picked[0] as f64) as f32;
-        Ok((h_all, targets, fwd, loss))
-    }
-    /// Mean loss over held-out `batches` (global batches every rank holds), weighted by their
-    /// rows, after this rank's deferred row updates are applied; every rank calls it.
-    pub fn eval_loss_ranks(
-        &mut self,
-        batches: &[CsrBatch],
-        comm: &dyn Collective,
-    ) -> Result<Option<f64>, ModelError> {
-        self.check_rank_kernels("this device")?;
-        self.flush_deferred()?;
-        self.sync_clusters(comm)?;
-        let mut meter = MemoryMeter::new(self.device());
-        let (mut sum, mut n_rows) = (0.0f64, 0usize);
-        for global in batches {
-            let mine = local_rows(global.n_rows(), self.ranks.rank, self.ranks.size);
-            let batch = global.row_range(mine);
-            let ids = self.band_ids_whole(&batch)?;
-            let (_, rows) = self.fetch_rows(&ids, comm)?;
-            let inputs = self.upload_inputs(&batch, &ids);
-            let host = HostLayer::take(&mut self.dense.output)?;
-            let loss = match self.adaptive() {
-                // Data-parallel: this rank's rows' mean, weighed by their share and summed.
-                true => self
-                    .forward(&batch, inputs, rows, Some(&host), &mut meter)
-                    .map(|f| f.loss * batch.n_rows() as f32 / global.n_rows().max(1) as f32)
-                    .and_then(|l| {
-                        let mut l = [l];
-                        comm.all_reduce_sum(&mut l)?;
-                        Ok(l[0])
-                    }),
-                false => {
-                    let off_graph = |p: &DenseParam| p.value.clone().autodiff();
-                    let params = self.dense.map_split(off_graph, |p| p.value.clone());
-                    let h = self.forward_hidden(&rows, &params, &inputs);
-                    let targets = self.objective_targets(global);
-                    self.split_forward(&targets, &h, &host, comm).map(|f| f.3)
-                }
-            };
-            let device = self.device().clone();
-            host.restore(&mut self.dense.output, &device);
-            sum += loss? as f64 * global.n_rows() as f64;
-            n_rows += global.n_rows();
-        }
-        self.release_clusters();
-        Ok((n_rows > 0).then(|| sum / n_rows as f64))
+        Ok((HostMatrix::from_vec(h_all, n, last), targets, fwd, loss))
     }
 }

@@ -1,5 +1,6 @@
-//! Held-out metrics across ranks (Recall@K and NDCG, accuracy, perplexity), equal to the single
-//! process's: every rank scores the held-out global batches with its part of the model and rank
+//! The held-out loss and metrics with the model split across ranks (a single process is the
+//! one-rank case and scores whole: `eval::evaluate`). The metrics (Recall@K and NDCG, accuracy,
+//! perplexity) equal the single process's: every rank scores the held-out global batches with its part of the model and rank
 //! 0 folds the metrics in the rows' order. The full softmax is split by classes: the ranks'
 //! hidden states are all-gathered, each rank keeps every row's top-K of its classes (seen items
 //! masked), its running log-sum-exp and its targets' scores, and rank 0 merges them (the top-K
@@ -14,9 +15,12 @@ use widebag_eval::{EvalReport, RowTopK};
 
 use crate::BackendKind;
 use crate::ModelError;
+use crate::cpu::host_layer::HostLayer;
 use crate::eval::{Accumulator, EvalSet, EvalSpec, Metrics, RowScores, ScoreOptions, top_k};
 use crate::model::WideModel;
 use crate::model::dense_optim::DenseParam;
+use crate::step::exchange::Part;
+use crate::step::memory::MemoryMeter;
 use crate::tensors::{floats, to_vec};
 
 /// One row's part as a rank sends it to rank 0: its running log-sum-exp `(max, Σ exp(s − max))`
@@ -78,7 +82,7 @@ impl WideModel {
     /// The task's metrics over held-out `set` (global batches every rank holds, each row's seen
     /// classes), after this rank's deferred row updates are applied. Every rank calls it; rank
     /// 0 gets the report, the others `None`.
-    pub fn evaluate_ranks(
+    pub(crate) fn evaluate_split(
         &mut self,
         set: &EvalSet,
         spec: &EvalSpec,
@@ -155,6 +159,55 @@ impl WideModel {
         }
         self.release_clusters();
         Ok((rank == 0).then(|| metrics.report()))
+    }
+
+    /// Mean loss over held-out `batches` (global batches every rank holds), weighted by their
+    /// rows, after this rank's deferred row updates are applied; every rank calls it.
+    pub(crate) fn eval_loss_split(
+        &mut self,
+        batches: &[CsrBatch],
+        comm: &dyn Collective,
+    ) -> Result<Option<f64>, ModelError> {
+        self.check_rank_kernels("this device")?;
+        self.flush_deferred()?;
+        self.sync_clusters(comm)?;
+        let mut meter = MemoryMeter::new(self.device());
+        let (mut sum, mut n_rows) = (0.0f64, 0usize);
+        for global in batches {
+            let mine = local_rows(global.n_rows(), self.ranks.rank, self.ranks.size);
+            let batch = global.row_range(mine);
+            let part = Part::new(self.ranks, comm, global.n_rows(), batch.n_rows())?;
+            let ids = self.band_ids_whole(&batch)?;
+            let (_, rows) = self.fetch_rows(&ids, comm)?;
+            let inputs = self.upload_inputs(&batch, &ids);
+            let host = HostLayer::take(&mut self.dense.output)?;
+            let loss = match self.adaptive() {
+                // Data-parallel: this rank's rows' mean, weighed by their share and summed.
+                true => self
+                    .forward(&batch, &part, inputs, rows, Some(&host), &mut meter)
+                    .map(|f| f.loss * batch.n_rows() as f32 / global.n_rows().max(1) as f32)
+                    .and_then(|l| {
+                        let mut l = [l];
+                        comm.all_reduce_sum(&mut l)?;
+                        Ok(l[0])
+                    }),
+                false => {
+                    let off_graph = |p: &DenseParam| p.value.clone().autodiff();
+                    let params = self.dense.map_split(off_graph, |p| p.value.clone());
+                    let h = self.forward_hidden(&rows, &params, &inputs);
+                    let targets = self.objective_targets(global);
+                    to_vec(h.inner())
+                        .and_then(|h| self.split_forward(&targets, &h, &host, &part))
+                        .map(|f| f.3)
+                }
+            };
+            let device = self.device().clone();
+            host.restore(&mut self.dense.output, &device);
+            sum += loss? as f64 * global.n_rows() as f64;
+            n_rows += global.n_rows();
+        }
+        self.release_clusters();
+        Ok((n_rows > 0).then(|| sum / n_rows as f64))
     }
 }
 

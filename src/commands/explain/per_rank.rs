@@ -11,7 +11,8 @@ use serde::Serialize;
 use widebag_collective::Collective;
 use widebag_config::units::format_bytes;
 use widebag_ledger::{Placement, Point};
-use widebag_model::train::ranks::{RanksOptions, refused_across_ranks, run_training_ranks};
+use widebag_model::train::group::refused_across_ranks;
+use widebag_model::{RunOptions, run_training_in};
 
 use crate::failure::{Failure, Outcome};
 use crate::prerun::{device_facts, open_compute, predict_rank};
@@ -48,7 +49,7 @@ pub fn explain_ranks(req: &OneExplain) -> Outcome {
     if let Some((key, message)) = refused_across_ranks(&req.config) {
         return Err(Failure::usage(anyhow::anyhow!("{key}: {message}")));
     }
-    let report = crate::commands::train_ranks::on_mpi_world(|comm| measure_rank(req, comm))??;
+    let report = crate::commands::launch::on_mpi_world(|comm| measure_rank(req, comm))??;
     if let Some(r) = report {
         print!("{}", render(&r, req.json));
     }
@@ -66,14 +67,17 @@ fn measure_rank(req: &OneExplain, comm: &dyn Collective) -> Result<Option<RanksR
     let (rank, size) = (comm.rank(), comm.size());
     let (_, ledger) =
         predict_rank(&prepared, device_facts(&compute), rank, size, 1).map_err(Failure::usage)?;
-    let options = RanksOptions {
+    // The first step is a warm-up: its readings are dropped.
+    let options = RunOptions {
         measure: true,
-        ..RanksOptions::default()
+        warmup_steps: 1,
+        ..RunOptions::default()
     };
-    let summary = run_training_ranks(prepared, &compute, comm, options, |_| {})
+    let summary = run_training_in(prepared, &compute, comm, options, |_| {})
         .map_err(|e| Failure::run(anyhow::anyhow!("rank {rank}: {e}")))?;
+    let measured = summary.across.map(|a| a.measured_point_bytes);
     let mut mine = Vec::new();
-    for (&point, &measured) in &summary.measured_point_bytes {
+    for (&point, &measured) in measured.iter().flatten() {
         let predicted =
             ledger.live_bytes(Placement::Device, point) + ledger.live_bytes(Placement::Host, point);
         let idx = Point::ALL

@@ -20,8 +20,9 @@ use crate::model::bag::{BagInputs, BandIds};
 use crate::model::dense_optim::DenseParam;
 use crate::model::params::{Cluster, Linear, OutputParams};
 use crate::output::adaptive::AdaptiveTargets;
+use crate::step::Grads;
 use crate::step::memory::{MemoryMeter, Point, Stage};
-use crate::step::{Grads, leaf_grad};
+use crate::step::trunk::leaf_grad;
 use crate::tensors::{floats, to_vec};
 use widebag_config::DenseOptim;
 

@@ -1,4 +1,5 @@
-//! One rank's step of a multi-process run (`train_step_ranks` in widebag-model): the sparse
+//! One rank's step of a multi-process run (`train_step_part` and its `step::exchange` in
+//! widebag-model): the sparse
 //! layout's ledger of the rank's own part — its block of each table's rows with their optimizer
 //! state, its class block of the full softmax (which scores the global batch's rows), its rows
 //! of the batch — and the buffers of the exchanges between ranks (`Category::Communication`): the ids asked of the owners, the rows served, the row gradients sent, received
