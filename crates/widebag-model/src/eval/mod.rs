@@ -286,10 +286,7 @@ pub fn evaluate_part(
     if comm.size() == 1 {
         return evaluate(layout, set, spec, backend).map(Some);
     }
-    let model = layout.wide().ok_or_else(|| ModelError::Unsupported {
-        key: "model.layout",
-        message: "training across ranks needs the sparse layout".into(),
-    })?;
+    let model = layout.wide().ok_or_else(crate::layout::sparse_only)?;
     model.evaluate_split(set, spec, comm)
 }
 

@@ -112,12 +112,7 @@ pub fn build_rank(
 ) -> Result<Box<dyn TrainLayout>, ModelError> {
     Ok(match config.model.layout {
         Layout::Sparse => Box::new(WideModel::new_rank(config, bands, compute, ranks)?),
-        Layout::Dense if ranks.size > 1 => {
-            return Err(ModelError::Unsupported {
-                key: "model.layout",
-                message: "training across ranks needs the sparse layout".into(),
-            });
-        }
+        Layout::Dense if ranks.size > 1 => return Err(sparse_only()),
         Layout::Dense => Box::new(DenseModel::new(config, bands, compute)?),
     })
 }
@@ -126,10 +121,15 @@ pub fn build_rank(
 fn one_process(comm: &dyn Collective) -> Result<(), ModelError> {
     match comm.size() {
         1 => Ok(()),
-        _ => Err(ModelError::Unsupported {
-            key: "model.layout",
-            message: "training across ranks needs the sparse layout".into(),
-        }),
+        _ => Err(sparse_only()),
+    }
+}
+
+/// Why a layout other than the sparse one cannot run across ranks.
+pub(crate) fn sparse_only() -> ModelError {
+    ModelError::Unsupported {
+        key: "model.layout",
+        message: "training across ranks needs the sparse layout".into(),
     }
 }
 
