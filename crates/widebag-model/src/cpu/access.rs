@@ -50,6 +50,11 @@ impl HostMatrix {
             .expect("checked f32 at construction")
     }
 
+    /// Row `r`'s values.
+    pub fn row(&self, r: usize) -> &[f32] {
+        &self.as_slice()[r * self.cols..(r + 1) * self.cols]
+    }
+
     pub fn as_mut_slice(&mut self) -> &mut [f32] {
         self.data
             .as_mut_slice::<f32>()

@@ -4,11 +4,13 @@
 //! On flex a chunk is read in place on the host; elsewhere the mask, the chunk's top-K and the
 //! log-sum-exp run on the device and only `[rows, K]` comes back.
 
+pub(crate) mod loss;
 pub(crate) mod split;
 
 use burn::tensor::{IndexingUpdateOp, Int, Tensor};
 use rayon::prelude::*;
 use widebag_collective::Collective;
+use widebag_collective::local::Local;
 use widebag_csr::CsrBatch;
 use widebag_eval::{ClassMetrics, EvalReport, PerplexityMetrics, RankingMetrics, RowTopK, Task};
 
@@ -248,34 +250,22 @@ pub struct EvalSet {
     pub seen: Vec<Vec<Vec<u32>>>,
 }
 
-/// Evaluates `layout` on held-out rows: the task's metrics over all of them.
+/// Evaluates `layout` on held-out rows: the task's metrics over all of them (the one-rank case of
+/// [`evaluate_part`]).
 pub fn evaluate(
     layout: &mut dyn TrainLayout,
     set: &EvalSet,
     spec: &EvalSpec,
     backend: BackendKind,
 ) -> Result<EvalReport, ModelError> {
-    let k = top_k(spec);
-    let none = Vec::new();
-    let mut metrics = Metrics::new(spec)?;
-    for (i, batch) in set.batches.iter().enumerate() {
-        let options = ScoreOptions {
-            k,
-            seen: set.seen.get(i).unwrap_or(&none),
-            backend,
-        };
-        let rows = score_rows(layout, batch, options)?;
-        let t = batch.targets();
-        for (r, s) in rows.iter().enumerate() {
-            metrics.add(s, &t.classes[t.row_ptr[r]..t.row_ptr[r + 1]]);
-        }
-    }
-    Ok(metrics.report())
+    evaluate_part(layout, set, spec, backend, &Local)?
+        .ok_or_else(|| ModelError::Execution("one process is rank 0".into()))
 }
 
-/// [`evaluate`] by every rank of `comm` (a single process: the one-rank case, scoring whole);
-/// rank 0 gets the report, the others `None`. Across ranks only the sparse layout trains, its
-/// parts scored where they are ([`split`]).
+/// The task's metrics over held-out `set` by every rank of `comm`; rank 0 gets the report, the
+/// others `None`. One process scores each batch whole through its layout; across ranks only the
+/// sparse layout trains, each part scored where it is and merged at rank 0 ([`split`]). Either
+/// way the rows are folded into the metrics here, in the held-out rows' order.
 pub fn evaluate_part(
     layout: &mut dyn TrainLayout,
     set: &EvalSet,
@@ -283,11 +273,37 @@ pub fn evaluate_part(
     backend: BackendKind,
     comm: &dyn Collective,
 ) -> Result<Option<EvalReport>, ModelError> {
-    if comm.size() == 1 {
-        return evaluate(layout, set, spec, backend).map(Some);
+    let split = comm.size() > 1;
+    if split {
+        let model = layout.wide().ok_or_else(crate::layout::sparse_only)?;
+        model.begin_split_scoring(comm)?;
     }
-    let model = layout.wide().ok_or_else(crate::layout::sparse_only)?;
-    model.evaluate_split(set, spec, comm)
+    let k = top_k(spec);
+    let none = Vec::new();
+    let mut metrics = Metrics::new(spec)?;
+    for (i, batch) in set.batches.iter().enumerate() {
+        let seen = set.seen.get(i).unwrap_or(&none);
+        let rows = match split {
+            false => Some(score_rows(
+                layout,
+                batch,
+                ScoreOptions { k, seen, backend },
+            )?),
+            true => {
+                let model = layout.wide().ok_or_else(crate::layout::sparse_only)?;
+                model.score_split(batch, seen, k, comm)?
+            }
+        };
+        let Some(rows) = rows else { continue };
+        let t = batch.targets();
+        for (r, s) in rows.iter().enumerate() {
+            metrics.add(s, &t.classes[t.row_ptr[r]..t.row_ptr[r + 1]]);
+        }
+    }
+    if let Some(model) = layout.wide().filter(|_| split) {
+        model.release_clusters();
+    }
+    Ok((comm.rank() == 0).then(|| metrics.report()))
 }
 
 /// How many classes a row's top list keeps for the task's metrics.

@@ -1,5 +1,6 @@
-//! The held-out loss and metrics with the model split across ranks (a single process is the
-//! one-rank case and scores whole: `eval::evaluate`). The metrics (Recall@K and NDCG, accuracy,
+//! Scoring held-out rows with the model split across ranks (a single process scores whole,
+//! through its layout's chunks: `eval::score_rows`); `eval::evaluate_part` folds either into the
+//! metrics. The metrics (Recall@K and NDCG, accuracy,
 //! perplexity) equal the single process's: every rank scores the held-out global batches with its part of the model and rank
 //! 0 folds the metrics in the rows' order. The full softmax is split by classes: the ranks'
 //! hidden states are all-gathered, each rank keeps every row's top-K of its classes (seen items
@@ -11,16 +12,13 @@
 use widebag_collective::Collective;
 use widebag_collective::partition::local_rows;
 use widebag_csr::CsrBatch;
-use widebag_eval::{EvalReport, RowTopK};
+use widebag_eval::RowTopK;
 
 use crate::BackendKind;
 use crate::ModelError;
-use crate::cpu::host_layer::HostLayer;
-use crate::eval::{Accumulator, EvalSet, EvalSpec, Metrics, RowScores, ScoreOptions, top_k};
+use crate::eval::{Accumulator, RowScores, ScoreOptions};
 use crate::model::WideModel;
 use crate::model::dense_optim::DenseParam;
-use crate::step::exchange::Part;
-use crate::step::memory::MemoryMeter;
 use crate::tensors::{floats, to_vec};
 
 /// One row's part as a rank sends it to rank 0: its running log-sum-exp `(max, Σ exp(s − max))`
@@ -79,135 +77,79 @@ fn decode(v: &[u32]) -> Result<Vec<RowPart>, ModelError> {
 }
 
 impl WideModel {
-    /// The task's metrics over held-out `set` (global batches every rank holds, each row's seen
-    /// classes), after this rank's deferred row updates are applied. Every rank calls it; rank
-    /// 0 gets the report, the others `None`.
-    pub(crate) fn evaluate_split(
-        &mut self,
-        set: &EvalSet,
-        spec: &EvalSpec,
-        comm: &dyn Collective,
-    ) -> Result<Option<EvalReport>, ModelError> {
+    /// Readies this rank's part of the model for scoring held-out rows: its deferred row updates
+    /// applied and (adaptive softmax) every tail cluster fetched from its owner, until
+    /// [`Self::release_clusters`].
+    pub(crate) fn begin_split_scoring(&mut self, comm: &dyn Collective) -> Result<(), ModelError> {
         self.check_rank_kernels("this device")?;
         self.flush_deferred()?;
-        self.sync_clusters(comm)?;
-        let k = top_k(spec);
-        let mut metrics = Metrics::new(spec)?;
-        let none = Vec::new();
-        let (rank, size) = (self.ranks.rank, self.ranks.size);
-        for (i, global) in set.batches.iter().enumerate() {
-            let seen = set.seen.get(i).unwrap_or(&none);
-            let mine = local_rows(global.n_rows(), rank, size);
-            let batch = global.row_range(mine.clone());
-            let ids = self.band_ids_whole(&batch)?;
-            let (_, rows) = self.fetch_rows(&ids, comm)?;
-            let inputs = self.upload_inputs(&batch, &ids);
-            let off_graph = |p: &DenseParam| p.value.clone().autodiff();
-            let params = self.dense.map_split(off_graph, |p| p.value.clone());
-            let h = self.forward_hidden(&rows, &params, &inputs).inner();
-            // Data-parallel: this rank's rows, whole; class split: every row, its classes.
-            let (scored, part_seen, rows_of) = match self.adaptive() {
-                true => (h, seen.get(mine.clone()).unwrap_or(&[]), &batch),
-                false => {
-                    let all = comm.all_gather_f32(&to_vec(h)?)?.concat();
-                    let last = self.spec.last_hidden();
-                    let n = global.n_rows();
-                    (floats(all, [n, last], self.device()), &seen[..], global)
-                }
-            };
-            let options = ScoreOptions {
-                k,
-                seen: part_seen,
-                backend: BackendKind::Flex,
-            };
-            let mut acc = Accumulator::new(rows_of, options);
-            self.score_hidden(&scored, &params, &mut |start, s| acc.add(start, s))?;
-            let parts: Vec<RowPart> = acc
-                .top
-                .into_iter()
-                .zip(acc.host_lse)
-                .zip(acc.target)
-                .map(|((top, lse), target)| RowPart {
-                    lse: if self.adaptive() { (0.0, 0.0) } else { lse },
-                    target,
-                    top: top.into_sorted(),
-                })
-                .collect();
-            let mut send = vec![Vec::new(); size];
-            send[0] = encode(&parts);
-            let got = comm.all_to_all_u32(send)?;
-            if rank != 0 {
-                continue;
-            }
-            let from: Vec<Vec<RowPart>> =
-                got.iter().map(|v| decode(v)).collect::<Result<_, _>>()?;
-            let rows = match self.adaptive() {
-                true => from
-                    .into_iter()
-                    .flatten()
-                    .map(|p| RowScores {
-                        top: p.top,
-                        target_log_prob: p.target,
-                    })
-                    .collect(),
-                false => merge(from, global, k),
-            };
-            let t = global.targets();
-            for (r, s) in rows.iter().enumerate() {
-                metrics.add(s, &t.classes[t.row_ptr[r]..t.row_ptr[r + 1]]);
-            }
-        }
-        self.release_clusters();
-        Ok((rank == 0).then(|| metrics.report()))
+        self.sync_clusters(comm)
     }
 
-    /// Mean loss over held-out `batches` (global batches every rank holds), weighted by their
-    /// rows, after this rank's deferred row updates are applied; every rank calls it.
-    pub(crate) fn eval_loss_split(
+    /// Every row's scores of the global held-out batch `global` (each row's seen classes in
+    /// `seen`) at rank 0, `None` at the others; every rank calls it.
+    pub(crate) fn score_split(
         &mut self,
-        batches: &[CsrBatch],
+        global: &CsrBatch,
+        seen: &[Vec<u32>],
+        k: usize,
         comm: &dyn Collective,
-    ) -> Result<Option<f64>, ModelError> {
-        self.check_rank_kernels("this device")?;
-        self.flush_deferred()?;
-        self.sync_clusters(comm)?;
-        let mut meter = MemoryMeter::new(self.device());
-        let (mut sum, mut n_rows) = (0.0f64, 0usize);
-        for global in batches {
-            let mine = local_rows(global.n_rows(), self.ranks.rank, self.ranks.size);
-            let batch = global.row_range(mine);
-            let part = Part::new(self.ranks, comm, global.n_rows(), batch.n_rows())?;
-            let ids = self.band_ids_whole(&batch)?;
-            let (_, rows) = self.fetch_rows(&ids, comm)?;
-            let inputs = self.upload_inputs(&batch, &ids);
-            let host = HostLayer::take(&mut self.dense.output)?;
-            let loss = match self.adaptive() {
-                // Data-parallel: this rank's rows' mean, weighed by their share and summed.
-                true => self
-                    .forward(&batch, &part, inputs, rows, Some(&host), &mut meter)
-                    .map(|f| f.loss * batch.n_rows() as f32 / global.n_rows().max(1) as f32)
-                    .and_then(|l| {
-                        let mut l = [l];
-                        comm.all_reduce_sum(&mut l)?;
-                        Ok(l[0])
-                    }),
-                false => {
-                    let off_graph = |p: &DenseParam| p.value.clone().autodiff();
-                    let params = self.dense.map_split(off_graph, |p| p.value.clone());
-                    let h = self.forward_hidden(&rows, &params, &inputs);
-                    let targets = self.objective_targets(global);
-                    to_vec(h.inner())
-                        .and_then(|h| self.split_forward(&targets, &h, &host, &part))
-                        .map(|f| f.3)
-                }
-            };
-            let device = self.device().clone();
-            host.restore(&mut self.dense.output, &device);
-            sum += loss? as f64 * global.n_rows() as f64;
-            n_rows += global.n_rows();
+    ) -> Result<Option<Vec<RowScores>>, ModelError> {
+        let (rank, size) = (self.ranks.rank, self.ranks.size);
+        let mine = local_rows(global.n_rows(), rank, size);
+        let batch = global.row_range(mine.clone());
+        let ids = self.band_ids_whole(&batch)?;
+        let (_, rows) = self.fetch_rows(&ids, comm)?;
+        let inputs = self.upload_inputs(&batch, &ids);
+        let off_graph = |p: &DenseParam| p.value.clone().autodiff();
+        let params = self.dense.map_split(off_graph, |p| p.value.clone());
+        let h = self.forward_hidden(&rows, &params, &inputs).inner();
+        // Data-parallel: this rank's rows, whole; class split: every row, its classes.
+        let (scored, part_seen, rows_of) = match self.adaptive() {
+            true => (h, seen.get(mine.clone()).unwrap_or(&[]), &batch),
+            false => {
+                let all = comm.all_gather_f32(&to_vec(h)?)?.concat();
+                let last = self.spec.last_hidden();
+                let n = global.n_rows();
+                (floats(all, [n, last], self.device()), seen, global)
+            }
+        };
+        let options = ScoreOptions {
+            k,
+            seen: part_seen,
+            backend: BackendKind::Flex,
+        };
+        let mut acc = Accumulator::new(rows_of, options);
+        self.score_hidden(&scored, &params, &mut |start, s| acc.add(start, s))?;
+        let parts: Vec<RowPart> = acc
+            .top
+            .into_iter()
+            .zip(acc.host_lse)
+            .zip(acc.target)
+            .map(|((top, lse), target)| RowPart {
+                lse: if self.adaptive() { (0.0, 0.0) } else { lse },
+                target,
+                top: top.into_sorted(),
+            })
+            .collect();
+        let mut send = vec![Vec::new(); size];
+        send[0] = encode(&parts);
+        let got = comm.all_to_all_u32(send)?;
+        if rank != 0 {
+            return Ok(None);
         }
-        self.release_clusters();
-        Ok((n_rows > 0).then(|| sum / n_rows as f64))
+        let from: Vec<Vec<RowPart>> = got.iter().map(|v| decode(v)).collect::<Result<_, _>>()?;
+        Ok(Some(match self.adaptive() {
+            true => from
+                .into_iter()
+                .flatten()
+                .map(|p| RowScores {
+                    top: p.top,
+                    target_log_prob: p.target,
+                })
+                .collect(),
+            false => merge(from, global, k),
+        }))
     }
 }
 

@@ -157,10 +157,7 @@ impl TrainLayout for WideModel {
         batches: &[CsrBatch],
         comm: &dyn Collective,
     ) -> Result<Option<f64>, ModelError> {
-        match comm.size() {
-            1 => WideModel::eval_loss(self, batches),
-            _ => WideModel::eval_loss_split(self, batches, comm),
-        }
+        WideModel::held_out_loss_part(self, batches, comm)
     }
 
     fn score_chunks(

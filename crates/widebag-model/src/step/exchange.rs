@@ -8,8 +8,8 @@
 //! one fused all-reduce. A single process is the one-rank case and calls none of them (the step
 //! skips them where [`Part::alone`]), so it allocates and copies nothing for them.
 //!
-//! The adaptive softmax's split (head replicated, tail clusters owned) is in
-//! [`crate::output::adaptive_split`].
+//! The adaptive softmax's routing (head replicated, tail clusters owned) is part of its host
+//! path, [`crate::output::adaptive_host`].
 
 use burn::tensor::Tensor;
 use widebag_collective::Collective;
@@ -23,7 +23,7 @@ use crate::ModelError;
 use crate::cpu::access::HostMatrix;
 use crate::cpu::host_layer::HostLayer;
 use crate::cpu::softmax_ce::{self, CeForward, HostTargets, Logits};
-use crate::model::bag::BandIds;
+use crate::model::bag::{BagInputs, BandIds};
 use crate::model::params::{DenseParams, OutputParams};
 use crate::model::{Ranks, WideModel};
 use crate::step::memory::{MemoryMeter, Point};
@@ -133,7 +133,12 @@ impl WideModel {
 
     /// Adds what the output layer's collectives sent this step (a reduction: a reduce-scatter,
     /// then an all-gather).
-    pub(crate) fn count_output_traffic(&mut self, part: &Part<'_>, batch: &CsrBatch) {
+    pub(crate) fn count_output_traffic(
+        &mut self,
+        part: &Part<'_>,
+        batch: &CsrBatch,
+        forward_sent: &[(&'static str, u64)],
+    ) {
         let ranks = self.ranks;
         let others = (ranks.size - 1) as u64;
         let (n, last) = (part.global_rows, self.spec.last_hidden());
@@ -146,7 +151,8 @@ impl WideModel {
             ],
             true => [(names::LOSS, reduced(1)), ("", 0), ("", 0)],
         };
-        for (what, bytes) in output_traffic.into_iter().filter(|(w, _)| !w.is_empty()) {
+        let output_traffic = output_traffic.iter().chain(forward_sent);
+        for &(what, bytes) in output_traffic.filter(|(w, _)| !w.is_empty()) {
             *self.sent_bytes.entry(what).or_default() += bytes;
         }
         // The targets went to every rank: a count, each row's length, each entry's class and
@@ -296,6 +302,40 @@ impl WideModel {
                      (--device cpu)"
                 ),
             }),
+        }
+    }
+
+    /// Step 1 for this part: the batch's unique ids by band, split by shard for one process (its
+    /// own table's shards), whole across ranks (the rows' owners split them).
+    pub(crate) fn part_ids(
+        &self,
+        batch: &CsrBatch,
+        part: &Part<'_>,
+    ) -> Result<BandIds, ModelError> {
+        match part.alone() {
+            true => self.band_ids(batch),
+            false => self.band_ids_whole(batch),
+        }
+    }
+
+    /// Step 2 for this part: the batch's index and value buffers and its unique rows, one tensor
+    /// per segment; gathered from this process's table, or across ranks from the rows' owners
+    /// ([`Self::fetch_rows`], whose routes it returns for the row updates).
+    pub(crate) fn part_rows(
+        &mut self,
+        batch: &CsrBatch,
+        ids: &BandIds,
+        part: &Part<'_>,
+    ) -> Result<(Vec<BandRoute>, BagInputs, Vec<Tensor<2>>), ModelError> {
+        match part.alone() {
+            true => {
+                let (inputs, rows) = self.upload_and_gather(batch, ids)?;
+                Ok((Vec::new(), inputs, rows))
+            }
+            false => {
+                let (routes, rows) = self.fetch_rows(ids, part.comm)?;
+                Ok((routes, self.upload_inputs(batch, ids), rows))
+            }
         }
     }
 

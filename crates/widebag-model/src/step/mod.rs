@@ -1,7 +1,8 @@
 //! The sparse layout's training step, top to bottom: data → unique rows → forward → backward →
 //! row updates → dense updates → measure, for one process or for each rank of many (one process
 //! is the one-rank case: the exchanges between the stages, in [`exchange`], are skipped); and
-//! the same forward and backward without an update (`gradients`, `loss`, `eval_loss`).
+//! the same forward and backward without an update (`gradients`, `loss`; the held-out loss's
+//! forward pass is `crate::eval::loss`).
 
 pub(crate) mod exchange;
 pub mod memory;
@@ -17,10 +18,10 @@ use crate::ModelError;
 use crate::cpu::Kernels;
 use crate::cpu::access::HostMatrix;
 use crate::cpu::host_layer::HostLayer;
-use crate::cpu::softmax_ce::{self, CeForward, ChunkGrad, HostTargets, Logits};
+use crate::cpu::softmax_ce::{self, CeForward, HostTargets, Logits};
 use crate::model::bag::{BagInputs, BandIds, BandSegment};
 use crate::model::dense_optim::DenseParam;
-use crate::model::params::{Cluster, DenseParams, Linear, OutputParams, update_param};
+use crate::model::params::{DenseParams, Linear, OutputParams, update_param};
 use crate::model::{StepStats, WideModel};
 use crate::output::adaptive_host::AdaptiveForward;
 use crate::output::softmax::{self, ChunkTargets};
@@ -86,6 +87,16 @@ enum ForwardOutput {
     },
 }
 
+impl Forward {
+    /// What the forward pass sent, or will send back, to other ranks by the ledger's names.
+    pub(crate) fn sent_bytes(&self) -> Vec<(&'static str, u64)> {
+        match &self.output {
+            ForwardOutput::HostAdaptive(f) => f.sent_bytes.to_vec(),
+            _ => Vec::new(),
+        }
+    }
+}
+
 impl WideModel {
     /// One training step of one process: the one-rank case of [`Self::train_step_part`] (every
     /// exchange skipped).
@@ -117,33 +128,24 @@ impl WideModel {
         self.step += 1;
         // 1. data: the batch's sorted unique ids, split by band (and by shard for one process)
         //    once for the step.
-        let ids = match part.alone() {
-            true => self.band_ids(batch)?,
-            false => {
-                self.count_pooled(batch, comm)?;
-                self.band_ids_whole(batch)?
-            }
-        };
+        if !part.alone() {
+            self.count_pooled(batch, comm)?;
+        }
+        let ids = self.part_ids(batch, &part)?;
         meter.lap(Stage::Ids);
         // 2. unique rows: rows lazy AdamW left behind are brought up to the previous step (so
-        //    the gradient is taken at dense AdamW's weights); then the batch's index and value
-        //    buffers go up grouped by segment, with each segment's rows (host bands upload just
-        //    these). Across ranks the ids go to the rows' owners, which send the rows back.
-        let (routes, inputs, rows) = match part.alone() {
-            true => {
-                for (k, band) in self.bands.iter_mut().enumerate() {
-                    let local = ids.local[k].ids();
-                    band.state
-                        .catch_up(&mut band.table, local, &self.optim, self.step)?;
-                }
-                let (inputs, rows) = self.upload_and_gather(batch, &ids)?;
-                (Vec::new(), inputs, rows)
+        //    the gradient is taken at dense AdamW's weights; across ranks their owners do it as
+        //    they send them); then the batch's index and value buffers go up grouped by segment,
+        //    with each segment's rows (host bands upload just these). Across ranks the ids go to
+        //    the rows' owners, which send the rows back.
+        if part.alone() {
+            for (k, band) in self.bands.iter_mut().enumerate() {
+                let local = ids.local[k].ids();
+                band.state
+                    .catch_up(&mut band.table, local, &self.optim, self.step)?;
             }
-            false => {
-                let (routes, rows) = self.fetch_rows(&ids, comm)?;
-                (routes, self.upload_inputs(batch, &ids), rows)
-            }
-        };
+        }
+        let (routes, inputs, rows) = self.part_rows(batch, &ids, &part)?;
         meter.lap(Stage::Gather);
         // On flex the output layer leaves its tensors for the host kernel (no copy) until its
         // gradients are out.
@@ -152,30 +154,32 @@ impl WideModel {
             false => None,
         };
         // 3. forward: bag → projections → MLP on autodiff; the full softmax's output layer in
-        //    class chunks off autodiff (across ranks, split by classes), or the adaptive softmax.
+        //    class chunks off autodiff (across ranks, split by classes), or the adaptive softmax
+        //    (across ranks, each tail cluster at its owner).
         // 4. backward: the output layer's gradients, then autodiff through the MLP and the bag.
         //    Both outputs' gradients are of the global batch's mean.
-        let grads = match part.alone() || !self.adaptive() {
-            true => self
-                .forward(batch, &part, inputs, rows, host.as_ref(), meter)
-                .and_then(|forward| self.backward(forward, ids, host.as_ref(), &part, meter)),
-            false => {
-                let host = host.as_ref().expect("ranks run the host kernels");
-                self.adaptive_split(batch, global_rows, (ids, inputs, rows), host, comm, meter)
-            }
-        };
+        let grads = self
+            .forward(batch, &part, inputs, rows, host.as_ref(), meter)
+            .and_then(|forward| {
+                let sent = forward.sent_bytes();
+                let grads = self.backward(forward, ids, host.as_ref(), &part, meter)?;
+                Ok((grads, sent))
+            });
         if let Some(host) = host {
             let device = self.device().clone();
             host.restore(&mut self.dense.output, &device);
         }
-        let Grads {
-            loss,
-            ids,
-            rows,
-            dense,
-        } = grads?;
+        let (
+            Grads {
+                loss,
+                ids,
+                rows,
+                dense,
+            },
+            sent,
+        ) = grads?;
         if !part.alone() {
-            self.count_output_traffic(&part, batch);
+            self.count_output_traffic(&part, batch, &sent);
         }
         // 5. row updates: only the batch's unique rows of each band, in place, with
         //    deduplicated ids (a host band takes back only these rows' updates). Across ranks,
@@ -243,18 +247,6 @@ impl WideModel {
         Ok(self.gradients(batch)?.loss)
     }
 
-    /// Mean loss over held-out batches, weighted by their rows, after the deferred row updates
-    /// are applied.
-    pub fn eval_loss(&mut self, batches: &[CsrBatch]) -> Result<Option<f64>, ModelError> {
-        self.flush_deferred()?;
-        let (mut sum, mut rows) = (0.0f64, 0usize);
-        for b in batches {
-            sum += self.loss(b)? as f64 * b.n_rows() as f64;
-            rows += b.n_rows();
-        }
-        Ok((rows > 0).then(|| sum / rows as f64))
-    }
-
     /// Forward through the bag and the hidden layers, on the autodiff device, with `params`'
     /// bag bias, projections and hidden layers.
     pub(crate) fn forward_hidden(
@@ -292,7 +284,9 @@ impl WideModel {
         let targets = self.objective_targets(batch);
         let leaf = |p: &DenseParam| p.value.clone().autodiff().require_grad();
         let off_graph = |p: &DenseParam| p.value.clone().autodiff();
-        let params = match (self.adaptive(), recompute) {
+        // The output layer is on the graph only for the adaptive softmax on the tensor path.
+        let output_on_graph = self.adaptive() && host.is_none();
+        let params = match (output_on_graph, recompute) {
             (true, false) => self.dense.map(leaf),
             (false, false) => self.dense.map_split(leaf, |p| p.value.clone()),
             (true, true) => self.dense.map_split(off_graph, leaf),
@@ -326,7 +320,8 @@ impl WideModel {
                 (loss, ForwardOutput::Host { targets, fwd, h })
             }
             (OutputParams::Adaptive { clusters, .. }, Some(layer)) => {
-                let (loss, fwd) = self.adaptive_host_forward(&h, clusters, &targets, layer)?;
+                let (loss, fwd) =
+                    self.adaptive_host_forward(&h, clusters, &targets, layer, part)?;
                 (loss, ForwardOutput::HostAdaptive(Box::new(fwd)))
             }
             (OutputParams::Adaptive { head, clusters }, None) => {
@@ -421,37 +416,15 @@ impl WideModel {
             }
             ForwardOutput::HostAdaptive(fwd) => {
                 let layer = host.expect("a host forward has its layer");
-                let g = self.adaptive_host_backward(h, *fwd, layer, meter);
-                let device = self.device();
-                let matrix = |g: Option<ChunkGrad>, [rows, cols]: [usize; 2]| match g {
-                    Some(g) => Linear {
-                        weight: floats(g.dw, [rows, cols], device),
-                        bias: floats(g.db, [1, cols], device),
-                    },
-                    None => Linear {
-                        weight: Tensor::zeros([rows, cols], device),
-                        bias: Tensor::zeros([1, cols], device),
-                    },
-                };
                 let OutputParams::Adaptive { clusters, .. } = &params.output else {
                     unreachable!("an adaptive forward has adaptive parameters");
                 };
-                let head = matrix(Some(g.head), layer.weight_shape(0));
-                let clusters = clusters
-                    .iter()
-                    .zip(g.clusters)
-                    .enumerate()
-                    .map(|(k, (c, grad))| {
-                        let Linear { weight, bias } = matrix(grad, layer.weight_shape(k + 1));
-                        Cluster {
-                            proj: leaf_grad(&c.proj, &g.autodiff),
-                            weight,
-                            bias,
-                        }
-                    })
-                    .collect();
-                let output = OutputParams::Adaptive { head, clusters };
-                (g.autodiff, Some(output), None)
+                let out = self.adaptive_host_backward(*fwd, clusters, layer, part)?;
+                meter.lap(Stage::OutputBackward);
+                let (rows, device) = (h.shape()[0], self.device());
+                let dh = floats(out.dh, [rows, self.spec.last_hidden()], device);
+                let grads = (h * Tensor::from_inner(dh)).sum().backward();
+                (grads, Some(out.output), None)
             }
         };
         // 4b. checkpointing: the trunk again, on autodiff, from the output's dL/dh.
