@@ -8,7 +8,7 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 secs=${1:-10}
-targets=${TARGETS:-"libsvm npz lightgcn text dictd config set sweep checkpoint"}
+targets=${TARGETS:-"libsvm npz lightgcn text dictd config set sweep checkpoint packed"}
 export CARGO_TARGET_DIR=${FUZZ_TARGET_DIR:-$HOME/.cache/widebag/fuzz-target}
 export RUSTFLAGS="-Cpasses=sancov-module -Cllvm-args=-sanitizer-coverage-level=4 \
 -Cllvm-args=-sanitizer-coverage-inline-8bit-counters -Cllvm-args=-sanitizer-coverage-pc-table \

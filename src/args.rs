@@ -4,6 +4,9 @@
 
 use std::path::PathBuf;
 
+pub use crate::data_args::{
+    ConvertArgs, FormatArg, ModeArg, OutFormat, PackArgs, SourceArgs, StatsArgs, TokensArg,
+};
 pub use crate::device_args::{DeviceArg, DeviceArgs};
 pub use crate::run_args::{EvalArgs, ExportArgs, PredictArgs, RunArgs};
 use clap::{Args, Parser, Subcommand, ValueEnum};
@@ -76,6 +79,9 @@ pub enum DataCommand {
     Convert(ConvertArgs),
     /// Write synthetic rows (the `[data]` settings of the config) to a libsvm or npz file.
     Synth(SynthArgs),
+    /// Pack a data file into widebag's packed format: checksummed blocks, statistics in the
+    /// header, read through a memory map wherever a data file is accepted.
+    Pack(PackArgs),
 }
 
 #[derive(Subcommand)]
@@ -301,108 +307,6 @@ pub struct BenchArgs {
     /// Print the rows as JSON instead of the table.
     #[arg(long)]
     pub json: bool,
-}
-
-#[derive(Clone, Copy, ValueEnum)]
-pub enum FormatArg {
-    /// `label[,label…] [qid:n] idx:val … [# comment]` (svmlight).
-    Libsvm,
-    /// scipy.sparse CSR `.npz` (as written by `save_npz`).
-    Npz,
-    /// LightGCN interaction lists: `user item item …`.
-    Lightgcn,
-    /// Text: one document per line of a file, or one per file under a directory.
-    Text,
-    /// dictd database: NAME.index + NAME.dict(.dz); one document per entry.
-    Dictd,
-}
-
-#[derive(Clone, Copy, ValueEnum)]
-pub enum ModeArg {
-    /// One row per document, its bag of words (target: the same bag).
-    Bow,
-    /// One row per word: the bag of context words, the word as target.
-    Cbow,
-}
-
-#[derive(Clone, Copy, ValueEnum)]
-pub enum TokensArg {
-    Plain,
-    /// `word/TAG` tokens (Brown corpus): tags are dropped.
-    Tagged,
-}
-
-#[derive(Clone, Copy, ValueEnum)]
-pub enum OutFormat {
-    Libsvm,
-    Npz,
-}
-
-/// Which file and how to read it (shared by `data stats` and `data convert`).
-#[derive(Args)]
-pub struct SourceArgs {
-    /// The data file (lightgcn: the training file; text: a file or a directory; dictd: the
-    /// .index, the .dict(.dz), or their common stem).
-    pub file: PathBuf,
-    /// The file's format; inferred from a known extension when left out (`.svm`, `.libsvm`:
-    /// libsvm; `.npz`; `.index`, `.dict`, `.dict.dz`: dictd).
-    #[arg(long, value_enum)]
-    pub format: Option<FormatArg>,
-    /// text/dictd: bag-of-words documents or CBOW windows.
-    #[arg(long, value_enum)]
-    pub mode: Option<ModeArg>,
-    /// cbow: context words on each side.
-    #[arg(long, default_value_t = 2)]
-    pub window: usize,
-    /// text/dictd: least count of a vocabulary word.
-    #[arg(long, default_value_t = 1)]
-    pub min_count: u64,
-    /// text/dictd: most vocabulary words kept (most frequent first); 0 keeps all.
-    #[arg(long, default_value_t = 0)]
-    pub max_vocab: usize,
-    /// text/dictd: token format.
-    #[arg(long, value_enum, default_value = "plain")]
-    pub tokens: TokensArg,
-    /// lightgcn: the held-out file loaded alongside.
-    #[arg(long)]
-    pub test: Option<PathBuf>,
-    /// libsvm: ids are 0-based (true) or 1-based (false); detected when unset.
-    #[arg(long)]
-    pub zero_based: Option<bool>,
-    /// libsvm/npz/lightgcn: the input width; taken from the data when unset (an id at or beyond
-    /// it is an error).
-    #[arg(long)]
-    pub width: Option<usize>,
-    /// Skip malformed lines and report how many, instead of failing.
-    #[arg(long)]
-    pub skip_bad_lines: bool,
-}
-
-#[derive(Args)]
-pub struct StatsArgs {
-    #[command(flatten)]
-    pub source: SourceArgs,
-    /// Batches sampled per batch size for unique ids.
-    #[arg(long, default_value_t = 20)]
-    pub samples: usize,
-    /// Print one JSON object on stdout.
-    #[arg(long)]
-    pub json: bool,
-    /// Do not save the statistics (`FILE.stats.json` beside the data, or the cache directory
-    /// when that is read-only).
-    #[arg(long)]
-    pub no_save: bool,
-}
-
-#[derive(Args)]
-pub struct ConvertArgs {
-    #[command(flatten)]
-    pub source: SourceArgs,
-    /// Output format.
-    #[arg(long, value_enum)]
-    pub to: OutFormat,
-    /// Output file.
-    pub out: PathBuf,
 }
 
 #[derive(Args)]

@@ -5,6 +5,7 @@
 mod args;
 mod chart;
 mod commands;
+mod data_args;
 mod device_args;
 mod failure;
 mod heap;

@@ -1,5 +1,6 @@
-//! `widebag data`: `stats` describes a data file in the terms that decide memory, `convert`
-//! rewrites it as libsvm or npz, `synth` writes the configured synthetic rows to a file.
+//! `widebag data`: `stats` describes a data file in the terms that decide memory (a packed
+//! dataset's from its header alone), `convert` rewrites it as libsvm or npz, `synth` writes the
+//! configured synthetic rows to a file, `pack` writes widebag's packed format.
 
 use std::fmt::Write;
 use std::path::Path;
@@ -7,7 +8,7 @@ use std::path::Path;
 use widebag_data::Source;
 use widebag_data::stats::DataStats;
 
-use crate::args::{ConvertArgs, DataCommand, OutFormat, StatsArgs, SynthArgs};
+use crate::args::{ConvertArgs, DataCommand, OutFormat, PackArgs, StatsArgs, SynthArgs};
 use crate::failure::{Failure, Outcome};
 use crate::request;
 
@@ -16,6 +17,7 @@ pub fn run(command: &DataCommand) -> Outcome {
         DataCommand::Stats(args) => stats(args),
         DataCommand::Convert(args) => convert(args),
         DataCommand::Synth(args) => synth(args),
+        DataCommand::Pack(args) => pack(args),
     }
 }
 
@@ -47,6 +49,11 @@ fn load_source(
 
 fn stats(args: &StatsArgs) -> Outcome {
     let source = request::source(&args.source)?;
+    if widebag_data::packed::is_packed(&source.path) {
+        // Everything is in the header: nothing is read beyond it, nothing is saved beside it.
+        let meta = widebag_data::packed::read::read_meta(&source.path).map_err(Failure::usage)?;
+        return print_stats(&source.path, &meta.stats, args.json);
+    }
     let beside = (!args.no_save).then_some(source.path.as_path());
     let dataset = load_source(&source, beside)?.dataset;
     let mut stats = widebag_data::stats::compute(&dataset, args.samples, 0);
@@ -56,13 +63,14 @@ fn stats(args: &StatsArgs) -> Outcome {
             Err(e) => eprintln!("widebag: statistics not saved: {e}"),
         }
     }
-    if args.json {
-        println!(
-            "{}",
-            serde_json::to_string(&stats).expect("stats serialise")
-        );
+    print_stats(&source.path, &stats, args.json)
+}
+
+fn print_stats(path: &Path, stats: &DataStats, json: bool) -> Outcome {
+    if json {
+        println!("{}", serde_json::to_string(stats).expect("stats serialise"));
     } else {
-        print!("{}", render_stats(&source.path, &stats));
+        print!("{}", render_stats(path, stats));
     }
     Ok(())
 }
@@ -133,5 +141,47 @@ fn synth(args: &SynthArgs) -> Outcome {
         dataset.rows.nnz(),
         args.out.display()
     );
+    Ok(())
+}
+
+fn pack(args: &PackArgs) -> Outcome {
+    let source = request::source(&args.source)?;
+    let started = std::time::Instant::now();
+    let loaded = load_source(&source, None)?;
+    let options = widebag_data::packed::PackOptions {
+        block_rows: args.block_rows,
+        stats_samples: args.samples,
+    };
+    let meta = widebag_data::packed::pack(&loaded, &source.variant(), &args.out, options).map_err(
+        |e| match e {
+            widebag_data::DataError::InvalidSpec { .. } => Failure::usage(e),
+            e => Failure::run(e),
+        },
+    )?;
+    let bytes = std::fs::metadata(&args.out).map(|m| m.len()).unwrap_or(0);
+    let seconds = started.elapsed().as_secs_f64();
+    if args.json {
+        let out = serde_json::json!({
+            "out": args.out,
+            "rows": meta.n_rows,
+            "width": meta.width,
+            "n_classes": meta.n_classes,
+            "nnz": meta.nnz,
+            "blocks": meta.blocks.len(),
+            "bytes": bytes,
+            "seconds": seconds,
+        });
+        println!("{out}");
+    } else {
+        eprintln!(
+            "widebag: packed {} rows, width {}, {} nnz into {} blocks, {} bytes, in {seconds:.2} s: {}",
+            meta.n_rows,
+            meta.width,
+            meta.nnz,
+            meta.blocks.len(),
+            bytes,
+            args.out.display()
+        );
+    }
     Ok(())
 }

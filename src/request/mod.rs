@@ -307,6 +307,8 @@ pub fn source(args: &SourceArgs) -> Result<Source, Failure> {
         Some(FormatArg::Lightgcn) => Format::Lightgcn,
         Some(FormatArg::Text) => Format::Text,
         Some(FormatArg::Dictd) => Format::Dictd,
+        // A packed dataset says how its rows were formed; the format only labels them.
+        None if widebag_data::packed::is_packed(&args.file) => Format::Libsvm,
         None => {
             let format = format_of(&args.file).ok_or_else(|| {
                 Failure::usage(anyhow::anyhow!(

@@ -371,3 +371,110 @@ fn a_missing_file_is_one_clear_line_naming_the_key() {
         "error: data.path: no-such-file.svm: No such file or directory (os error 2)"
     );
 }
+
+/// Every format packed with its reader's settings: the header's statistics are the file's, and
+/// training on the packed dataset gives the losses of training on the file.
+#[test]
+fn a_packed_dataset_trains_as_the_file_it_was_packed_from() {
+    let sample = root().join("datasets/sample");
+    let dir = scratch("pack");
+    let svm = dir.join("s.svm");
+    synth_libsvm(&svm, 300, 2000, 40);
+    // Copies: training on a file writes its sidecars beside it.
+    for name in [
+        "docs.txt",
+        "tiny.index",
+        "tiny.dict.dz",
+        "interactions/train.txt",
+    ] {
+        let to = dir.join(Path::new(name).file_name().unwrap());
+        std::fs::copy(sample.join(name), to).unwrap();
+    }
+    let (train, docs, index) = (
+        dir.join("train.txt"),
+        dir.join("docs.txt"),
+        dir.join("tiny.index"),
+    );
+    let cases: [(&Path, &str, &[&str]); 4] = [
+        (&svm, "libsvm", &[]),
+        (&train, "lightgcn", &[]),
+        (&docs, "text", &["--mode", "cbow"]),
+        (&index, "dictd", &["--mode", "bow"]),
+    ];
+    for (i, (file, format, mode)) in cases.into_iter().enumerate() {
+        let packed = dir.join(format!("{i}.wbp"));
+        let mut args = vec!["data", "pack", s(file), "--format", format];
+        args.extend(mode);
+        args.extend(["--block-rows", "64", "--samples", "3", s(&packed)]);
+        ok(&args);
+        let again = dir.join(format!("{i}-again.wbp"));
+        *args.last_mut().unwrap() = s(&again);
+        ok(&args);
+        assert_eq!(
+            std::fs::read(&packed).unwrap(),
+            std::fs::read(&again).unwrap()
+        );
+        let stats = |path: &Path, extra: &[&str]| -> serde_json::Value {
+            let mut a = vec![
+                "data",
+                "stats",
+                s(path),
+                "--json",
+                "--no-save",
+                "--samples",
+                "3",
+            ];
+            a.extend(["--format", format]);
+            a.extend(extra);
+            let mut v: serde_json::Value = serde_json::from_slice(&ok(&a).stdout).unwrap();
+            v.as_object_mut().unwrap().remove("source");
+            v
+        };
+        assert_eq!(stats(&packed, mode), stats(file, mode), "{format}");
+        let losses = |path: &Path| -> Vec<f64> {
+            let set = format!("data.path={}", s(path));
+            let fmt = format!("data.format={format}");
+            let mut a = vec![
+                "train", "--device", "cpu", "--json", "--set", &set, "--set", &fmt,
+            ];
+            let m = mode.get(1).map(|m| format!("data.mode={m}"));
+            if let Some(m) = &m {
+                a.extend(["--set", m]);
+            }
+            a.extend(["--set", "train.steps=5", "--set", "train.batch_size=32"]);
+            a.extend(["--set", "train.eval_every=0"]);
+            let v: serde_json::Value = serde_json::from_slice(&ok(&a).stdout).unwrap();
+            v["losses"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|x| x.as_f64().unwrap())
+                .collect()
+        };
+        assert_eq!(losses(&packed), losses(file), "{format}");
+        // Its statistics and vocabulary come from the packed file: nothing is written beside it.
+        let beside: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .filter_map(|e| e.ok()?.file_name().into_string().ok())
+            .filter(|n| n.starts_with(&format!("{i}.wbp.")))
+            .collect();
+        assert!(beside.is_empty(), "{beside:?}");
+    }
+    // The header alone says what the file holds, without --format.
+    let v: serde_json::Value =
+        serde_json::from_slice(&ok(&["data", "stats", s(&dir.join("0.wbp")), "--json"]).stdout)
+            .unwrap();
+    assert_eq!(v["rows"], 300);
+    // Rows packed as CBOW windows are not trained as documents.
+    let out = widebag(&[
+        "train",
+        "--set",
+        &format!("data.path={}", s(&dir.join("2.wbp"))),
+        "--set",
+        "data.format=text",
+        "--set",
+        "data.mode=bow",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("pack the source again"));
+}

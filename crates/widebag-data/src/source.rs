@@ -84,8 +84,9 @@ impl Loaded {
     }
 }
 
-/// Reads `source` into memory.
-pub fn load(source: &Source) -> Result<Loaded, DataError> {
+/// Reads `source` into memory with its format's reader (`crate::load` also recognises a
+/// packed dataset).
+pub fn read(source: &Source) -> Result<Loaded, DataError> {
     let path = &source.path;
     source.label.check(source.format, source.text.mode, path)?;
     let mut loaded = match source.format {

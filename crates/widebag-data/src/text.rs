@@ -59,6 +59,16 @@ impl Vocabulary {
         Self { words, index }
     }
 
+    /// `(word, count)` in id order, as [`Self::words`] holds them.
+    pub fn from_words(words: Vec<(String, u64)>) -> Self {
+        let index = words
+            .iter()
+            .enumerate()
+            .map(|(i, (w, _))| (w.clone(), i as u32))
+            .collect();
+        Self { words, index }
+    }
+
     pub fn len(&self) -> usize {
         self.words.len()
     }

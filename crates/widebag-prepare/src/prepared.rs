@@ -101,15 +101,20 @@ pub struct Prepared {
     pub labels: Option<Vec<String>>,
 }
 
-/// Statistics of `source`: the saved file when it still matches the data, else computed (and
-/// saved with `Sidecars::Write`). Returns the figures, where they live (if saved) and whether
-/// they were reused.
+/// Statistics of `source`: a packed dataset's header, or the saved file when it still matches
+/// the data, else computed (and saved with `Sidecars::Write`). Returns the figures, where they
+/// live (if saved) and whether they were reused.
 pub fn stats_for(
     source: &widebag_data::Source,
     dataset: &widebag_data::Dataset,
     sidecars: Sidecars,
     warnings: &mut Vec<String>,
 ) -> (DataStats, Option<PathBuf>, bool) {
+    if widebag_data::packed::is_packed(&source.path)
+        && let Ok(meta) = widebag_data::packed::read::read_meta(&source.path)
+    {
+        return (meta.stats, None, true);
+    }
     if let Some(s) = stats::cached(source) {
         let at = source::sidecar_path(&source.path, stats::STATS_SUFFIX);
         return (s, Some(at), true);
@@ -175,7 +180,12 @@ pub fn open_data(config: &Config, options: &PrepareOptions) -> Result<Prepared, 
         ));
     }
     let mut warnings = Vec::new();
-    let vocabulary_file = match (&loaded.vocabulary, options.sidecars) {
+    // A packed dataset holds its vocabulary and class names: nothing is written beside it.
+    let sidecars = match widebag_data::packed::is_packed(&src.path) {
+        true => Sidecars::ReadOnly,
+        false => options.sidecars,
+    };
+    let vocabulary_file = match (&loaded.vocabulary, sidecars) {
         (Some(v), Sidecars::Write) => {
             match source::save_sidecar(&src.path, "vocab.tsv", &v.to_tsv()) {
                 Ok(p) => Some(p),
@@ -187,12 +197,12 @@ pub fn open_data(config: &Config, options: &PrepareOptions) -> Result<Prepared, 
         }
         _ => None,
     };
-    if let (Some(tsv), Sidecars::Write) = (labels_tsv, options.sidecars)
+    if let (Some(tsv), Sidecars::Write) = (labels_tsv, sidecars)
         && let Err(e) = source::save_sidecar(&src.path, widebag_data::LABELS_SUFFIX, &tsv)
     {
         warnings.push(format!("class labels not saved: {e}"));
     }
-    let (_, stats_file, stats_reused) = stats_for(&src, &dataset, options.sidecars, &mut warnings);
+    let (_, stats_file, stats_reused) = stats_for(&src, &dataset, sidecars, &mut warnings);
     let unique_ids_per_batch =
         stats::mean_unique_ids(&dataset, config.train.batch_size, 20, config.train.seed);
     let shape = dataset.shape();

@@ -1,0 +1,29 @@
+//! Opening any data file: a packed dataset ([`crate::packed`]) is recognised by its first bytes,
+//! whatever `source.format` says; anything else goes to its format's reader ([`source::read`]).
+
+use crate::packed::PackedFile;
+use crate::source::{self, Loaded, Source};
+use crate::{DataError, packed};
+
+/// Reads `source` into memory. A packed dataset's rows are those its source's settings formed;
+/// one packed with other settings than `source` asks for (of the same format) is refused.
+pub fn load(source: &Source) -> Result<Loaded, DataError> {
+    let path = &source.path;
+    if !packed::is_packed(path) {
+        return source::read(source);
+    }
+    let file = PackedFile::open(path)?;
+    let (packed, asked) = (&file.meta.variant, source.variant());
+    let same_format = packed.split('-').next() == Some(source.format.name());
+    if same_format && *packed != asked {
+        return Err(DataError::InvalidSpec {
+            key: "data.path",
+            message: format!(
+                "{} was packed with rows formed as `{packed}`, the settings ask for `{asked}`: \
+                 pack the source again with these settings",
+                path.display()
+            ),
+        });
+    }
+    file.load()
+}

@@ -1,0 +1,96 @@
+//! widebag's packed dataset: one file holding a dataset's rows as a reader formed them (and, for
+//! LightGCN data, its held-out rows; for text, the vocabulary and class names) in blocks of a
+//! fixed number of rows, each with a CRC-32, and metadata that carries the shape and the
+//! statistics `data stats` prints, so that reading them costs one small read whatever the
+//! file's size. [`write::pack`] writes it atomically and byte for byte the same for the same
+//! input; [`read::PackedFile`] reads it through a memory map and checks each block's checksum at
+//! its first read. A file is recognised by its magic bytes, whatever its name
+//! ([`is_packed`]), so `data.path` pointing at it is enough.
+//!
+//! Layout, little-endian:
+//! - prelude, 32 bytes: magic `WIDEBAGP`, version (u32), 0 (u32), the metadata's offset (u64),
+//!   its length (u32) and its CRC-32 (u32);
+//! - the blocks. Per block, each 4-byte section in turn: each row's id count (u32), the ids
+//!   (u32), the values (f32; left out when every value of the block is 1), each row's target
+//!   count (u32), the targets (u32), their weights (f32; left out when every weight is 1). When
+//!   every row's targets are its own ids with weight 1 (a recommender's bag), the three target
+//!   sections are left out;
+//! - the metadata, JSON ([`PackMeta`]), last, so that packing streams and the prelude is
+//!   written when everything else is.
+
+pub mod read;
+pub mod write;
+
+use std::io::Read;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::stats::DataStats;
+
+pub use read::PackedFile;
+pub use write::{PackOptions, pack};
+
+/// The first eight bytes of a packed dataset.
+pub const MAGIC: &[u8; 8] = b"WIDEBAGP";
+/// The layout's version; a reader refuses any other.
+pub const VERSION: u32 = 1;
+/// Bytes before the first block.
+pub const PRELUDE_BYTES: usize = 32;
+/// Rows per block unless asked otherwise.
+pub const DEFAULT_BLOCK_ROWS: u32 = 4096;
+
+/// One block's place in the file and what it holds.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Block {
+    pub offset: u64,
+    pub bytes: u64,
+    pub rows: u32,
+    pub nnz: u64,
+    pub n_targets: u64,
+    /// Whether the values are stored (else every value is 1).
+    pub values: bool,
+    /// Whether the target weights are stored (else every weight is 1).
+    pub weights: bool,
+    /// Every row's targets are its own ids, weight 1 (a recommender's bag): the target
+    /// sections are left out.
+    pub targets_are_ids: bool,
+    pub crc32: u32,
+}
+
+/// What a packed dataset holds, as its metadata says.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PackMeta {
+    pub version: u32,
+    /// The source's format and row-forming settings (`Source::variant`).
+    pub variant: String,
+    pub n_rows: u64,
+    pub width: u64,
+    pub n_classes: u64,
+    pub nnz: u64,
+    pub block_rows: u32,
+    pub blocks: Vec<Block>,
+    /// LightGCN: the held-out items of each user row, in the same blocks' layout.
+    pub test_blocks: Option<Vec<Block>>,
+    /// The statistics `data stats` prints, computed when packing.
+    pub stats: DataStats,
+    /// Text: the vocabulary, `(word, count)` in id order.
+    pub vocabulary: Option<Vec<(String, u64)>>,
+    /// Text with file-name labels: the class names, class id order.
+    pub labels: Option<Vec<String>>,
+    pub skipped_lines: u64,
+    pub notes: Vec<String>,
+}
+
+/// Whether `path` is a packed dataset (its first bytes are [`MAGIC`]); `false` for a directory,
+/// a short or unreadable file.
+pub fn is_packed(path: &Path) -> bool {
+    let mut head = [0u8; 8];
+    std::fs::File::open(path)
+        .and_then(|mut f| f.read_exact(&mut head))
+        .is_ok()
+        && &head == MAGIC
+}
+
+#[cfg(test)]
+mod tests;

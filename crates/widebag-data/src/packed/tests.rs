@@ -1,0 +1,256 @@
+//! Packed datasets: the round trip, the byte-identical repack, and every kind of damage refused
+//! naming the file and the block.
+
+use std::path::{Path, PathBuf};
+
+use proptest::prelude::*;
+
+use super::read::{PackedFile, Part, read_meta};
+use super::{PackOptions, is_packed, pack};
+use crate::DataError;
+use crate::dataset::{Dataset, RowStore};
+use crate::source::Loaded;
+use crate::text::Vocabulary;
+
+fn dir() -> PathBuf {
+    let d = std::env::temp_dir().join(format!(
+        "widebag-packed-{}-{:?}",
+        std::process::id(),
+        std::thread::current().id()
+    ));
+    std::fs::create_dir_all(&d).expect("temp dir");
+    d
+}
+
+fn loaded(rows: RowStore, test: Option<RowStore>, width: usize, n_classes: usize) -> Loaded {
+    Loaded {
+        dataset: Dataset {
+            source: "mem".into(),
+            width,
+            n_classes,
+            rows,
+            skipped_lines: 2,
+            notes: vec!["a note".into()],
+        },
+        vocabulary: Some(Vocabulary::from_words(vec![
+            ("a".into(), 3),
+            ("b".into(), 1),
+        ])),
+        test,
+        labels: None,
+    }
+}
+
+fn toy() -> Loaded {
+    let mut rows = RowStore::new();
+    rows.push(&[0, 3], &[1.0, 1.0], &[1], &[1.0]);
+    rows.push(&[], &[], &[0, 2], &[0.5, 2.0]);
+    rows.push(&[1, 2, 4], &[0.5, 1.0, 3.0], &[2], &[1.0]);
+    rows.push(&[4], &[1.0], &[], &[]);
+    rows.push(&[2], &[1.0], &[0], &[1.0]);
+    let mut test = RowStore::new();
+    for r in 0..5u32 {
+        test.push(&[], &[], &[r % 3], &[1.0]);
+    }
+    loaded(rows, Some(test), 5, 3)
+}
+
+fn options(block_rows: u32) -> PackOptions {
+    PackOptions {
+        block_rows,
+        stats_samples: 2,
+    }
+}
+
+fn packed(name: &str, l: &Loaded, block_rows: u32) -> PathBuf {
+    let path = dir().join(name);
+    pack(l, "libsvm", &path, options(block_rows)).expect("packs");
+    path
+}
+
+#[test]
+fn a_packed_dataset_loads_as_the_rows_it_was_packed_from() {
+    let l = toy();
+    let path = packed("toy.wbp", &l, 2);
+    assert!(is_packed(&path));
+    let file = PackedFile::open(&path).expect("opens");
+    assert_eq!(file.meta.blocks.len(), 3);
+    let back = file.load().expect("loads");
+    assert_eq!(back.dataset.rows, l.dataset.rows);
+    assert_eq!(back.test, l.test);
+    assert_eq!(
+        (
+            back.dataset.width,
+            back.dataset.n_classes,
+            back.dataset.skipped_lines
+        ),
+        (5, 3, 2)
+    );
+    assert_eq!(back.dataset.notes, l.dataset.notes);
+    assert_eq!(back.vocabulary.expect("kept").id("b"), Some(1));
+    // The header's statistics are the in-memory ones.
+    let stats = crate::stats::compute(&l.dataset, 2, 0);
+    assert_eq!(read_meta(&path).expect("meta").stats, stats);
+}
+
+#[test]
+fn a_recommenders_bag_is_stored_once() {
+    let mut rows = RowStore::new();
+    rows.push(&[0, 3], &[1.0, 1.0], &[0, 3], &[1.0, 1.0]);
+    rows.push(&[], &[], &[], &[]);
+    rows.push(&[1], &[1.0], &[1], &[1.0]);
+    rows.push(&[2], &[1.0], &[1], &[1.0]);
+    let l = loaded(rows, None, 5, 5);
+    let path = packed("bag.wbp", &l, 3);
+    let file = PackedFile::open(&path).unwrap();
+    let flags: Vec<bool> = file.meta.blocks.iter().map(|b| b.targets_are_ids).collect();
+    assert_eq!(flags, [true, false]);
+    assert_eq!(file.meta.blocks[0].bytes, 4 * (3 + 3));
+    assert_eq!(file.load().unwrap().dataset.rows, l.dataset.rows);
+}
+
+#[test]
+fn packing_twice_gives_the_same_bytes() {
+    let l = toy();
+    let (a, b) = (packed("a.wbp", &l, 3), packed("b.wbp", &l, 3));
+    assert_eq!(std::fs::read(a).unwrap(), std::fs::read(b).unwrap());
+}
+
+#[test]
+fn an_ordinary_file_is_not_packed() {
+    let p = dir().join("plain.svm");
+    std::fs::write(&p, "1 1:1\n").unwrap();
+    assert!(!is_packed(&p));
+    assert!(!is_packed(&dir()));
+    assert!(!is_packed(Path::new("/nonexistent/widebag")));
+}
+
+fn refusal(path: &Path) -> String {
+    match PackedFile::open(path).and_then(|f| f.load()) {
+        Err(e @ DataError::Archive { .. }) => e.to_string(),
+        Err(e) => panic!("not an archive error: {e}"),
+        Ok(_) => panic!("damaged file read"),
+    }
+}
+
+#[test]
+fn a_flipped_byte_in_any_block_is_refused_naming_the_block() {
+    let l = toy();
+    let path = packed("flip.wbp", &l, 2);
+    let meta = read_meta(&path).unwrap();
+    let bytes = std::fs::read(&path).unwrap();
+    let all: Vec<_> = meta
+        .blocks
+        .iter()
+        .chain(meta.test_blocks.iter().flatten())
+        .collect();
+    for (i, b) in all.iter().enumerate() {
+        for at in [b.offset, b.offset + b.bytes - 1] {
+            let mut damaged = bytes.clone();
+            damaged[at as usize] ^= 0x10;
+            let p = dir().join(format!("flip-{i}-{at}.wbp"));
+            std::fs::write(&p, &damaged).unwrap();
+            let e = refusal(&p);
+            assert!(e.contains(&format!("block {i}")), "{e}");
+            assert!(e.contains(&p.display().to_string()), "{e}");
+            // The header alone still reads: the damage is found at the block's first read.
+            assert!(read_meta(&p).is_ok());
+            let f = PackedFile::open(&p).unwrap();
+            let part = if i < meta.blocks.len() {
+                Part::Rows
+            } else {
+                Part::Test
+            };
+            let k = if i < meta.blocks.len() {
+                i
+            } else {
+                i - meta.blocks.len()
+            };
+            assert!(f.block(part, k).is_err());
+        }
+    }
+}
+
+#[test]
+fn truncation_a_wrong_version_and_a_disagreeing_header_are_refused() {
+    let l = toy();
+    let path = packed("whole.wbp", &l, 2);
+    let bytes = std::fs::read(&path).unwrap();
+    let write = |name: &str, b: &[u8]| {
+        let p = dir().join(name);
+        std::fs::write(&p, b).unwrap();
+        p
+    };
+    for cut in [0, 7, 31, 40, bytes.len() - 1] {
+        let e = refusal(&write(&format!("cut-{cut}.wbp"), &bytes[..cut]));
+        assert!(e.contains("prelude") || e.contains("truncated"), "{e}");
+    }
+    let mut v2 = bytes.clone();
+    v2[8] = 2;
+    assert!(refusal(&write("v2.wbp", &v2)).contains("version 2"));
+    let mut meta_flip = bytes.clone();
+    let n = meta_flip.len();
+    meta_flip[n - 3] ^= 1;
+    assert!(refusal(&write("meta.wbp", &meta_flip)).contains("CRC-32"));
+    // A header whose checksum matches but whose counts disagree with the body.
+    let mut meta = read_meta(&path).unwrap();
+    meta.n_rows += 1;
+    let json = serde_json::to_vec(&meta).unwrap();
+    let offset = u64::from_le_bytes(bytes[16..24].try_into().unwrap()) as usize;
+    let mut liar = bytes[..offset].to_vec();
+    liar.extend_from_slice(&json);
+    liar[24..28].copy_from_slice(&(json.len() as u32).to_le_bytes());
+    liar[28..32].copy_from_slice(&crc32fast::hash(&json).to_le_bytes());
+    let e = refusal(&write("liar.wbp", &liar));
+    assert!(e.contains("the totals say 6"), "{e}");
+}
+
+#[test]
+fn a_failed_pack_leaves_the_old_file_and_no_temporary() {
+    let l = toy();
+    let path = packed("keep.wbp", &l, 2);
+    let before = std::fs::read(&path).unwrap();
+    assert!(pack(&l, "libsvm", &path, options(0)).is_err());
+    let missing = dir().join("no-such-dir").join("x.wbp");
+    assert!(pack(&l, "libsvm", &missing, options(2)).is_err());
+    assert_eq!(std::fs::read(&path).unwrap(), before);
+    let stray = std::fs::read_dir(dir())
+        .unwrap()
+        .filter_map(Result::ok)
+        .any(|e| e.file_name().to_string_lossy().contains(".tmp-"));
+    assert!(!stray);
+}
+
+fn arb_rows() -> impl Strategy<Value = RowStore> {
+    let row = (
+        prop::collection::vec((0u32..50, prop::bool::ANY), 0..6),
+        prop::collection::vec((0u32..7, prop::bool::ANY), 0..3),
+    );
+    prop::collection::vec(row, 1..40).prop_map(|rows| {
+        let mut s = RowStore::new();
+        for (ids, targets) in rows {
+            let (i, v): (Vec<u32>, Vec<f32>) = ids
+                .into_iter()
+                .map(|(id, one)| (id, if one { 1.0 } else { 0.25 }))
+                .unzip();
+            let (t, w): (Vec<u32>, Vec<f32>) = targets
+                .into_iter()
+                .map(|(c, one)| (c, if one { 1.0 } else { 3.0 }))
+                .unzip();
+            s.push(&i, &v, &t, &w);
+        }
+        s
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(32))]
+    #[test]
+    fn any_rows_round_trip_at_any_block_size(rows in arb_rows(), block_rows in 1u32..9) {
+        let l = loaded(rows, None, 50, 7);
+        let path = dir().join(format!("prop-{block_rows}.wbp"));
+        pack(&l, "libsvm", &path, options(block_rows)).unwrap();
+        let back = PackedFile::open(&path).unwrap().load().unwrap();
+        prop_assert_eq!(back.dataset.rows, l.dataset.rows);
+    }
+}
