@@ -51,12 +51,7 @@ impl Vocabulary {
             .collect();
         words.sort_unstable_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
         words.truncate(max_size);
-        let index = words
-            .iter()
-            .enumerate()
-            .map(|(i, (w, _))| (w.clone(), i as u32))
-            .collect();
-        Self { words, index }
+        Self::from_words(words)
     }
 
     /// `(word, count)` in id order, as [`Self::words`] holds them.

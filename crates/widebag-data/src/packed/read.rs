@@ -183,6 +183,15 @@ pub fn read_meta(path: &Path) -> Result<PackMeta, DataError> {
     read_meta_from(path, f, len)
 }
 
+/// Appends each length of `lens` (4-byte words) to the running offsets `ptr`.
+fn extend_ptr(ptr: &mut Vec<usize>, lens: &[u8]) {
+    let mut last = *ptr.last().expect("offsets start at 0");
+    ptr.extend(words(lens).map(|n| {
+        last += n as usize;
+        last
+    }));
+}
+
 impl PackedFile {
     /// Opens `path`: the prelude and metadata are read and checked, the body is mapped (no
     /// block is read yet).
@@ -313,19 +322,13 @@ impl PackedFile {
         for i in 0..blocks.len() {
             let v = self.block(part, i)?;
             let floats = |b: &[u8]| words(b).map(f32::from_bits).collect::<Vec<_>>();
-            for n in words(v.row_len) {
-                let last = *store.row_ptr.last().expect("starts at 0");
-                store.row_ptr.push(last + n as usize);
-            }
+            extend_ptr(&mut store.row_ptr, v.row_len);
             store.ids.extend(words(v.ids));
             match v.values {
                 Some(x) => store.values.extend(floats(x)),
                 None => store.values.resize(store.ids.len(), 1.0),
             }
-            for n in words(v.target_len) {
-                let last = *store.target_ptr.last().expect("starts at 0");
-                store.target_ptr.push(last + n as usize);
-            }
+            extend_ptr(&mut store.target_ptr, v.target_len);
             store.targets.extend(words(v.targets));
             match v.weights {
                 Some(x) => store.target_weights.extend(floats(x)),
