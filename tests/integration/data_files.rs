@@ -443,13 +443,7 @@ fn a_packed_dataset_trains_as_the_file_it_was_packed_from() {
             }
             a.extend(["--set", "train.steps=5", "--set", "train.batch_size=32"]);
             a.extend(["--set", "train.eval_every=0"]);
-            let v: serde_json::Value = serde_json::from_slice(&ok(&a).stdout).unwrap();
-            v["losses"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|x| x.as_f64().unwrap())
-                .collect()
+            common::losses(&serde_json::from_slice(&ok(&a).stdout).unwrap())
         };
         assert_eq!(losses(&packed), losses(file), "{format}");
         // Its statistics and vocabulary come from the packed file: nothing is written beside it.

@@ -175,13 +175,7 @@ fn after_a_rank_dies_the_last_checkpoint_resumes_the_run() {
 /// The per-step losses of a successful run's summary.
 fn losses_of(o: &Output) -> Vec<f64> {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    v["losses"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|x| x.as_f64().unwrap())
-        .collect()
+    crate::common::losses(&serde_json::from_slice(&o.stdout).unwrap())
 }
 
 #[test]

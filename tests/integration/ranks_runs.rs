@@ -35,14 +35,7 @@ fn resume(ranks: &str, run: &str) -> std::process::Output {
     widebag(&["train", "--json", "--ranks", ranks, "--resume", run])
 }
 
-fn losses(v: &serde_json::Value) -> Vec<f64> {
-    v["losses"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|x| x.as_f64().unwrap())
-        .collect()
-}
+use crate::common::losses;
 
 #[test]
 fn a_run_across_ranks_resumes_exactly_from_the_newest_common_checkpoint() {

@@ -108,6 +108,16 @@ pub fn json(out: &std::process::Output) -> serde_json::Value {
     serde_json::from_slice(&out.stdout).expect("one JSON value")
 }
 
+/// The per-step `losses` of a run summary (`train --json`).
+pub fn losses(v: &serde_json::Value) -> Vec<f64> {
+    v["losses"]
+        .as_array()
+        .expect("a losses list")
+        .iter()
+        .map(|x| x.as_f64().expect("a number"))
+        .collect()
+}
+
 pub fn flex() -> Compute {
     Compute::flex()
 }
