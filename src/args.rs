@@ -316,11 +316,24 @@ pub struct SynthArgs {
     /// Number of rows to write.
     #[arg(long, default_value_t = 10_000)]
     pub rows: usize,
-    /// Output format.
+    /// Output format (`packed`: streamed a block at a time, in memory bounded whatever the
+    /// number of rows: how data larger than memory is made for a benchmark).
     #[arg(long, value_enum)]
-    pub to: OutFormat,
+    pub to: SynthFormat,
+    /// `packed`: rows per block.
+    #[arg(long, default_value_t = widebag_data::packed::DEFAULT_BLOCK_ROWS)]
+    pub block_rows: u32,
     /// Output file.
     pub out: PathBuf,
+}
+
+/// What `data synth` writes.
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum SynthFormat {
+    Libsvm,
+    Npz,
+    /// widebag's packed dataset.
+    Packed,
 }
 
 #[cfg(test)]

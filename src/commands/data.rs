@@ -8,7 +8,9 @@ use std::path::Path;
 use widebag_data::Source;
 use widebag_data::stats::DataStats;
 
-use crate::args::{ConvertArgs, DataCommand, OutFormat, PackArgs, StatsArgs, SynthArgs};
+use crate::args::{
+    ConvertArgs, DataCommand, OutFormat, PackArgs, StatsArgs, SynthArgs, SynthFormat,
+};
 use crate::failure::{Failure, Outcome};
 use crate::request;
 
@@ -133,15 +135,63 @@ fn synth(args: &SynthArgs) -> Outcome {
     let config = request::config(&args.config)?;
     let stream = widebag_data::SyntheticStream::new(widebag_prepare::synthetic_spec(&config))
         .map_err(Failure::usage)?;
-    let dataset = widebag_data::synthetic::to_dataset(&stream, args.rows);
-    write_dataset(&dataset, args.to, &args.out)?;
+    let (to, nnz) = match args.to {
+        SynthFormat::Libsvm | SynthFormat::Npz => {
+            let dataset = widebag_data::synthetic::to_dataset(&stream, args.rows);
+            let to = match args.to {
+                SynthFormat::Libsvm => OutFormat::Libsvm,
+                _ => OutFormat::Npz,
+            };
+            write_dataset(&dataset, to, &args.out)?;
+            ("", dataset.rows.nnz() as u64)
+        }
+        SynthFormat::Packed => (" (packed)", synth_packed(&stream, args)?),
+    };
     eprintln!(
-        "widebag: wrote {} synthetic rows ({} nnz) to {}",
+        "widebag: wrote {} synthetic rows ({nnz} nnz) to {}{to}",
         args.rows,
-        dataset.rows.nnz(),
         args.out.display()
     );
     Ok(())
+}
+
+/// Synthetic rows streamed into a packed file, generated in parallel a chunk at a time.
+fn synth_packed(stream: &widebag_data::SyntheticStream, args: &SynthArgs) -> Result<u64, Failure> {
+    use widebag_data::packed::write::{Row, StreamHeader, pack_rows};
+    const CHUNK_ROWS: usize = 1 << 16;
+    let header = StreamHeader {
+        variant: "synthetic".into(),
+        width: stream.spec().width,
+        n_classes: stream.spec().n_classes,
+        notes: vec![format!("synthetic (seed {})", stream.spec().seed)],
+    };
+    let options = widebag_data::packed::PackOptions {
+        block_rows: args.block_rows,
+        ..Default::default()
+    };
+    let meta = pack_rows(header, &args.out, options, |sink| {
+        for start in (0..args.rows).step_by(CHUNK_ROWS) {
+            let end = (start + CHUNK_ROWS).min(args.rows);
+            for (row, target) in widebag_data::synthetic::rows_in(stream, start..end) {
+                let (targets, weights) = match &target {
+                    widebag_csr::RowTarget::Class(c) => (vec![*c], vec![1.0]),
+                    widebag_csr::RowTarget::Bag(b) => (b.ids.clone(), b.values.clone()),
+                };
+                sink.push(Row {
+                    ids: &row.ids,
+                    values: &row.values,
+                    targets: &targets,
+                    weights: &weights,
+                })?;
+            }
+        }
+        Ok(())
+    })
+    .map_err(|e| match e {
+        widebag_data::DataError::InvalidSpec { .. } => Failure::usage(e),
+        e => Failure::run(e),
+    })?;
+    Ok(meta.nnz)
 }
 
 fn pack(args: &PackArgs) -> Outcome {

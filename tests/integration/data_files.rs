@@ -431,7 +431,7 @@ fn a_packed_dataset_trains_as_the_file_it_was_packed_from() {
             v
         };
         assert_eq!(stats(&packed, mode), stats(file, mode), "{format}");
-        let losses = |path: &Path| -> Vec<f64> {
+        let losses = |path: &Path, extra: &[&str]| -> Vec<f64> {
             let set = format!("data.path={}", s(path));
             let fmt = format!("data.format={format}");
             let mut a = vec![
@@ -441,11 +441,44 @@ fn a_packed_dataset_trains_as_the_file_it_was_packed_from() {
             if let Some(m) = &m {
                 a.extend(["--set", m]);
             }
-            a.extend(["--set", "train.steps=5", "--set", "train.batch_size=32"]);
+            a.extend(["--set", "train.steps=12", "--set", "train.batch_size=32"]);
             a.extend(["--set", "train.eval_every=0"]);
+            for e in extra {
+                a.extend(["--set", e]);
+            }
             common::losses(&serde_json::from_slice(&ok(&a).stdout).unwrap())
         };
-        assert_eq!(losses(&packed), losses(file), "{format}");
+        // Read in place, in either shuffle, the packed file trains as the file in memory.
+        // The shuffle's blocks need not be the packed ones (64 rows).
+        let blocks: &[&str] = &[
+            "data.shuffle=\"blocks\"",
+            "data.shuffle_block_rows=32",
+            "data.shuffle_rows=96",
+        ];
+        for extra in [&[][..], blocks] {
+            assert_eq!(
+                losses(&packed, extra),
+                losses(file, extra),
+                "{format} {extra:?}"
+            );
+        }
+        if format == "libsvm" {
+            // Held-out rows named in place, and head/tail bands renumbered by the stored
+            // frequencies.
+            let split: &[&str] = &[
+                "train.eval_rows=40",
+                "model.input_bands.cutoffs=[300]",
+                "model.output=\"adaptive\"",
+                "model.output_bands.cutoffs=[10]",
+                "data.shuffle=\"blocks\"",
+                "data.shuffle_block_rows=64",
+            ];
+            assert_eq!(
+                losses(&packed, split),
+                losses(file, split),
+                "{format} {split:?}"
+            );
+        }
         // Its statistics and vocabulary come from the packed file: nothing is written beside it.
         let beside: Vec<_> = std::fs::read_dir(&dir)
             .unwrap()

@@ -291,6 +291,58 @@ fn resume_on_wgpu_is_the_uninterrupted_run_within_1e_5() {
     }
 }
 
+/// A packed dataset read in place resumes where it stopped, in either shuffle: the position in
+/// the epoch's order (a window of shuffled blocks, for `blocks`) is found again from the seed.
+#[test]
+fn a_packed_dataset_resumes_bit_for_bit_in_either_shuffle() {
+    let dir = tmp("packed");
+    let (svm, packed) = (dir.join("d.svm"), dir.join("d.wbp"));
+    let synth = [
+        "data",
+        "synth",
+        "--rows",
+        "700",
+        "--set",
+        "data.width=3000",
+        "--set",
+        "data.n_classes=50",
+        "--to",
+        "libsvm",
+    ];
+    let o = widebag(&[&synth[..], &[svm.to_str().unwrap()]].concat());
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let pack = ["data", "pack", svm.to_str().unwrap(), "--block-rows", "64"];
+    let o = widebag(&[&pack[..], &[packed.to_str().unwrap()]].concat());
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    for shuffle in ["rows", "blocks"] {
+        let whole = dir.join(format!("{shuffle}-whole"));
+        let sets = [
+            format!("data.path={}", packed.display()),
+            "data.format=\"libsvm\"".into(),
+            format!("data.shuffle=\"{shuffle}\""),
+            "data.shuffle_rows=128".into(),
+            "data.shuffle_block_rows=64".into(),
+            "train.steps=40".into(),
+            "train.checkpoint_every=20".into(),
+            "train.batch_size=48".into(),
+            "train.eval_rows=50".into(),
+            "train.eval_every=20".into(),
+            "optim.table=\"adamw\"".into(),
+        ];
+        let mut args = vec!["train", "--device", "cpu", "--out", whole.to_str().unwrap()];
+        for s in &sets {
+            args.extend(["--set", s]);
+        }
+        let o = widebag(&args);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let cut = resume_cut_copy(&whole, &format!("packed-{shuffle}-cut"), 40, &[]);
+        same_losses(&losses(&cut), &losses(&whole), shuffle);
+        same_files(&final_checkpoint(&whole, 40), &final_checkpoint(&cut, 40));
+        let _ = std::fs::remove_dir_all(cut);
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
+
 #[test]
 fn every_layout_and_state_resumes_bit_for_bit() {
     let cases: &[(&str, &[&str])] = &[

@@ -6,7 +6,7 @@
 //! nearest valid one), the merged table is deserialised with the failing key's path, and every
 //! value is range-checked. The error says where the offending value came from.
 
-pub use widebag_kinds::{Format, LabelMode, TargetKind, TextMode, TokenFormat};
+pub use widebag_kinds::{Format, LabelMode, ShuffleMode, TargetKind, TextMode, TokenFormat};
 
 mod band_keys;
 pub mod bands;

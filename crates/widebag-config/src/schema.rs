@@ -9,8 +9,8 @@ use widebag_kinds::LabelMode;
 
 use crate::{
     Activation, Checkpointing, CpuKernels, DenseOptim, DeviceChoice, Format, InputBands, Layout,
-    OutputBands, Precision, RecallConvention, Rounding, Schedule, TableOptim, TargetKind, TextMode,
-    TokenFormat,
+    OutputBands, Precision, RecallConvention, Rounding, Schedule, ShuffleMode, TableOptim,
+    TargetKind, TextMode, TokenFormat,
 };
 
 /// `[data]`: where batches come from.
@@ -67,6 +67,16 @@ pub struct DataConfig {
     pub zero_based: Option<bool>,
     /// Skip malformed lines (counted and reported) instead of refusing the file.
     pub skip_bad_lines: bool,
+    /// How a data file's rows are shuffled each epoch: `rows` (one permutation of every row)
+    /// or `blocks` (the blocks permuted, then the rows within windows of `shuffle_rows` rows:
+    /// reads a window at a time, for data larger than memory).
+    pub shuffle: ShuffleMode,
+    /// `shuffle = "blocks"`: rows in a window (whole blocks).
+    pub shuffle_rows: usize,
+    /// `shuffle = "blocks"`: rows in a block, the unit the blocks are permuted in (the same
+    /// for a file and its packed form, whatever the packed blocks' size, so both shuffle
+    /// alike; packed blocks of this size read each shuffled block from one place).
+    pub shuffle_block_rows: usize,
 }
 
 impl Default for DataConfig {
@@ -92,6 +102,9 @@ impl Default for DataConfig {
             label_chars: [0, 0],
             zero_based: None,
             skip_bad_lines: false,
+            shuffle: ShuffleMode::Rows,
+            shuffle_rows: 65_536,
+            shuffle_block_rows: 4096,
         }
     }
 }

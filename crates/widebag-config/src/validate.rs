@@ -213,6 +213,11 @@ pub fn validate(c: &Config) -> Result<(), (&'static str, String)> {
     }
     check_label(d)?;
     check(d.window >= 1, "data.window", "must be at least 1")?;
+    check(
+        d.shuffle_rows >= 1,
+        "data.shuffle_rows",
+        "must be at least 1",
+    )?;
     check(d.min_count >= 1, "data.min_count", "must be at least 1")?;
     let m = &c.model;
     check(m.dim >= 1, "model.dim", "must be at least 1")?;

@@ -98,15 +98,28 @@ impl Dataset {
     /// The rows `indices` as a validated batch. A row with exactly one target of weight 1
     /// becomes a class target; any other becomes a bag.
     pub fn batch(&self, indices: &[usize]) -> Result<CsrBatch, CsrError> {
+        self.rows.batch(indices, self.width, self.n_classes)
+    }
+}
+
+impl RowStore {
+    /// Rows `indices` as a validated batch of `width` columns and `n_classes` classes (a row
+    /// with exactly one target of weight 1 is a class target, any other a bag).
+    pub fn batch(
+        &self,
+        indices: &[usize],
+        width: usize,
+        n_classes: usize,
+    ) -> Result<CsrBatch, CsrError> {
         let mut rows = Vec::with_capacity(indices.len());
         let mut targets = Vec::with_capacity(indices.len());
         for &r in indices {
-            let (ids, values) = self.rows.row(r);
+            let (ids, values) = self.row(r);
             rows.push(SparseRow {
                 ids: ids.to_vec(),
                 values: values.to_vec(),
             });
-            let (t, w) = self.rows.row_targets(r);
+            let (t, w) = self.row_targets(r);
             targets.push(if t.len() == 1 && w[0] == 1.0 {
                 RowTarget::Class(t[0])
             } else {
@@ -116,6 +129,6 @@ impl Dataset {
                 })
             });
         }
-        CsrBatch::from_rows(&rows, &targets, self.width, self.n_classes.max(1))
+        CsrBatch::from_rows(&rows, &targets, width, n_classes.max(1))
     }
 }

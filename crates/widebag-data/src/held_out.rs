@@ -265,6 +265,33 @@ fn read_lightgcn(
     for (user, items) in lines {
         by_user.entry(user).or_default().extend(items);
     }
+    let shape = TrainShape {
+        users: train.n_rows(),
+        width: train.width,
+        n_classes: train.n_classes,
+    };
+    let items = |u: usize| train.rows.row(u).0.to_vec();
+    Ok(lightgcn_held_out(test_path, by_user, shape, items, skipped))
+}
+
+/// The training rows a held-out file is read against: users (rows), width and classes.
+#[derive(Clone, Copy, Debug)]
+pub struct TrainShape {
+    pub users: usize,
+    pub width: usize,
+    pub n_classes: usize,
+}
+
+/// lightgcn: one held-out row per user of `by_user` (in user order) with known held-out items:
+/// input the user's training items (`train_items(u)` for `u < shape.users`, else empty),
+/// targets the held-out items, `seen` the training items. Also the notes to show.
+pub fn lightgcn_held_out(
+    test_path: &Path,
+    by_user: BTreeMap<u32, Vec<u32>>,
+    shape: TrainShape,
+    train_items: impl Fn(usize) -> Vec<u32>,
+    skipped: usize,
+) -> (HeldOut, Vec<String>) {
     let mut rows = RowStore::new();
     let mut seen = RowStore::new();
     let mut users = Vec::new();
@@ -276,10 +303,11 @@ fn read_lightgcn(
         if items.is_empty() {
             continue;
         }
-        let (train_items, ones): (&[u32], &[f32]) = match user as usize {
-            u if u < train.n_rows() => train.rows.row(u),
-            _ => (&[], &[]),
+        let train_items = match user as usize {
+            u if u < shape.users => train_items(u),
+            _ => Vec::new(),
         };
+        let (train_items, ones) = (&train_items[..], &vec![1.0; train_items.len()][..]);
         let before = drops.rows;
         let weights = vec![1.0; items.len()];
         let row = (train_items, ones);
@@ -288,12 +316,12 @@ fn read_lightgcn(
             &mut drops,
             row,
             (&items, &weights),
-            (train.width, train.n_classes),
+            (shape.width, shape.n_classes),
         );
         if drops.rows == before {
             seen.push(train_items, ones, &[], &[]);
             users.push(user);
-            if (user as usize) < train.n_rows() {
+            if (user as usize) < shape.users {
                 users_with_items += 1;
             } else {
                 beyond += 1;
@@ -301,23 +329,39 @@ fn read_lightgcn(
         }
     }
     let mut notes = Vec::new();
-    let without = train.n_rows() - users_with_items;
+    let without = shape.users - users_with_items;
     if without > 0 {
         notes.push(format!(
             "{without} of {} training users have no known held-out items (not rows)",
-            train.n_rows()
+            shape.users
         ));
     }
     if beyond > 0 {
         notes.push(format!(
             "{beyond} held-out users are past the {} training users (empty input)",
-            train.n_rows()
+            shape.users
         ));
     }
-    let mut held = held_out(test_path, train, rows, skipped).with_drops(drops);
-    held.seen = Some(seen);
-    held.users = Some(users);
-    Ok((held, notes))
+    let mut held = HeldOut {
+        dataset: Dataset {
+            source: test_path.to_path_buf(),
+            width: shape.width,
+            n_classes: shape.n_classes,
+            rows,
+            skipped_lines: skipped,
+            notes: Vec::new(),
+        },
+        seen: Some(seen),
+        users: Some(users),
+        dropped_ids: 0,
+        dropped_targets: 0,
+        dropped_rows: 0,
+        notes: Vec::new(),
+    }
+    .with_drops(drops);
+    held.notes = dropped_notes(&held, Format::Lightgcn);
+    held.notes.extend(notes.iter().cloned());
+    (held, notes)
 }
 
 /// text and dictd: the training tokenizer, row forming and vocabulary.

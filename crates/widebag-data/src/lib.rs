@@ -5,6 +5,7 @@ pub mod atomic;
 pub mod batches;
 pub mod dataset;
 pub mod dictd;
+pub mod frequencies;
 pub mod held_out;
 pub mod labels;
 pub mod libsvm;
@@ -19,10 +20,11 @@ pub mod source;
 pub mod stats;
 pub mod synthetic;
 pub mod text;
+pub mod train_rows;
 
 use std::path::PathBuf;
 
-pub use batches::{BatchSource, DataPosition, EpochBatches};
+pub use batches::{BatchSource, DataPosition, EpochBatches, Shuffle, ShuffleMode};
 pub use dataset::{Dataset, RowStore};
 pub use held_out::{HeldOut, load_held_out};
 pub use labels::{LABELS_SUFFIX, LabelOptions};
@@ -30,6 +32,7 @@ pub use open::load;
 pub use order::{Relabel, Renumbering};
 pub use source::{Loaded, Source};
 pub use text::{TextOptions, Vocabulary};
+pub use train_rows::TrainRows;
 pub use widebag_kinds::{Format, LabelMode, TargetKind, TextMode, TokenFormat};
 
 pub use synthetic::{SyntheticSpec, SyntheticStream, ZipfTable};

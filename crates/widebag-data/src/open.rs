@@ -8,11 +8,17 @@ use crate::{DataError, packed};
 /// Reads `source` into memory. A packed dataset's rows are those its source's settings formed;
 /// one packed with other settings than `source` asks for (of the same format) is refused.
 pub fn load(source: &Source) -> Result<Loaded, DataError> {
-    let path = &source.path;
-    if !packed::is_packed(path) {
+    if !packed::is_packed(&source.path) {
         return source::read(source);
     }
-    let file = PackedFile::open(path)?;
+    let file = PackedFile::open(&source.path)?;
+    check_variant(&file, source)?;
+    file.load()
+}
+
+/// Refuses a packed file whose rows were formed otherwise than `source` asks (the same format
+/// with other settings: another CBOW window, vocabulary cut or label mode).
+pub fn check_variant(file: &PackedFile, source: &Source) -> Result<(), DataError> {
     let (packed, asked) = (&file.meta.variant, source.variant());
     let same_format = packed.split('-').next() == Some(source.format.name());
     if same_format && *packed != asked {
@@ -21,9 +27,9 @@ pub fn load(source: &Source) -> Result<Loaded, DataError> {
             message: format!(
                 "{} was packed with rows formed as `{packed}`, the settings ask for `{asked}`: \
                  pack the source again with these settings",
-                path.display()
+                source.path.display()
             ),
         });
     }
-    file.load()
+    Ok(())
 }

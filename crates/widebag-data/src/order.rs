@@ -89,7 +89,11 @@ impl Relabel {
 
     /// Renumbers a loaded dataset in place (rows are re-sorted when batches are assembled).
     pub fn dataset(&self, data: &mut Dataset) {
-        let rows: &mut RowStore = &mut data.rows;
+        self.store(&mut data.rows);
+    }
+
+    /// Renumbers rows in place.
+    pub fn store(&self, rows: &mut RowStore) {
         if let Some(r) = &self.ids {
             rows.ids.iter_mut().for_each(|id| *id = r.map(*id));
         }

@@ -8,7 +8,7 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use crate::DataError;
-use crate::dataset::Dataset;
+use crate::dataset::{Dataset, Shape};
 use crate::rng::{SplitMix64, hash2};
 use crate::source::{Source, fingerprint, save_sidecar, sidecar_path};
 
@@ -89,14 +89,6 @@ pub fn save(source: &Source, stats: &mut DataStats) -> Result<std::path::PathBuf
 /// Batch sizes at which unique ids are sampled.
 pub const BATCH_GRID: &[usize] = &[1, 8, 32, 128, 256, 512, 1024, 2048, 4096, 8192];
 
-fn percentile(sorted: &[usize], p: f64) -> usize {
-    if sorted.is_empty() {
-        return 0;
-    }
-    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
-    sorted[rank.clamp(1, sorted.len()) - 1]
-}
-
 /// Mean number of distinct ids in `n_samples` batches of `batch_size` rows drawn without
 /// replacement (seeded), or over all rows when the batch covers the dataset.
 pub fn mean_unique_ids(data: &Dataset, batch_size: usize, n_samples: usize, seed: u64) -> f64 {
@@ -124,6 +116,31 @@ pub fn mean_unique_ids(data: &Dataset, batch_size: usize, n_samples: usize, seed
         })
         .sum();
     total as f64 / samples as f64
+}
+
+/// Mean unique ids in a batch of `batch_size` rows, read from saved statistics: interpolated
+/// between the sampled batch sizes on log–log axes (unique ids grow as a power of the batch
+/// size between two samples), capped by the ids in use.
+pub fn unique_ids_at(stats: &DataStats, batch_size: usize) -> f64 {
+    let grid: Vec<(f64, f64)> = stats
+        .unique_ids_per_batch
+        .iter()
+        .filter(|&(_, &u)| u > 0.0)
+        .map(|(&b, &u)| (b as f64, u))
+        .collect();
+    let b = batch_size.max(1) as f64;
+    let at = |(b0, u0): (f64, f64), (b1, u1): (f64, f64)| {
+        let t = (b / b0).ln() / (b1 / b0).ln();
+        (u0.ln() + t * (u1 / u0).ln()).exp()
+    };
+    let u = match grid.iter().position(|&(g, _)| g >= b) {
+        None if grid.len() >= 2 => at(grid[grid.len() - 2], grid[grid.len() - 1]),
+        Some(0) if grid.len() >= 2 && grid[0].0 > b => at(grid[0], grid[1]),
+        Some(i) if grid[i].0 == b || i == 0 => grid[i].1,
+        Some(i) => at(grid[i - 1], grid[i]),
+        None => grid.last().map_or(0.0, |g| g.1),
+    };
+    u.min(stats.ids_used as f64)
 }
 
 /// How often each used id occurs, most frequent first (ids that never occur are left out).
@@ -154,26 +171,66 @@ fn id_counts(data: &Dataset) -> Vec<u64> {
 
 /// Computes the statistics; `n_samples` batches per batch size for unique ids.
 pub fn compute(data: &Dataset, n_samples: usize, seed: u64) -> DataStats {
-    let shape = data.shape();
-    let mut nnz: Vec<usize> = (0..data.n_rows())
-        .map(|r| data.rows.row_ptr[r + 1] - data.rows.row_ptr[r])
+    let mut nnz = BTreeMap::new();
+    for r in 0..data.n_rows() {
+        *nnz.entry(data.rows.row_ptr[r + 1] - data.rows.row_ptr[r])
+            .or_insert(0u64) += 1;
+    }
+    let unique_ids_per_batch = BATCH_GRID
+        .iter()
+        .map(|&b| (b, mean_unique_ids(data, b, n_samples, seed)))
         .collect();
-    nnz.sort_unstable();
-    let counts = id_counts(data);
+    summarise(
+        data.shape(),
+        &nnz,
+        id_counts(data),
+        unique_ids_per_batch,
+        n_samples,
+    )
+}
+
+/// The `p`-th percentile of a histogram (value → rows), as the sorted list's
+/// `sorted[ceil(p/100 · n) - 1]`.
+fn percentile(hist: &BTreeMap<usize, u64>, p: f64) -> usize {
+    let n: u64 = hist.values().sum();
+    if n == 0 {
+        return 0;
+    }
+    let rank = ((p / 100.0) * n as f64).ceil().clamp(1.0, n as f64) as u64;
+    let mut seen = 0;
+    for (&v, &c) in hist {
+        seen += c;
+        if seen >= rank {
+            return v;
+        }
+    }
+    0
+}
+
+/// The statistics from the shape, the histogram of nnz per row, each used id's count (most
+/// frequent first) and the sampled unique ids per batch.
+fn summarise(
+    shape: Shape,
+    nnz: &BTreeMap<usize, u64>,
+    counts: Vec<u64>,
+    unique_ids_per_batch: BTreeMap<usize, f64>,
+    n_samples: usize,
+) -> DataStats {
     let ids_used = counts.len();
-    let total = data.rows.nnz().max(1) as f64;
+    let total = shape.nnz_total.max(1) as f64;
+    let width = shape.width;
     let mut top_coverage = BTreeMap::new();
     let mut k = 1;
     let mut covered = 0u64;
     let mut taken = 0;
     loop {
-        let k_eff = k.min(data.width);
+        let k_eff = k.min(width);
         while taken < k_eff.min(ids_used) {
             covered += counts[taken];
             taken += 1;
         }
         top_coverage.insert(k_eff, covered as f64 / total);
-        if k_eff == data.width {
+        if k_eff == width {
             break;
         }
         k *= 10;
@@ -184,22 +241,18 @@ pub fn compute(data: &Dataset, n_samples: usize, seed: u64) -> DataStats {
             .entry(1u64 << (63 - c.leading_zeros()))
             .or_insert(0) += 1;
     }
-    let unique_ids_per_batch = BATCH_GRID
-        .iter()
-        .map(|&b| (b, mean_unique_ids(data, b, n_samples, seed)))
-        .collect();
     DataStats {
         rows: shape.rows,
-        width: shape.width,
+        width,
         n_classes: shape.n_classes,
         nnz_total: shape.nnz_total,
         empty_rows: shape.empty_rows,
         nnz_per_row: NnzPerRow {
-            min: nnz.first().copied().unwrap_or(0),
+            min: nnz.keys().next().copied().unwrap_or(0),
             mean: shape.nnz_total as f64 / shape.rows.max(1) as f64,
-            p50: percentile(&nnz, 50.0),
-            p99: percentile(&nnz, 99.0),
-            max: nnz.last().copied().unwrap_or(0),
+            p50: percentile(nnz, 50.0),
+            p99: percentile(nnz, 99.0),
+            max: nnz.keys().next_back().copied().unwrap_or(0),
         },
         ids_used,
         top_coverage,
@@ -210,10 +263,117 @@ pub fn compute(data: &Dataset, n_samples: usize, seed: u64) -> DataStats {
     }
 }
 
+/// Rows kept for the unique-ids samples of rows counted one at a time ([`Tally`]).
+pub const SAMPLE_ROWS: usize = 65_536;
+
+/// The statistics of rows seen one at a time, in memory bounded by the width and
+/// [`SAMPLE_ROWS`]: every count is exact; unique ids per batch are sampled from a uniform
+/// reservoir of rows (all of them, in order, when there are at most [`SAMPLE_ROWS`], which gives
+/// [`compute`]'s figures).
+pub struct Tally {
+    rows: usize,
+    nnz_total: usize,
+    empty_rows: usize,
+    nnz: BTreeMap<usize, u64>,
+    counts: Vec<u64>,
+    sample: Vec<Vec<u32>>,
+    rng: SplitMix64,
+}
+
+impl Tally {
+    pub fn new(seed: u64) -> Self {
+        Self {
+            rows: 0,
+            nnz_total: 0,
+            empty_rows: 0,
+            nnz: BTreeMap::new(),
+            counts: Vec::new(),
+            sample: Vec::new(),
+            rng: SplitMix64::new(hash2(seed, 0x7a11)),
+        }
+    }
+
+    /// Counts one row of input ids.
+    pub fn add(&mut self, ids: &[u32]) {
+        self.rows += 1;
+        self.nnz_total += ids.len();
+        self.empty_rows += ids.is_empty() as usize;
+        *self.nnz.entry(ids.len()).or_insert(0) += 1;
+        for &id in ids {
+            if id as usize >= self.counts.len() {
+                self.counts.resize(id as usize + 1, 0);
+            }
+            self.counts[id as usize] += 1;
+        }
+        if self.sample.len() < SAMPLE_ROWS {
+            self.sample.push(ids.to_vec());
+        } else {
+            let j = self.rng.below(self.rows as u64) as usize;
+            if j < SAMPLE_ROWS {
+                self.sample[j] = ids.to_vec();
+            }
+        }
+    }
+
+    /// The statistics, for rows of `width` ids and `n_classes` classes.
+    pub fn finish(self, width: usize, n_classes: usize, n_samples: usize, seed: u64) -> DataStats {
+        let mut rows = crate::RowStore::new();
+        for ids in &self.sample {
+            rows.push(ids, &vec![1.0; ids.len()], &[], &[]);
+        }
+        let sample = Dataset {
+            source: "sample".into(),
+            width,
+            n_classes,
+            rows,
+            skipped_lines: 0,
+            notes: Vec::new(),
+        };
+        let unique_ids_per_batch = BATCH_GRID
+            .iter()
+            .map(|&b| (b, mean_unique_ids(&sample, b, n_samples, seed)))
+            .collect();
+        let mut counts = self.counts;
+        counts.retain(|&c| c > 0);
+        counts.par_sort_unstable_by(|a, b| b.cmp(a));
+        let shape = Shape {
+            rows: self.rows,
+            width,
+            n_classes,
+            nnz_total: self.nnz_total,
+            empty_rows: self.empty_rows,
+        };
+        summarise(shape, &self.nnz, counts, unique_ids_per_batch, n_samples)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::dataset::RowStore;
+
+    #[test]
+    fn unique_ids_between_samples_follow_a_power_law() {
+        let mut s = compute(&toy(), 2, 0);
+        s.unique_ids_per_batch = [(1, 2.0), (8, 16.0), (32, 32.0)].into_iter().collect();
+        s.ids_used = 100;
+        assert_eq!(unique_ids_at(&s, 8), 16.0);
+        assert!((unique_ids_at(&s, 16) - 16.0 * 2f64.sqrt()).abs() < 1e-9);
+        assert!((unique_ids_at(&s, 4) - 2.0 * 4f64.powf(1.0)).abs() < 1e-9);
+        assert!((unique_ids_at(&s, 64) - 45.254833995939045).abs() < 1e-9);
+        s.ids_used = 40;
+        assert_eq!(unique_ids_at(&s, 1000), 40.0);
+    }
+
+    #[test]
+    fn rows_counted_one_at_a_time_give_the_statistics_of_the_rows_in_memory() {
+        let d = toy();
+        let mut t = Tally::new(0);
+        for r in 0..d.n_rows() {
+            t.add(d.rows.row(r).0);
+        }
+        assert_eq!(t.finish(d.width, d.n_classes, 3, 0), compute(&d, 3, 0));
+    }
 
     fn toy() -> Dataset {
         let mut rows = RowStore::new();

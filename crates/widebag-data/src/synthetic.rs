@@ -242,22 +242,33 @@ impl SyntheticStream {
     }
 }
 
+/// Rows `rows` of the stream (generated in parallel), in canonical form (ids sorted, repeats
+/// summed), as a file written from them holds them.
+pub fn rows_in(
+    stream: &SyntheticStream,
+    rows: std::ops::Range<usize>,
+) -> Vec<(SparseRow, RowTarget)> {
+    (rows.start as u64..rows.end as u64)
+        .into_par_iter()
+        .map(|i| {
+            let (row, target) = stream.row(i);
+            let target = match target {
+                RowTarget::Bag(b) => RowTarget::Bag(b.canonical()),
+                t => t,
+            };
+            (row.canonical(), target)
+        })
+        .collect()
+}
+
 /// The first `n_rows` rows of `stream` as an in-memory dataset (e.g. to write them to a file),
 /// each row canonical: ids sorted, repeats summed into counts.
 pub fn to_dataset(stream: &SyntheticStream, n_rows: usize) -> Dataset {
-    let rows: Vec<(SparseRow, RowTarget)> = (0..n_rows as u64)
-        .into_par_iter()
-        .map(|i| stream.row(i))
-        .collect();
     let mut store = RowStore::new();
-    for (row, target) in &rows {
-        let row = row.canonical();
+    for (row, target) in rows_in(stream, 0..n_rows) {
         match target {
-            RowTarget::Class(c) => store.push(&row.ids, &row.values, &[*c], &[1.0]),
-            RowTarget::Bag(b) => {
-                let b = b.canonical();
-                store.push(&row.ids, &row.values, &b.ids, &b.values)
-            }
+            RowTarget::Class(c) => store.push(&row.ids, &row.values, &[c], &[1.0]),
+            RowTarget::Bag(b) => store.push(&row.ids, &row.values, &b.ids, &b.values),
         }
     }
     Dataset {

@@ -61,6 +61,20 @@ pub enum TokenFormat {
     Tagged,
 }
 
+/// How a data file's rows are shuffled each epoch.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ShuffleMode {
+    /// One permutation of every row (as PyTorch's `DataLoader(shuffle=True)`): reads anywhere
+    /// in the file, and holds one index per row.
+    #[default]
+    Rows,
+    /// A permutation of the blocks, then of the rows within a window of consecutive shuffled
+    /// blocks (`data.shuffle_rows` rows): reads a window at a time and holds one window's
+    /// indices, for data larger than memory.
+    Blocks,
+}
+
 /// How documents become rows.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -4,13 +4,15 @@
 
 pub mod bands;
 mod error;
+mod file;
 mod prepared;
 mod source;
 mod split;
 
 pub use bands::{AUTO_BANDS, BandReport};
 pub use error::PrepareError;
+pub use file::open_data;
 pub use prepared::{
-    DataSummary, PrepareOptions, Prepared, SYNTHETIC_EVAL_FIRST_ROW, Sidecars, open_data, stats_for,
+    DataSummary, PrepareOptions, Prepared, SYNTHETIC_EVAL_FIRST_ROW, Sidecars, stats_for,
 };
 pub use source::{source, synthetic_spec};

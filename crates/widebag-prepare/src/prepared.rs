@@ -2,19 +2,17 @@
 //! loaded file), held-out rows, renumbered ids, resolved bands and the data's summary.
 
 use std::path::PathBuf;
-use std::sync::Arc;
 
 use serde::Serialize;
 use widebag_config::Config;
 use widebag_config::bands::ModelBands;
 use widebag_csr::CsrBatch;
 use widebag_data::stats::{self, DataStats};
-use widebag_data::{BatchSource, EpochBatches, Relabel, SyntheticStream, source};
+use widebag_data::{BatchSource, Relabel, SyntheticStream, source};
 
 use crate::PrepareError;
 use crate::bands::{BandReport, Frequencies, resolve_bands, wants_frequencies};
 use crate::source::synthetic_spec;
-use crate::split::split_rows;
 
 /// First row index of the synthetic validation rows: training would need 2^40 rows to reach it.
 pub const SYNTHETIC_EVAL_FIRST_ROW: u64 = 1 << 40;
@@ -132,198 +130,13 @@ pub fn stats_for(
     }
 }
 
-fn model_bands(config: &Config) -> Result<ModelBands, PrepareError> {
+pub(crate) fn model_bands(config: &Config) -> Result<ModelBands, PrepareError> {
     ModelBands::resolve(config).map_err(|(key, message)| PrepareError::setting(key, message))
-}
-
-/// Opens the configured data and prepares the run.
-pub fn open_data(config: &Config, options: &PrepareOptions) -> Result<Prepared, PrepareError> {
-    let bs = config.train.batch_size;
-    let Some(src) = crate::source::source(&config.data) else {
-        return open_synthetic(config);
-    };
-    let test_path = src.test_path.clone();
-    let loaded = widebag_data::load(&widebag_data::Source {
-        test_path: None,
-        ..src.clone()
-    })
-    .map_err(PrepareError::data("data.path"))?;
-    let mut held = match &test_path {
-        Some(p) => Some(
-            widebag_data::load_held_out(&src, p, &loaded)
-                .map_err(PrepareError::data("data.test_path"))?,
-        ),
-        None => None,
-    };
-    let labels_tsv = loaded.labels_tsv();
-    let mut dataset = loaded.dataset;
-    if let Some(n) = config.data.n_classes
-        && n != dataset.n_classes
-    {
-        return Err(PrepareError::setting(
-            "data.n_classes",
-            format!(
-                "{} has {} classes; leave data.n_classes unset when training on a file",
-                src.path.display(),
-                dataset.n_classes
-            ),
-        ));
-    }
-    if dataset.n_classes < 2 {
-        return Err(PrepareError::setting(
-            "data.path",
-            format!(
-                "{} has {} class(es); training needs at least 2",
-                src.path.display(),
-                dataset.n_classes
-            ),
-        ));
-    }
-    let mut warnings = Vec::new();
-    // A packed dataset holds its vocabulary and class names: nothing is written beside it.
-    let sidecars = match widebag_data::packed::is_packed(&src.path) {
-        true => Sidecars::ReadOnly,
-        false => options.sidecars,
-    };
-    let vocabulary_file = match (&loaded.vocabulary, sidecars) {
-        (Some(v), Sidecars::Write) => {
-            match source::save_sidecar(&src.path, "vocab.tsv", &v.to_tsv()) {
-                Ok(p) => Some(p),
-                Err(e) => {
-                    warnings.push(format!("vocabulary not saved: {e}"));
-                    None
-                }
-            }
-        }
-        _ => None,
-    };
-    if let (Some(tsv), Sidecars::Write) = (labels_tsv, sidecars)
-        && let Err(e) = source::save_sidecar(&src.path, widebag_data::LABELS_SUFFIX, &tsv)
-    {
-        warnings.push(format!("class labels not saved: {e}"));
-    }
-    let (_, stats_file, stats_reused) = stats_for(&src, &dataset, sidecars, &mut warnings);
-    let unique_ids_per_batch =
-        stats::mean_unique_ids(&dataset, config.train.batch_size, 20, config.train.seed);
-    let shape = dataset.shape();
-    let mut resolved = config.clone();
-    resolved.data.width = dataset.width;
-    resolved.data.n_classes = Some(dataset.n_classes);
-    let mut summary = DataSummary {
-        path: src.path.clone(),
-        format: src.format,
-        rows: shape.rows,
-        train_rows: shape.rows,
-        width: shape.width,
-        n_classes: shape.n_classes,
-        nnz_total: shape.nnz_total,
-        empty_rows: shape.empty_rows,
-        skipped_lines: dataset.skipped_lines,
-        vocabulary_file,
-        stats_file,
-        stats_reused,
-        unique_ids_per_batch,
-        notes: dataset.notes.clone(),
-    };
-    let mut bands = Vec::new();
-    let mut relabel_used = Relabel::default();
-    if wants_frequencies(config) {
-        let mut freq = Frequencies {
-            ids: vec![0.0; dataset.width],
-            classes: vec![0.0; dataset.n_classes],
-        };
-        let rows = &dataset.rows;
-        for (&id, &v) in rows.ids.iter().zip(&rows.values) {
-            freq.ids[id as usize] += v.abs() as f64;
-        }
-        for (&c, &w) in rows.targets.iter().zip(&rows.target_weights) {
-            freq.classes[c as usize] += w.abs() as f64;
-        }
-        let relabel = freq.renumber(config);
-        bands = resolve_bands(&mut resolved, &freq, &relabel)?;
-        relabel.dataset(&mut dataset);
-        if let Some(h) = &mut held {
-            relabel.dataset(&mut h.dataset);
-            if let (Some(seen), Some(classes)) = (&mut h.seen, &relabel.classes) {
-                seen.ids.iter_mut().for_each(|c| *c = classes.map(*c));
-            }
-        }
-        relabel_used = relabel;
-    }
-    let mut eval = Vec::new();
-    let mut eval_seen = Vec::new();
-    let mut eval_users = None;
-    let n_eval = config.train.eval_rows;
-    if let Some(h) = held {
-        eval_users = h.users.clone();
-        for n in &h.notes {
-            warnings.push(format!("{}: {n}", h.dataset.source.display()));
-        }
-        let all: Vec<usize> = (0..h.dataset.n_rows()).collect();
-        for rows in all.chunks(bs.max(1)) {
-            eval.push(
-                h.dataset
-                    .batch(rows)
-                    .map_err(|e| PrepareError::data("data.test_path")(e.into()))?,
-            );
-            eval_seen.push(match &h.seen {
-                Some(seen) => rows
-                    .iter()
-                    .map(|&r| {
-                        let mut ids = seen.row(r).0.to_vec();
-                        ids.sort_unstable();
-                        ids
-                    })
-                    .collect(),
-                None => Vec::new(),
-            });
-        }
-    } else if n_eval > 0 {
-        if n_eval >= dataset.n_rows() {
-            return Err(PrepareError::setting(
-                "train.eval_rows",
-                format!(
-                    "{n_eval} held-out rows leave none of {}'s {} rows to train on",
-                    src.path.display(),
-                    dataset.n_rows()
-                ),
-            ));
-        }
-        let (train, held) = split_rows(&dataset, n_eval, config.train.seed);
-        let all: Vec<usize> = (0..held.n_rows()).collect();
-        for rows in all.chunks(bs.max(1)) {
-            eval.push(
-                held.batch(rows)
-                    .map_err(|e| PrepareError::data("train.eval_rows")(e.into()))?,
-            );
-        }
-        dataset = train;
-    }
-    summary.train_rows = dataset.n_rows();
-    if let Some(epochs) = config.train.epochs {
-        resolved.train.steps = epochs * dataset.n_rows().div_ceil(bs.max(1));
-    }
-    let batches = EpochBatches::new(Arc::new(dataset), config.train.seed);
-    let model_bands = model_bands(&resolved)?;
-    Ok(Prepared {
-        config: resolved,
-        batches: BatchSource::Rows(batches),
-        data: Some(summary),
-        warnings,
-        eval,
-        eval_seen,
-        eval_users,
-        bands,
-        model_bands,
-        relabel: relabel_used,
-        vocabulary: loaded.vocabulary,
-        labels: loaded.labels,
-    })
 }
 
 /// The synthetic stream of `[data]` (ids renumbered by the generator's exact frequencies when a
 /// side is split), with held-out rows far beyond any training row.
-fn open_synthetic(config: &Config) -> Result<Prepared, PrepareError> {
+pub(crate) fn open_synthetic(config: &Config) -> Result<Prepared, PrepareError> {
     let bs = config.train.batch_size;
     let mut stream =
         SyntheticStream::new(synthetic_spec(config)).map_err(PrepareError::data("data"))?;
@@ -369,6 +182,7 @@ fn open_synthetic(config: &Config) -> Result<Prepared, PrepareError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::open_data;
 
     #[test]
     fn a_libsvm_file_sets_width_and_classes_and_saves_stats() {

@@ -145,20 +145,20 @@ mod tests {
     #[test]
     fn a_data_file_smaller_than_the_sample_continues_into_the_next_epoch() {
         use std::sync::Arc;
-        use widebag_data::{Dataset, EpochBatches, RowStore};
+        use widebag_data::{Dataset, EpochBatches, RowStore, Shuffle, TrainRows};
         let mut rows = RowStore::new();
         for r in 0..10u32 {
             rows.push(&[r, (r + 3) % 10], &[1.0, 1.0], &[r % 4], &[1.0]);
         }
-        let data = Arc::new(Dataset {
+        let data = Arc::new(TrainRows::memory(Dataset {
             source: "mem".into(),
             width: 10,
             n_classes: 4,
             rows,
             skipped_lines: 0,
             notes: vec![],
-        });
-        let source = BatchSource::Rows(EpochBatches::new(data, 1));
+        }));
+        let source = BatchSource::Rows(EpochBatches::new(data, 1, Shuffle::default()));
         let sample = RowSample::collect(&source, 10, 4, 8).unwrap();
         assert!(sample.max_batch() >= 4, "{}", sample.max_batch());
         let f = sample.facts(4);

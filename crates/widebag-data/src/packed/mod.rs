@@ -15,9 +15,13 @@
 //!   count (u32), the targets (u32), their weights (f32; left out when every weight is 1). When
 //!   every row's targets are its own ids with weight 1 (a recommender's bag), the three target
 //!   sections are left out;
+//! - the frequencies (when the width and classes are of the order of the data): each id's
+//!   summed `|value|`, then each class's summed `|weight|`, as f64, over the rows' blocks; the
+//!   head/tail bands' renumbering reads them instead of every block;
 //! - the metadata, JSON ([`PackMeta`]), last, so that packing streams and the prelude is
 //!   written when everything else is.
 
+pub mod gather;
 pub mod read;
 pub mod write;
 
@@ -34,7 +38,7 @@ pub use write::{PackOptions, pack};
 /// The first eight bytes of a packed dataset.
 pub const MAGIC: &[u8; 8] = b"WIDEBAGP";
 /// The layout's version; a reader refuses any other.
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
 /// Bytes before the first block.
 pub const PRELUDE_BYTES: usize = 32;
 /// Rows per block unless asked otherwise.
@@ -58,6 +62,14 @@ pub struct Block {
     pub crc32: u32,
 }
 
+/// A section of bytes after the blocks, with its checksum.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Section {
+    pub offset: u64,
+    pub bytes: u64,
+    pub crc32: u32,
+}
+
 /// What a packed dataset holds, as its metadata says.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PackMeta {
@@ -72,6 +84,9 @@ pub struct PackMeta {
     pub blocks: Vec<Block>,
     /// LightGCN: the held-out items of each user row, in the same blocks' layout.
     pub test_blocks: Option<Vec<Block>>,
+    /// Each id's then each class's summed `|value|` (f64): absent when the width or classes
+    /// claimed are far beyond the data's size.
+    pub frequencies: Option<Section>,
     /// The statistics `data stats` prints, computed when packing.
     pub stats: DataStats,
     /// Text: the vocabulary, `(word, count)` in id order.
@@ -80,6 +95,12 @@ pub struct PackMeta {
     pub labels: Option<Vec<String>>,
     pub skipped_lines: u64,
     pub notes: Vec<String>,
+}
+
+/// Whether a file of `meta`'s shape carries the frequency section: its width and classes are
+/// of the order of its size (a claimed width of 2^40 is not written out as zeros).
+pub fn frequencies_fit(meta: &PackMeta) -> bool {
+    meta.width + meta.n_classes <= 4 * (meta.nnz + meta.n_rows) + (1 << 20)
 }
 
 /// Whether `path` is a packed dataset (its first bytes are [`MAGIC`]); `false` for a directory,

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::DataError;
 use crate::dataset::{Dataset, RowStore};
-use crate::packed::{Block, MAGIC, PRELUDE_BYTES, PackMeta, VERSION};
+use crate::packed::{Block, MAGIC, PRELUDE_BYTES, PackMeta, VERSION, frequencies_fit};
 use crate::source::Loaded;
 use crate::text::Vocabulary;
 
@@ -99,22 +99,43 @@ fn check_layout(path: &Path, meta: &PackMeta, meta_offset: u64) -> Result<(), Da
         return Err(header(format!("says version {}", meta.version)));
     }
     let mut at = PRELUDE_BYTES as u64;
-    let all = meta.blocks.iter().chain(meta.test_blocks.iter().flatten());
-    for (i, b) in all.enumerate() {
-        let name = format!("block {i}");
-        if b.offset != at {
-            return Err(header(format!("{name} starts at {}, not {at}", b.offset)));
+    let parts = [&meta.blocks[..], meta.test_blocks.as_deref().unwrap_or(&[])];
+    let mut i = 0;
+    for blocks in parts {
+        for (k, b) in blocks.iter().enumerate() {
+            let name = format!("block {i}");
+            i += 1;
+            if b.offset != at {
+                return Err(header(format!("{name} starts at {}, not {at}", b.offset)));
+            }
+            let ids_as_targets = b.targets_are_ids && (b.weights || b.n_targets != b.nnz);
+            // Every block but a part's last is full: row r is in block r / block_rows.
+            let short = k + 1 < blocks.len() && b.rows != meta.block_rows;
+            if b.bytes != block_bytes(b)
+                || b.rows == 0
+                || b.rows > meta.block_rows
+                || short
+                || ids_as_targets
+            {
+                return Err(header(format!(
+                    "{name} of {} rows, {} ids and {} targets cannot take {} bytes",
+                    b.rows, b.nnz, b.n_targets, b.bytes
+                )));
+            }
+            at = at
+                .checked_add(b.bytes)
+                .ok_or_else(|| header("overflow".into()))?;
         }
-        let ids_as_targets = b.targets_are_ids && (b.weights || b.n_targets != b.nnz);
-        if b.bytes != block_bytes(b) || b.rows == 0 || b.rows > meta.block_rows || ids_as_targets {
+    }
+    if let Some(f) = &meta.frequencies {
+        let want = 8 * (meta.width + meta.n_classes);
+        if f.offset != at || f.bytes != want || !frequencies_fit(meta) {
             return Err(header(format!(
-                "{name} of {} rows, {} ids and {} targets cannot take {} bytes",
-                b.rows, b.nnz, b.n_targets, b.bytes
+                "the frequencies take {} bytes at {}, not {want} at {at}",
+                f.bytes, f.offset
             )));
         }
-        at = at
-            .checked_add(b.bytes)
-            .ok_or_else(|| header("overflow".into()))?;
+        at += f.bytes;
     }
     if at != meta_offset {
         return Err(header(format!(
@@ -192,6 +213,11 @@ fn extend_ptr(ptr: &mut Vec<usize>, lens: &[u8]) {
     }));
 }
 
+/// The 4-byte word `i` of a section.
+pub fn word(bytes: &[u8], i: usize) -> u32 {
+    le_u32(bytes, 4 * i)
+}
+
 impl PackedFile {
     /// Opens `path`: the prelude and metadata are read and checked, the body is mapped (no
     /// block is read yet).
@@ -249,8 +275,7 @@ impl PackedFile {
                 "no such block".into(),
             )
         })?;
-        let name = format!("block {}", first + i);
-        let bad = |m: String| damaged(&self.path, name.clone(), b.offset, m);
+        let bad = |m: String| damaged(&self.path, format!("block {}", first + i), b.offset, m);
         let bytes = &self.map[b.offset as usize..(b.offset + b.bytes) as usize];
         let checked = &self.checked[first + i];
         if !checked.load(Ordering::Acquire) && crc32fast::hash(bytes) != b.crc32 {
@@ -306,6 +331,41 @@ impl PackedFile {
             return Err(format!("target {t} is at or beyond {classes} classes"));
         }
         Ok(())
+    }
+
+    /// Each id's summed `|value|` and each class's summed `|weight|` over the rows: the stored
+    /// section (its checksum checked), or counted from every block when the file has none.
+    pub fn frequencies(&self) -> Result<(Vec<f64>, Vec<f64>), DataError> {
+        let (width, n_classes) = (self.meta.width as usize, self.meta.n_classes as usize);
+        let Some(f) = &self.meta.frequencies else {
+            let (mut ids, mut classes) = (vec![0.0; width], vec![0.0; n_classes]);
+            for i in 0..self.meta.blocks.len() {
+                let v = self.block(Part::Rows, i)?;
+                let floats = |b: Option<&[u8]>, n: usize| match b {
+                    Some(x) => words(x).map(f32::from_bits).collect(),
+                    None => vec![1.0f32; n],
+                };
+                let (k, t): (Vec<u32>, Vec<u32>) =
+                    (words(v.ids).collect(), words(v.targets).collect());
+                crate::frequencies::add(&mut ids, &k, &floats(v.values, k.len()));
+                crate::frequencies::add(&mut classes, &t, &floats(v.weights, t.len()));
+            }
+            return Ok((ids, classes));
+        };
+        let bytes = &self.map[f.offset as usize..(f.offset + f.bytes) as usize];
+        if crc32fast::hash(bytes) != f.crc32 {
+            return Err(damaged(
+                &self.path,
+                "frequencies",
+                f.offset,
+                "CRC-32 mismatch: the section is damaged".into(),
+            ));
+        }
+        let mut all = bytes
+            .chunks_exact(8)
+            .map(|w| f64::from_le_bytes(w.try_into().expect("8 bytes")));
+        let ids = all.by_ref().take(width).collect();
+        Ok((ids, all.collect()))
     }
 
     /// Every row of `part`, in memory.

@@ -185,9 +185,9 @@ fn truncation_a_wrong_version_and_a_disagreeing_header_are_refused() {
         let e = refusal(&write(&format!("cut-{cut}.wbp"), &bytes[..cut]));
         assert!(e.contains("prelude") || e.contains("truncated"), "{e}");
     }
-    let mut v2 = bytes.clone();
-    v2[8] = 2;
-    assert!(refusal(&write("v2.wbp", &v2)).contains("version 2"));
+    let mut v3 = bytes.clone();
+    v3[8] = 3;
+    assert!(refusal(&write("v3.wbp", &v3)).contains("version 3"));
     let mut meta_flip = bytes.clone();
     let n = meta_flip.len();
     meta_flip[n - 3] ^= 1;
@@ -203,6 +203,37 @@ fn truncation_a_wrong_version_and_a_disagreeing_header_are_refused() {
     liar[28..32].copy_from_slice(&crc32fast::hash(&json).to_le_bytes());
     let e = refusal(&write("liar.wbp", &liar));
     assert!(e.contains("the totals say 6"), "{e}");
+}
+
+#[test]
+fn the_stored_frequencies_are_the_rows_and_a_damaged_section_is_refused() {
+    let l = toy();
+    let path = packed("freq.wbp", &l, 2);
+    let file = PackedFile::open(&path).unwrap();
+    let want = crate::frequencies::of_store(&l.dataset.rows, 5, 3);
+    assert_eq!(file.frequencies().unwrap(), want);
+    // Without the section (a claimed width far beyond the data), the blocks are counted.
+    let mut wide = l.clone();
+    wide.dataset.width = 1 << 21;
+    let p = packed("wide.wbp", &wide, 2);
+    let file = PackedFile::open(&p).unwrap();
+    assert!(file.meta.frequencies.is_none());
+    let (ids, classes) = file.frequencies().unwrap();
+    assert_eq!((&ids[..5], &classes[..]), (&want.0[..], &want.1[..]));
+    let section = read_meta(&path).unwrap().frequencies.unwrap();
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes[section.offset as usize + 3] ^= 4;
+    let p = dir().join("freq-flip.wbp");
+    std::fs::write(&p, &bytes).unwrap();
+    let e = PackedFile::open(&p)
+        .unwrap()
+        .frequencies()
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("frequencies") && e.contains("freq-flip.wbp"),
+        "{e}"
+    );
 }
 
 #[test]

@@ -6,7 +6,9 @@ use std::io::{Seek, SeekFrom, Write};
 use std::path::Path;
 
 use crate::dataset::RowStore;
-use crate::packed::{Block, DEFAULT_BLOCK_ROWS, MAGIC, PRELUDE_BYTES, PackMeta, VERSION};
+use crate::packed::{
+    Block, DEFAULT_BLOCK_ROWS, MAGIC, PRELUDE_BYTES, PackMeta, Section, VERSION, frequencies_fit,
+};
 use crate::source::Loaded;
 use crate::{DataError, atomic, stats};
 
@@ -84,6 +86,60 @@ fn encode_block(store: &RowStore, rows: std::ops::Range<usize>, at: u64) -> (Vec
     (out, block)
 }
 
+/// Rows taken one at a time and written a block at a time from offset `at`.
+struct BlockSink {
+    block_rows: usize,
+    at: u64,
+    buf: RowStore,
+    blocks: Vec<Block>,
+}
+
+impl BlockSink {
+    fn new(block_rows: usize, at: u64) -> Self {
+        Self {
+            block_rows,
+            at,
+            buf: RowStore::new(),
+            blocks: Vec::new(),
+        }
+    }
+
+    fn push(&mut self, w: &mut impl Write, row: Row<'_>) -> std::io::Result<()> {
+        self.buf.push(row.ids, row.values, row.targets, row.weights);
+        if self.buf.n_rows() == self.block_rows {
+            self.flush(w)?;
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self, w: &mut impl Write) -> std::io::Result<()> {
+        let n = self.buf.n_rows();
+        if n > 0 {
+            let (bytes, block) = encode_block(&self.buf, 0..n, self.at);
+            w.write_all(&bytes)?;
+            self.at += bytes.len() as u64;
+            self.blocks.push(block);
+            self.buf = RowStore::new();
+        }
+        Ok(())
+    }
+
+    /// The blocks written and the offset after them.
+    fn finish(mut self, w: &mut impl Write) -> std::io::Result<(Vec<Block>, u64)> {
+        self.flush(w)?;
+        Ok((self.blocks, self.at))
+    }
+}
+
+/// One row: input ids and values, target classes and weights.
+#[derive(Clone, Copy, Debug)]
+pub struct Row<'a> {
+    pub ids: &'a [u32],
+    pub values: &'a [f32],
+    pub targets: &'a [u32],
+    pub weights: &'a [f32],
+}
+
 /// Writes `store`'s rows as blocks of `block_rows` from offset `*at`, advancing it.
 fn write_blocks(
     w: &mut impl Write,
@@ -91,18 +147,72 @@ fn write_blocks(
     block_rows: usize,
     at: &mut u64,
 ) -> std::io::Result<Vec<Block>> {
-    let mut blocks = Vec::new();
-    let n = store.n_rows();
-    let mut start = 0;
-    while start < n {
-        let end = (start + block_rows).min(n);
-        let (bytes, block) = encode_block(store, start..end, *at);
-        w.write_all(&bytes)?;
-        *at += bytes.len() as u64;
-        blocks.push(block);
-        start = end;
+    let mut sink = BlockSink::new(block_rows, *at);
+    for r in 0..store.n_rows() {
+        let ((ids, values), (targets, weights)) = (store.row(r), store.row_targets(r));
+        let row = Row {
+            ids,
+            values,
+            targets,
+            weights,
+        };
+        sink.push(w, row)?;
     }
+    let (blocks, end) = sink.finish(w)?;
+    *at = end;
     Ok(blocks)
+}
+
+/// The frequency section's bytes (little-endian f64s: ids, then classes).
+fn frequency_bytes(ids: &[f64], classes: &[f64]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(8 * (ids.len() + classes.len()));
+    for f in ids.iter().chain(classes) {
+        out.extend_from_slice(&f.to_le_bytes());
+    }
+    out
+}
+
+/// Writes what follows the blocks (from offset `at`): the frequency section when it fits,
+/// the metadata, then the prelude at the start.
+fn finish_file<W: Write + Seek>(
+    w: &mut W,
+    meta: &mut PackMeta,
+    mut at: u64,
+    frequencies: impl FnOnce() -> (Vec<f64>, Vec<f64>),
+) -> std::io::Result<()> {
+    if frequencies_fit(meta) {
+        let (ids, classes) = frequencies();
+        let bytes = frequency_bytes(&ids, &classes);
+        w.write_all(&bytes)?;
+        meta.frequencies = Some(Section {
+            offset: at,
+            bytes: bytes.len() as u64,
+            crc32: crc32fast::hash(&bytes),
+        });
+        at += bytes.len() as u64;
+    }
+    let json = serde_json::to_vec(&meta).map_err(std::io::Error::other)?;
+    let meta_len = u32::try_from(json.len()).map_err(std::io::Error::other)?;
+    w.write_all(&json)?;
+    let mut prelude = Vec::with_capacity(PRELUDE_BYTES);
+    prelude.extend_from_slice(MAGIC);
+    prelude.extend_from_slice(&VERSION.to_le_bytes());
+    prelude.extend_from_slice(&0u32.to_le_bytes());
+    prelude.extend_from_slice(&at.to_le_bytes());
+    prelude.extend_from_slice(&meta_len.to_le_bytes());
+    prelude.extend_from_slice(&crc32fast::hash(&json).to_le_bytes());
+    w.seek(SeekFrom::Start(0))?;
+    w.write_all(&prelude)
+}
+
+fn check_options(options: &PackOptions) -> Result<(), DataError> {
+    if options.block_rows == 0 {
+        return Err(DataError::InvalidSpec {
+            key: "block_rows",
+            message: "a block holds at least one row".into(),
+        });
+    }
+    Ok(())
 }
 
 /// Packs a loaded source (`variant`: its row-forming settings) into `out`, atomically: on any
@@ -113,12 +223,7 @@ pub fn pack(
     out: &Path,
     options: PackOptions,
 ) -> Result<PackMeta, DataError> {
-    if options.block_rows == 0 {
-        return Err(DataError::InvalidSpec {
-            key: "block_rows",
-            message: "a block holds at least one row".into(),
-        });
-    }
+    check_options(&options)?;
     let d = &loaded.dataset;
     let stats = stats::compute(d, options.stats_samples, 0);
     let mut meta = PackMeta {
@@ -131,6 +236,7 @@ pub fn pack(
         block_rows: options.block_rows,
         blocks: Vec::new(),
         test_blocks: None,
+        frequencies: None,
         stats,
         vocabulary: loaded.vocabulary.as_ref().map(|v| v.words.clone()),
         labels: loaded.labels.clone(),
@@ -149,19 +255,112 @@ pub fn pack(
         if let Some(test) = &loaded.test {
             meta.test_blocks = Some(write_blocks(w, test, block_rows, &mut at)?);
         }
-        let json = serde_json::to_vec(&meta).map_err(std::io::Error::other)?;
-        let meta_len = u32::try_from(json.len()).map_err(std::io::Error::other)?;
-        w.write_all(&json)?;
-        let mut prelude = Vec::with_capacity(PRELUDE_BYTES);
-        prelude.extend_from_slice(MAGIC);
-        prelude.extend_from_slice(&VERSION.to_le_bytes());
-        prelude.extend_from_slice(&0u32.to_le_bytes());
-        prelude.extend_from_slice(&at.to_le_bytes());
-        prelude.extend_from_slice(&meta_len.to_le_bytes());
-        prelude.extend_from_slice(&crc32fast::hash(&json).to_le_bytes());
-        w.seek(SeekFrom::Start(0))?;
-        w.write_all(&prelude)
+        let freq = || crate::frequencies::of_store(&d.rows, d.width, d.n_classes);
+        finish_file(w, &mut meta, at, freq)
     })
     .map_err(io)?;
     Ok(meta)
+}
+
+/// What a streamed pack knows before its rows: the shape and how the rows were formed.
+#[derive(Clone, Debug)]
+pub struct StreamHeader {
+    pub variant: String,
+    pub width: usize,
+    pub n_classes: usize,
+    pub notes: Vec<String>,
+}
+
+/// Rows handed to a streamed pack: written a block at a time, counted for the statistics and
+/// the frequencies on the way.
+pub struct RowSink<'w, W: Write> {
+    w: &'w mut W,
+    blocks: BlockSink,
+    tally: stats::Tally,
+    ids: Vec<f64>,
+    classes: Vec<f64>,
+}
+
+impl<W: Write> RowSink<'_, W> {
+    /// Writes one row; an id or a class beyond the header's shape is an error.
+    pub fn push(&mut self, row: Row<'_>) -> std::io::Result<()> {
+        let beyond = |keys: &[u32], n: usize| keys.iter().find(|&&k| k as usize >= n).copied();
+        if let Some(k) = beyond(row.ids, self.ids.len()).or(beyond(row.targets, self.classes.len()))
+        {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!(
+                    "row {}: id or class {k} beyond the declared shape",
+                    self.tally_rows()
+                ),
+            ));
+        }
+        self.tally.add(row.ids);
+        crate::frequencies::add(&mut self.ids, row.ids, row.values);
+        crate::frequencies::add(&mut self.classes, row.targets, row.weights);
+        self.blocks.push(self.w, row)
+    }
+
+    fn tally_rows(&self) -> usize {
+        self.blocks.blocks.len() * self.blocks.block_rows + self.blocks.buf.n_rows()
+    }
+}
+
+/// Packs rows streamed by `fill` into `out`, in memory bounded by a block, the width and
+/// [`stats::SAMPLE_ROWS`] (not by the number of rows), atomically as [`pack`].
+pub fn pack_rows(
+    header: StreamHeader,
+    out: &Path,
+    options: PackOptions,
+    fill: impl FnOnce(&mut RowSink<'_, std::io::BufWriter<&std::fs::File>>) -> std::io::Result<()>,
+) -> Result<PackMeta, DataError> {
+    check_options(&options)?;
+    let io = |source| DataError::Io {
+        path: out.to_path_buf(),
+        source,
+    };
+    let mut written = None;
+    atomic::write_atomic_with(out, |w| {
+        w.write_all(&[0u8; PRELUDE_BYTES])?;
+        let block_rows = options.block_rows as usize;
+        let mut sink = RowSink {
+            w,
+            blocks: BlockSink::new(block_rows, PRELUDE_BYTES as u64),
+            tally: stats::Tally::new(0),
+            ids: vec![0.0; header.width],
+            classes: vec![0.0; header.n_classes],
+        };
+        fill(&mut sink)?;
+        let RowSink {
+            w,
+            blocks,
+            tally,
+            ids,
+            classes,
+        } = sink;
+        let (blocks, at) = blocks.finish(w)?;
+        let stats = tally.finish(header.width, header.n_classes, options.stats_samples, 0);
+        let mut meta = PackMeta {
+            version: VERSION,
+            variant: header.variant.clone(),
+            n_rows: stats.rows as u64,
+            width: header.width as u64,
+            n_classes: header.n_classes as u64,
+            nnz: stats.nnz_total as u64,
+            block_rows: options.block_rows,
+            blocks,
+            test_blocks: None,
+            frequencies: None,
+            stats,
+            vocabulary: None,
+            labels: None,
+            skipped_lines: 0,
+            notes: header.notes.clone(),
+        };
+        finish_file(w, &mut meta, at, || (ids, classes))?;
+        written = Some(meta);
+        Ok(())
+    })
+    .map_err(io)?;
+    Ok(written.expect("written when the file is"))
 }

@@ -1,0 +1,222 @@
+//! The rows a run reads: a dataset in memory, or a packed dataset read in place through its
+//! memory map (renumbered as each batch is assembled), less the rows held out for evaluation,
+//! which are named, not copied. Rows are addressed by their place in the file (`0..n_all`).
+
+use widebag_csr::CsrBatch;
+
+use crate::packed::read::{PackedFile, Part};
+use crate::{DataError, Dataset, Relabel};
+
+/// Where the rows are.
+enum Store {
+    Memory(Dataset),
+    /// A packed file's rows, and the renumbering applied to each batch read from it.
+    Mapped {
+        file: Box<PackedFile>,
+        relabel: Relabel,
+    },
+}
+
+/// A dataset's rows as training reads them.
+pub struct TrainRows {
+    store: Store,
+    /// Rows held out for evaluation: sorted, distinct, `< n_all`.
+    held: Vec<usize>,
+    width: usize,
+    n_classes: usize,
+}
+
+impl TrainRows {
+    /// Rows in memory (already renumbered).
+    pub fn memory(data: Dataset) -> Self {
+        Self {
+            width: data.width,
+            n_classes: data.n_classes,
+            store: Store::Memory(data),
+            held: Vec::new(),
+        }
+    }
+
+    /// The rows of a packed file, each batch renumbered by `relabel` as it is read.
+    pub fn mapped(file: PackedFile, relabel: Relabel) -> Self {
+        Self {
+            width: file.meta.width as usize,
+            n_classes: file.meta.n_classes as usize,
+            store: Store::Mapped {
+                file: Box::new(file),
+                relabel,
+            },
+            held: Vec::new(),
+        }
+    }
+
+    /// Leaves out `held` (rows by their place in the file) from training.
+    pub fn hold_out(mut self, mut held: Vec<usize>) -> Self {
+        held.sort_unstable();
+        held.dedup();
+        held.retain(|&r| r < self.n_all());
+        self.held = held;
+        self
+    }
+
+    /// Every row, held out or not.
+    pub fn n_all(&self) -> usize {
+        match &self.store {
+            Store::Memory(d) => d.n_rows(),
+            Store::Mapped { file, .. } => file.meta.n_rows as usize,
+        }
+    }
+
+    /// Rows trained on.
+    pub fn n_rows(&self) -> usize {
+        self.n_all() - self.held.len()
+    }
+
+    pub fn width(&self) -> usize {
+        self.width
+    }
+
+    pub fn n_classes(&self) -> usize {
+        self.n_classes
+    }
+
+    /// The rows held out, sorted.
+    pub fn held(&self) -> &[usize] {
+        &self.held
+    }
+
+    /// Held-out rows in `rows` (a range of places in the file).
+    pub fn held_in(&self, rows: std::ops::Range<usize>) -> usize {
+        self.held.partition_point(|&h| h < rows.end)
+            - self.held.partition_point(|&h| h < rows.start)
+    }
+
+    /// The training rows of `rows`, in order.
+    pub fn train_rows_in(&self, rows: std::ops::Range<usize>) -> impl Iterator<Item = usize> + '_ {
+        let mut h = self.held.partition_point(|&h| h < rows.start);
+        rows.filter(move |&r| {
+            while h < self.held.len() && self.held[h] < r {
+                h += 1;
+            }
+            self.held.get(h) != Some(&r)
+        })
+    }
+
+    /// Rows `rows` (places in the file, any order) as a validated batch.
+    pub fn batch(&self, rows: &[usize]) -> Result<CsrBatch, DataError> {
+        match &self.store {
+            Store::Memory(d) => Ok(d.batch(rows)?),
+            Store::Mapped { file, relabel } => {
+                let mut store = file.gather(Part::Rows, rows)?;
+                relabel.store(&mut store);
+                let all: Vec<usize> = (0..rows.len()).collect();
+                Ok(store.batch(&all, self.width, self.n_classes)?)
+            }
+        }
+    }
+
+    /// Each row's input ids (as [`Self::batch`] renumbers them): for sampling.
+    pub fn row_ids(&self, rows: &[usize]) -> Result<Vec<Vec<u32>>, DataError> {
+        let store = match &self.store {
+            Store::Memory(d) => {
+                return Ok(rows.iter().map(|&r| d.rows.row(r).0.to_vec()).collect());
+            }
+            Store::Mapped { file, relabel } => {
+                let mut s = file.gather(Part::Rows, rows)?;
+                relabel.store(&mut s);
+                s
+            }
+        };
+        Ok((0..rows.len()).map(|r| store.row(r).0.to_vec()).collect())
+    }
+
+    /// The packed file read, if the rows are read in place.
+    pub fn packed(&self) -> Option<&PackedFile> {
+        match &self.store {
+            Store::Memory(_) => None,
+            Store::Mapped { file, .. } => Some(file),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::RowStore;
+
+    fn data(n: u32) -> Dataset {
+        let mut rows = RowStore::new();
+        for r in 0..n {
+            rows.push(&[r % 7, (r * 3) % 7], &[1.0, 2.0], &[r % 5], &[1.0]);
+        }
+        Dataset {
+            source: "mem".into(),
+            width: 7,
+            n_classes: 5,
+            rows,
+            skipped_lines: 0,
+            notes: vec![],
+        }
+    }
+
+    #[test]
+    fn held_rows_are_left_out_of_training_and_counted_per_range() {
+        let t = TrainRows::memory(data(10)).hold_out(vec![7, 2, 2, 40]);
+        assert_eq!((t.n_all(), t.n_rows(), t.held()), (10, 8, &[2usize, 7][..]));
+        assert_eq!(
+            t.train_rows_in(0..10).collect::<Vec<_>>(),
+            vec![0, 1, 3, 4, 5, 6, 8, 9]
+        );
+        assert_eq!(t.train_rows_in(3..8).collect::<Vec<_>>(), vec![3, 4, 5, 6]);
+        assert_eq!(
+            (t.held_in(0..3), t.held_in(3..7), t.held_in(0..10)),
+            (1, 0, 2)
+        );
+    }
+
+    #[test]
+    fn a_packed_file_gives_the_batches_of_the_rows_it_was_packed_from() {
+        let d = data(23);
+        let dir = std::env::temp_dir().join(format!("widebag-train-rows-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("d.wbp");
+        let loaded = crate::Loaded {
+            dataset: d.clone(),
+            vocabulary: None,
+            test: None,
+            labels: None,
+        };
+        let options = crate::packed::PackOptions {
+            block_rows: 4,
+            stats_samples: 1,
+        };
+        crate::packed::pack(&loaded, "libsvm", &path, options).unwrap();
+        let relabel = Relabel {
+            ids: Some(crate::Renumbering::by_frequency(&[
+                0., 1., 2., 3., 4., 5., 6.,
+            ])),
+            classes: Some(crate::Renumbering::by_frequency(&[5., 1., 3., 2., 4.])),
+        };
+        let mapped = TrainRows::mapped(PackedFile::open(&path).unwrap(), relabel.clone());
+        let mut renumbered = d.clone();
+        relabel.dataset(&mut renumbered);
+        let memory = TrainRows::memory(renumbered);
+        let rows = [22, 0, 5, 5, 13, 4, 3];
+        let (a, b) = (mapped.batch(&rows).unwrap(), memory.batch(&rows).unwrap());
+        assert_eq!(
+            (a.row_ptr(), a.ids(), a.values()),
+            (b.row_ptr(), b.ids(), b.values())
+        );
+        assert_eq!(a.targets(), b.targets());
+        assert_eq!(
+            mapped.row_ids(&rows).unwrap(),
+            memory.row_ids(&rows).unwrap()
+        );
+        let beyond = mapped.batch(&[23]).unwrap_err().to_string();
+        assert!(
+            beyond.contains("row 23") && beyond.contains("d.wbp"),
+            "{beyond}"
+        );
+        std::fs::remove_dir_all(&dir).ok();
+    }
+}
