@@ -24,10 +24,14 @@ mkdir -p "$OUT"
 now() { date +%s.%N; }
 secs() { python3 -c "print(f'{$2 - $1:.3f}')"; }
 
-# Rows for GIB GiB, from the bytes per row of a sample.
-"$W" data synth --rows 100000 --to packed "$OUT/probe.wbp" 2>/dev/null
-PER_ROW=$(python3 -c "import os; print(os.path.getsize('$OUT/probe.wbp') / 100000)")
-ROWS=$(python3 -c "print(int($GIB * 2**30 / $PER_ROW) + 1)")
+# Rows for GIB GiB, from the bytes per row of a sample's blocks (not its header and
+# frequency section, which a small sample would count per row).
+"$W" data synth --rows 1000000 --to packed "$OUT/probe.wbp" 2>/dev/null
+PER_ROW=$(python3 -c "
+import struct
+f = open('$OUT/probe.wbp', 'rb'); f.seek(16)
+print((struct.unpack('<Q', f.read(8))[0] - 32) / 1000000)")
+ROWS=$(python3 -c "print(int(1.01 * $GIB * 2**30 / $PER_ROW) + 1)")  # 1% over: at least GIB
 rm -f "$OUT/probe.wbp"
 
 if [ ! -f "$OUT/big.wbp" ] || [ "$(cat "$OUT/big.rows" 2>/dev/null)" != "$ROWS" ]; then
