@@ -46,14 +46,7 @@ for run in $(seq 1 "$runs"); do
     "$bin" train "${model[@]}" "${file[@]}" ${layout_args[$layout]} --json > "$out/widebag-$layout-$run.json"
     cuts=()
     if [ "$layout" = headtail ]; then
-      mapfile -t cuts < <("$py" - "$out/widebag-$layout-$run.json" <<'PY'
-import json, sys
-r = json.load(open(sys.argv[1]))
-side = {b["side"]: b["cutoffs"] for b in r["bands"]}
-print("--input-cutoffs"); [print(c) for c in side.get("input", [])]
-print("--output-cutoffs"); [print(c) for c in side.get("output", [])]
-PY
-)
+      mapfile -t cuts < <("$py" "$here/cutoffs.py" "$out/widebag-$layout-$run.json")
     fi
     echo "== run $run: torch $layout" >&2
     # shellcheck disable=SC2086

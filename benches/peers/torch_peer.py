@@ -124,7 +124,7 @@ class BagInput(nn.Module):
         for k, ((s, e, _), table) in enumerate(zip(self.bands, self.tables)):
             keep = (ids >= s) & (ids < e)
             r = row_of[keep]
-            offsets = torch.searchsorted(r, torch.arange(rows))
+            offsets = torch.searchsorted(r, torch.arange(rows, device=r.device))
             bag = table(ids[keep] - s, offsets, per_sample_weights=values[keep])
             if k > 0:
                 bag = self.projections[k - 1](bag)
