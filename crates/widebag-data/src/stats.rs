@@ -293,6 +293,11 @@ impl Tally {
         }
     }
 
+    /// Rows counted so far.
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
     /// Counts one row of input ids.
     pub fn add(&mut self, ids: &[u32]) {
         self.rows += 1;

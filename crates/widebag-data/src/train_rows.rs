@@ -114,29 +114,6 @@ impl TrainRows {
             }
         }
     }
-
-    /// Each row's input ids (as [`Self::batch`] renumbers them): for sampling.
-    pub fn row_ids(&self, rows: &[usize]) -> Result<Vec<Vec<u32>>, DataError> {
-        let store = match &self.store {
-            Store::Memory(d) => {
-                return Ok(rows.iter().map(|&r| d.rows.row(r).0.to_vec()).collect());
-            }
-            Store::Mapped { file, relabel } => {
-                let mut s = file.gather(Part::Rows, rows)?;
-                relabel.store(&mut s);
-                s
-            }
-        };
-        Ok((0..rows.len()).map(|r| store.row(r).0.to_vec()).collect())
-    }
-
-    /// The packed file read, if the rows are read in place.
-    pub fn packed(&self) -> Option<&PackedFile> {
-        match &self.store {
-            Store::Memory(_) => None,
-            Store::Mapped { file, .. } => Some(file),
-        }
-    }
 }
 
 #[cfg(test)]
@@ -208,10 +185,6 @@ mod tests {
             (b.row_ptr(), b.ids(), b.values())
         );
         assert_eq!(a.targets(), b.targets());
-        assert_eq!(
-            mapped.row_ids(&rows).unwrap(),
-            memory.row_ids(&rows).unwrap()
-        );
         let beyond = mapped.batch(&[23]).unwrap_err().to_string();
         assert!(
             beyond.contains("row 23") && beyond.contains("d.wbp"),

@@ -283,14 +283,15 @@ fn open_mapped(
 /// LightGCN held-out rows from a packed file's held-out blocks (row `u`: user `u`'s held-out
 /// items), against the users' training rows read from the map.
 fn packed_held_out(file: &PackedFile) -> Result<HeldOut, PrepareError> {
-    let err = PrepareError::data("data.path");
     let n_test = file
         .blocks(Part::Test)
         .iter()
         .map(|b| b.rows as usize)
         .sum();
     let all: Vec<usize> = (0..n_test).collect();
-    let test = file.gather(Part::Test, &all).map_err(err)?;
+    let test = file
+        .gather(Part::Test, &all)
+        .map_err(PrepareError::data("data.path"))?;
     let by_user: BTreeMap<u32, Vec<u32>> = (0..n_test)
         .filter(|&u| !test.row(u).0.is_empty())
         .map(|u| (u as u32, test.row(u).0.to_vec()))

@@ -10,11 +10,12 @@
 //! Layout, little-endian:
 //! - prelude, 32 bytes: magic `WIDEBAGP`, version (u32), 0 (u32), the metadata's offset (u64),
 //!   its length (u32) and its CRC-32 (u32);
-//! - the blocks. Per block, each 4-byte section in turn: each row's id count (u32), the ids
-//!   (u32), the values (f32; left out when every value of the block is 1), each row's target
-//!   count (u32), the targets (u32), their weights (f32; left out when every weight is 1). When
-//!   every row's targets are its own ids with weight 1 (a recommender's bag), the three target
-//!   sections are left out;
+//! - the blocks. Per block, each 4-byte section in turn: each row's end in the block's ids (u32,
+//!   cumulative, so row `r`'s ids are `end[r-1]..end[r]` and any row is found in one read), the
+//!   ids (u32), the values (f32; left out when every value of the block is 1), each row's end in
+//!   the block's targets (u32), the targets (u32), their weights (f32; left out when every weight
+//!   is 1). When every row's targets are its own ids with weight 1 (a recommender's bag), the
+//!   three target sections are left out;
 //! - the frequencies (when the width and classes are of the order of the data): each id's
 //!   summed `|value|`, then each class's summed `|weight|`, as f64, over the rows' blocks; the
 //!   head/tail bands' renumbering reads them instead of every block;
@@ -38,7 +39,7 @@ pub use write::{PackOptions, pack};
 /// The first eight bytes of a packed dataset.
 pub const MAGIC: &[u8; 8] = b"WIDEBAGP";
 /// The layout's version; a reader refuses any other.
-pub const VERSION: u32 = 2;
+pub const VERSION: u32 = 3;
 /// Bytes before the first block.
 pub const PRELUDE_BYTES: usize = 32;
 /// Rows per block unless asked otherwise.

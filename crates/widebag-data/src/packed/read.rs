@@ -24,11 +24,13 @@ pub enum Part {
 /// One block's sections, read in place from the map (little-endian 4-byte words; [`words`]).
 #[derive(Clone, Copy, Debug)]
 pub struct BlockView<'a> {
-    pub row_len: &'a [u8],
+    /// Each row's end in `ids` (cumulative; the first row starts at 0).
+    pub row_end: &'a [u8],
     pub ids: &'a [u8],
     /// `None`: every value is 1.
     pub values: Option<&'a [u8]>,
-    pub target_len: &'a [u8],
+    /// Each row's end in `targets` (cumulative).
+    pub target_end: &'a [u8],
     pub targets: &'a [u8],
     /// `None`: every weight is 1.
     pub weights: Option<&'a [u8]>,
@@ -204,17 +206,25 @@ pub fn read_meta(path: &Path) -> Result<PackMeta, DataError> {
     read_meta_from(path, f, len)
 }
 
-/// Appends each length of `lens` (4-byte words) to the running offsets `ptr`.
-fn extend_ptr(ptr: &mut Vec<usize>, lens: &[u8]) {
-    let mut last = *ptr.last().expect("offsets start at 0");
-    ptr.extend(words(lens).map(|n| {
-        last += n as usize;
-        last
-    }));
+/// Appends each row end of `ends` (4-byte words, from 0 in its block) to the running offsets
+/// `ptr`.
+fn extend_ptr(ptr: &mut Vec<usize>, ends: &[u8]) {
+    let base = *ptr.last().expect("offsets start at 0");
+    ptr.extend(words(ends).map(|e| base + e as usize));
+}
+
+/// Row `r`'s range in a section whose rows end at `ends` (cumulative 4-byte words).
+pub fn row_range(ends: &[u8], r: usize) -> std::ops::Range<usize> {
+    let start = if r == 0 {
+        0
+    } else {
+        word(ends, r - 1) as usize
+    };
+    start..word(ends, r) as usize
 }
 
 /// The 4-byte word `i` of a section.
-pub fn word(bytes: &[u8], i: usize) -> u32 {
+fn word(bytes: &[u8], i: usize) -> u32 {
     le_u32(bytes, 4 * i)
 }
 
@@ -282,7 +292,7 @@ impl PackedFile {
             return Err(bad("CRC-32 mismatch: the block is damaged".into()));
         }
         let (rows, nnz, nt) = (b.rows as usize, b.nnz as usize, b.n_targets as usize);
-        let (row_len, rest) = bytes.split_at(4 * rows);
+        let (row_end, rest) = bytes.split_at(4 * rows);
         let (ids, rest) = rest.split_at(4 * nnz);
         let (values, rest) = match b.values {
             true => {
@@ -291,19 +301,19 @@ impl PackedFile {
             }
             false => (None, rest),
         };
-        let (target_len, targets, weights) = match b.targets_are_ids {
-            true => (row_len, ids, None),
+        let (target_end, targets, weights) = match b.targets_are_ids {
+            true => (row_end, ids, None),
             false => {
-                let (target_len, rest) = rest.split_at(4 * rows);
+                let (target_end, rest) = rest.split_at(4 * rows);
                 let (targets, rest) = rest.split_at(4 * nt);
-                (target_len, targets, b.weights.then_some(rest))
+                (target_end, targets, b.weights.then_some(rest))
             }
         };
         let view = BlockView {
-            row_len,
+            row_end,
             ids,
             values,
-            target_len,
+            target_end,
             targets,
             weights,
         };
@@ -316,9 +326,17 @@ impl PackedFile {
 
     /// Counts and ranges of a block whose checksum matched (a file written by another tool).
     fn check_view(&self, v: &BlockView<'_>, b: &Block) -> Result<(), String> {
-        let sum = |l: &[u8]| words(l).map(u64::from).sum::<u64>();
-        if sum(v.row_len) != b.nnz || sum(v.target_len) != b.n_targets {
-            return Err("its row lengths disagree with its counts".into());
+        // Each section's row ends rise (never fall) from 0 and the last is the section's count.
+        let ends_fit = |ends: &[u8], n: u64| {
+            let mut last = 0u32;
+            words(ends).all(|e| {
+                let rising = e >= last;
+                last = e;
+                rising
+            }) && u64::from(last) == n
+        };
+        if !ends_fit(v.row_end, b.nnz) || !ends_fit(v.target_end, b.n_targets) {
+            return Err("its row ends disagree with its counts".into());
         }
         if let Some(id) = words(v.ids).find(|&id| id as u64 >= self.meta.width) {
             return Err(format!(
@@ -382,13 +400,13 @@ impl PackedFile {
         for i in 0..blocks.len() {
             let v = self.block(part, i)?;
             let floats = |b: &[u8]| words(b).map(f32::from_bits).collect::<Vec<_>>();
-            extend_ptr(&mut store.row_ptr, v.row_len);
+            extend_ptr(&mut store.row_ptr, v.row_end);
             store.ids.extend(words(v.ids));
             match v.values {
                 Some(x) => store.values.extend(floats(x)),
                 None => store.values.resize(store.ids.len(), 1.0),
             }
-            extend_ptr(&mut store.target_ptr, v.target_len);
+            extend_ptr(&mut store.target_ptr, v.target_end);
             store.targets.extend(words(v.targets));
             match v.weights {
                 Some(x) => store.target_weights.extend(floats(x)),

@@ -172,6 +172,48 @@ fn a_flipped_byte_in_any_block_is_refused_naming_the_block() {
 }
 
 #[test]
+fn row_ends_that_fall_or_overrun_are_refused_though_the_checksum_matches() {
+    let l = toy();
+    let path = packed("ends.wbp", &l, 2);
+    let bytes = std::fs::read(&path).unwrap();
+    let meta = read_meta(&path).unwrap();
+    let b = &meta.blocks[0];
+    assert!(
+        b.rows >= 2 && b.nnz > 0,
+        "the toy's first block has rows to damage"
+    );
+    let at = b.offset as usize;
+    // The first row's end past the second's (falling), then the last row's end past the ids.
+    let second = u32::from_le_bytes(bytes[at + 4..at + 8].try_into().unwrap());
+    let last = at + 4 * (b.rows as usize - 1);
+    for (name, word_at, value) in [
+        ("fall", at, second + 1),
+        ("overrun", last, b.nnz as u32 + 1),
+    ] {
+        let mut damaged = bytes.clone();
+        damaged[word_at..word_at + 4].copy_from_slice(&value.to_le_bytes());
+        let mut m = meta.clone();
+        let body = &damaged[at..at + b.bytes as usize];
+        m.blocks[0].crc32 = crc32fast::hash(body);
+        let json = serde_json::to_vec(&m).unwrap();
+        let offset = u64::from_le_bytes(bytes[16..24].try_into().unwrap()) as usize;
+        damaged.truncate(offset);
+        damaged.extend_from_slice(&json);
+        damaged[24..28].copy_from_slice(&(json.len() as u32).to_le_bytes());
+        damaged[28..32].copy_from_slice(&crc32fast::hash(&json).to_le_bytes());
+        let p = dir().join(format!("ends-{name}.wbp"));
+        std::fs::write(&p, &damaged).unwrap();
+        let e = refusal(&p);
+        assert!(
+            e.contains("block 0") && e.contains("row ends"),
+            "{name}: {e}"
+        );
+        let f = PackedFile::open(&p).unwrap();
+        assert!(f.gather(Part::Rows, &[0]).is_err(), "{name}");
+    }
+}
+
+#[test]
 fn truncation_a_wrong_version_and_a_disagreeing_header_are_refused() {
     let l = toy();
     let path = packed("whole.wbp", &l, 2);
@@ -185,9 +227,13 @@ fn truncation_a_wrong_version_and_a_disagreeing_header_are_refused() {
         let e = refusal(&write(&format!("cut-{cut}.wbp"), &bytes[..cut]));
         assert!(e.contains("prelude") || e.contains("truncated"), "{e}");
     }
-    let mut v3 = bytes.clone();
-    v3[8] = 3;
-    assert!(refusal(&write("v3.wbp", &v3)).contains("version 3"));
+    let mut next = bytes.clone();
+    next[8..12].copy_from_slice(&(super::VERSION + 1).to_le_bytes());
+    let e = refusal(&write("next.wbp", &next));
+    assert!(
+        e.contains(&format!("version {}", super::VERSION + 1)),
+        "{e}"
+    );
     let mut meta_flip = bytes.clone();
     let n = meta_flip.len();
     meta_flip[n - 3] ^= 1;

@@ -52,8 +52,7 @@ fn encode_block(store: &RowStore, rows: std::ops::Range<usize>, at: u64) -> (Vec
     let mut out = Vec::with_capacity(words * 4);
     put_u32s(
         &mut out,
-        rows.clone()
-            .map(|r| (store.row_ptr[r + 1] - store.row_ptr[r]) as u32),
+        rows.clone().map(|r| (store.row_ptr[r + 1] - a) as u32),
     );
     put_u32s(&mut out, store.ids[a..b].iter().copied());
     if values {
@@ -62,7 +61,7 @@ fn encode_block(store: &RowStore, rows: std::ops::Range<usize>, at: u64) -> (Vec
     if !targets_are_ids {
         put_u32s(
             &mut out,
-            rows.map(|r| (store.target_ptr[r + 1] - store.target_ptr[r]) as u32),
+            rows.map(|r| (store.target_ptr[r + 1] - ta) as u32),
         );
         put_u32s(&mut out, store.targets[ta..tb].iter().copied());
     }
@@ -106,6 +105,14 @@ impl BlockSink {
 
     fn push(&mut self, w: &mut impl Write, row: Row<'_>) -> std::io::Result<()> {
         self.buf.push(row.ids, row.values, row.targets, row.weights);
+        // A block's row ends are u32s: a block past 2^32 ids is refused, not wrapped.
+        if self.buf.ids.len().max(self.buf.targets.len()) > u32::MAX as usize {
+            return Err(std::io::Error::other(format!(
+                "a block of {} rows holds more than 2^32 ids or targets: pack with fewer \
+                 rows per block (--block-rows)",
+                self.block_rows
+            )));
+        }
         if self.buf.n_rows() == self.block_rows {
             self.flush(w)?;
         }
@@ -291,7 +298,7 @@ impl<W: Write> RowSink<'_, W> {
                 std::io::ErrorKind::InvalidData,
                 format!(
                     "row {}: id or class {k} beyond the declared shape",
-                    self.tally_rows()
+                    self.tally.rows()
                 ),
             ));
         }
@@ -299,10 +306,6 @@ impl<W: Write> RowSink<'_, W> {
         crate::frequencies::add(&mut self.ids, row.ids, row.values);
         crate::frequencies::add(&mut self.classes, row.targets, row.weights);
         self.blocks.push(self.w, row)
-    }
-
-    fn tally_rows(&self) -> usize {
-        self.blocks.blocks.len() * self.blocks.block_rows + self.blocks.buf.n_rows()
     }
 }
 
