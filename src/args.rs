@@ -142,6 +142,11 @@ pub struct TrainArgs {
     /// under `mpirun` (a binary built with `--features mpi`) the MPI world size sets it.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub ranks: Option<u32>,
+    /// Write the initial weights, before the first step, to FILE (safetensors, named as a
+    /// checkpoint names them), so another trainer can start from the same numbers
+    /// (benches/peers/compare.sh with SAME_INIT=1). One process; not with --resume.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["resume", "ranks"])]
+    pub save_init: Option<PathBuf>,
 }
 
 /// How the solver's flags reach the plan.

@@ -10,6 +10,12 @@ Layouts (as widebag's):
             + nn.AdaptiveLogSoftmaxWithLoss, ids and classes renumbered by frequency as widebag
             does (most frequent first, ties in id order)
 
+Parity (`compare.sh` with SAME_INIT=1): `--init F` starts from the initial weights `widebag train
+--save-init F` wrote (its checkpoint names; widebag's `[in, out]` matrices transposed to
+PyTorch's `[out, in]`; the adaptive softmax's tail clusters then get widebag's biases), and
+`--order widebag` reads the rows in widebag's order (its seeded shuffle, `data.shuffle = "rows"`,
+rebuilt here from `--seed`), so the per-step `losses` of both sides can be compared.
+
 Peak memory: the process's peak RSS (CPU), or torch.cuda.max_memory_allocated on a GPU.
 Examples/s is timed from the end of the first step, as widebag times it.
 
@@ -65,9 +71,11 @@ def read_libsvm(path, zero_based=True):
     return data, header
 
 
-def renumber(values, n):
-    """New number of each old id: by frequency, most frequent first, ties in id order."""
-    counts = np.bincount(values, minlength=n).astype(np.float64)
+def renumber(values, n, weights=None):
+    """New number of each old id: by frequency (widebag's: the summed |value| of each id, the
+    summed |weight| of each class), most frequent first, ties in id order."""
+    w = None if weights is None else np.abs(weights).astype(np.float64)
+    counts = np.bincount(values, weights=w, minlength=n).astype(np.float64)
     order = np.lexsort((np.arange(n), -counts))
     new = np.empty(n, np.int64)
     new[order] = np.arange(n)
@@ -157,14 +165,47 @@ class SparseModel(nn.Module):
         return list(self.input.tables.parameters())
 
 
-def batches(data, batch_size, seed):
+M64 = (1 << 64) - 1
+
+
+def mix64(z):
+    """widebag_data::rng::mix64 (SplitMix64's finaliser)."""
+    z = ((z ^ (z >> 30)) * 0xbf58476d1ce4e5b9) & M64
+    z = ((z ^ (z >> 27)) * 0x94d049bb133111eb) & M64
+    return z ^ (z >> 31)
+
+
+def hash2(a, b):
+    """widebag_data::rng::hash2."""
+    return mix64(((a * 0x9e3779b97f4a7c15) & M64) ^ mix64((b + 0x632be59bd9b4e019) & M64))
+
+
+def widebag_order(n, seed, epoch):
+    """The rows of epoch `epoch` (0-based) in widebag's `data.shuffle = "rows"` order: a
+    Fisher-Yates permutation drawn from SplitMix64(hash2(seed, epoch)) by multiply-shift."""
+    state, order = hash2(seed, epoch), list(range(n))
+    for i in range(n - 1, 0, -1):
+        state = (state + 0x9e3779b97f4a7c15) & M64
+        j = (mix64(state) * (i + 1)) >> 64
+        order[i], order[j] = order[j], order[i]
+    return np.asarray(order, np.int64)
+
+
+def batches(data, batch_size, seed, order_kind="numpy"):
     indptr, ids, vals, labels = data
     n = len(labels)
     rng = np.random.default_rng(seed)
+    epoch = 0
     while True:
-        order = rng.permutation(n)
+        if order_kind == "widebag":
+            order = widebag_order(n, seed, epoch)
+        else:
+            order = rng.permutation(n)
+        epoch += 1
         for start in range(0, n, batch_size):
-            rows = np.sort(order[start:start + batch_size])
+            rows = order[start:start + batch_size]
+            if order_kind != "widebag":
+                rows = np.sort(rows)
             lens = indptr[rows + 1] - indptr[rows]
             take = np.concatenate([np.arange(indptr[r], indptr[r + 1]) for r in rows])
             b_ids = ids[take]
@@ -177,6 +218,121 @@ def batches(data, batch_size, seed):
                 "row_of": torch.from_numpy(row_of),
                 "labels": torch.from_numpy(labels[rows]),
             }
+
+
+def read_safetensors(path):
+    """Every tensor of a safetensors file as float32 numpy arrays, by name."""
+    with open(path, "rb") as f:
+        n = int.from_bytes(f.read(8), "little")
+        header = json.loads(f.read(n))
+        body = f.read()
+    out = {}
+    for name, t in header.items():
+        if name == "__metadata__":
+            continue
+        if t["dtype"] != "F32":
+            raise SystemExit(f"{path}: {name} is {t['dtype']}, not F32")
+        a, b = t["data_offsets"]
+        out[name] = np.frombuffer(body[a:b], np.float32).reshape(t["shape"])
+    return out
+
+
+def load_widebag_init(model, path, layout):
+    """Copies widebag's initial weights (`train --save-init`) into `model`: its `[in, out]`
+    matrices transposed to PyTorch's `[out, in]`, table shards and class chunks joined. Every
+    tensor of the file is used and every parameter of the model set, or it stops."""
+    w = read_safetensors(path)
+    used, done = set(), set()
+
+    def take(name):
+        if name not in w:
+            raise SystemExit(f"{path}: no tensor {name} (have {sorted(w)})")
+        used.add(name)
+        return w[name]
+
+    def joined(prefix, axis):
+        """Tensors `prefix0`, `prefix1`, ... (a table's shards) joined along `axis`."""
+        parts = [take(f"{prefix}{k}") for k in range(len(w)) if f"{prefix}{k}" in w]
+        return np.concatenate(parts, axis=axis)
+
+    def put(param, value, what):
+        value = torch.from_numpy(np.array(value, np.float32)).reshape(param.shape)
+        if tuple(value.shape) != tuple(param.shape):
+            raise SystemExit(f"{path}: {what} has shape {value.shape}, the peer {param.shape}")
+        with torch.no_grad():
+            param.copy_(value)
+        done.add(id(param))
+
+    if layout == "dense":
+        put(model.input.weight, take("input.weight").T, "input.weight")
+        put(model.input.bias, take("input.bias"), "input.bias")
+        put(model.output.weight, take("output.weight").T, "output.weight")
+        put(model.output.bias, take("output.bias"), "output.bias")
+    else:
+        for k, table in enumerate(model.input.tables):
+            put(table.weight, joined(f"input.{k}.weight.shard", 0), f"input.{k}.weight")
+        for k, proj in enumerate(model.input.projections, 1):
+            put(proj.weight, take(f"input_band.{k}.projection").T, f"input_band.{k}.projection")
+        put(model.input.bias, take("bag.bias"), "bag.bias")
+        if model.adaptive is None:
+            put(model.output.weight, joined_chunks(w, take, "weight").T, "output.weight")
+            put(model.output.bias, joined_chunks(w, take, "bias"), "output.bias")
+        else:
+            ad = model.adaptive
+            put(ad.head.weight, take("output.head.weight").T, "output.head.weight")
+            put(ad.head.bias, take("output.head.bias"), "output.head.bias")
+            for k, tail in enumerate(ad.tail, 1):
+                put(tail[0].weight, take(f"output.tail.{k}.projection").T, "tail projection")
+                put(tail[1].weight, take(f"output.tail.{k}.weight").T, "tail weight")
+                put(tail[1].bias, take(f"output.tail.{k}.bias"), "tail bias")
+    for i, layer in enumerate(model.mlp.layers):
+        put(layer.weight, take(f"hidden.{i}.weight").T, f"hidden.{i}.weight")
+        put(layer.bias, take(f"hidden.{i}.bias"), f"hidden.{i}.bias")
+    left = sorted(set(w) - used)
+    unset = [n for n, q in model.named_parameters() if id(q) not in done]
+    if left or unset:
+        raise SystemExit(f"{path}: tensors not used {left}, parameters not set {unset}")
+
+
+def joined_chunks(w, take, kind):
+    """The full softmax's class chunks (`output.C.weight`, `[last, n_C]`) joined along classes."""
+    parts, c = [], 0
+    while f"output.{c}.{kind}" in w:
+        parts.append(take(f"output.{c}.{kind}"))
+        c += 1
+    return np.concatenate(parts, axis=1)
+
+
+def input_init(model, layout, dim, width, kind):
+    """The input layer initialised as widebag's `model.input_init = kind` (drawn with PyTorch's
+    generator): every table band's rows, or the dense input weight, `uniform` U(±sqrt(3 / band
+    dim)), `normal` N(0, 1) (EmbeddingBag's default) or `fan_in` U(±1/sqrt(width)) (Linear's);
+    each tail band's projection U(±sqrt(3 / dim)), the dense input's bias zero. Every later
+    layer starts as PyTorch's default, which is widebag's too (U(±1/sqrt(fan_in)))."""
+
+    def fill(weight, band_dim):
+        if kind == "normal":
+            weight.normal_(0.0, 1.0)
+        else:
+            bound = (3.0 / band_dim) ** 0.5 if kind == "uniform" else width ** -0.5
+            weight.uniform_(-bound, bound)
+
+    with torch.no_grad():
+        if layout == "dense":
+            fill(model.input.weight, dim)
+            model.input.bias.zero_()
+            return
+        for table in model.input.tables:
+            fill(table.weight, table.embedding_dim)
+        for proj in model.input.projections:
+            bound = (3.0 / dim) ** 0.5
+            proj.weight.uniform_(-bound, bound)
+
+
+def add_tail_biases(adaptive):
+    """widebag's adaptive softmax gives each tail cluster's classes a bias; PyTorch's has none."""
+    for tail in adaptive.tail:
+        tail[1].bias = nn.Parameter(torch.zeros(tail[1].out_features))
 
 
 def main():
@@ -196,6 +352,14 @@ def main():
     p.add_argument("--output-cutoffs", type=int, nargs="*", default=[])
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--device", default="cpu")
+    p.add_argument("--init", help="start from widebag's initial weights (train --save-init)")
+    p.add_argument("--input-init", choices=["pytorch", "uniform", "normal", "fan_in"],
+                   default="pytorch",
+                   help="the input layer's initialisation: each module's PyTorch default "
+                        "(EmbeddingBag N(0, 1), Linear U(±1/sqrt(width))), or as widebag's "
+                        "model.input_init of that name")
+    p.add_argument("--order", choices=["numpy", "widebag"], default="numpy",
+                   help="the rows' order: numpy's permutation, or widebag's seeded shuffle")
     a = p.parse_args()
     torch.manual_seed(a.seed)
     device = torch.device(a.device)
@@ -205,28 +369,36 @@ def main():
     a.width = a.width or int(header.get("width", ids.max() + 1))
     a.classes = a.classes or int(header.get("n_classes", labels.max() + 1))
     if a.layout == "headtail":
-        ids = renumber(ids, a.width)[ids]
+        ids = renumber(ids, a.width, vals)[ids]
         labels = renumber(labels, a.classes)[labels]
     data = (indptr, ids, vals, labels)
 
     if a.layout == "dense":
-        model = DenseModel(a.width, a.classes, a.dim, a.hidden).to(device)
-        optims = [torch.optim.Adam(model.parameters(), lr=a.lr)]
+        model = DenseModel(a.width, a.classes, a.dim, a.hidden)
     else:
         cut_in = a.input_cutoffs if a.layout == "headtail" else []
         cut_out = a.output_cutoffs if a.layout == "headtail" else []
-        model = SparseModel(a.width, a.classes, a.dim, a.hidden, a.factor, cut_in,
-                            cut_out).to(device)
+        model = SparseModel(a.width, a.classes, a.dim, a.hidden, a.factor, cut_in, cut_out)
+        if a.init and model.adaptive is not None:
+            add_tail_biases(model.adaptive)
+    if a.input_init != "pytorch":
+        input_init(model, a.layout, a.dim, a.width, a.input_init)
+    if a.init:
+        load_widebag_init(model, a.init, a.layout)
+    model = model.to(device)
+    if a.layout != "dense":
         sparse = {id(q) for q in model.sparse_parameters()}
         optims = [
             torch.optim.SparseAdam(model.sparse_parameters(), lr=a.lr),
             torch.optim.Adam([q for q in model.parameters() if id(q) not in sparse], lr=a.lr),
         ]
+    else:
+        optims = [torch.optim.Adam(model.parameters(), lr=a.lr)]
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats()
 
     losses, t0 = [], None
-    stream = batches(data, a.batch, a.seed)
+    stream = batches(data, a.batch, a.seed, a.order)
     for step in range(1, a.steps + 1):
         b = {k: (v.to(device) if torch.is_tensor(v) else v) for k, v in next(stream).items()}
         for o in optims:
@@ -256,6 +428,10 @@ def main():
         "peak_bytes": peak,
         "peak_kind": "cuda max_memory_allocated" if device.type == "cuda" else "peak RSS",
         "rss_after_import_bytes": rss_after_import,
+        "init": "widebag's weights (--init)" if a.init else f"input init {a.input_init}",
+        "order": a.order,
+        "seed": a.seed,
+        "losses": losses,
         "first_loss": losses[0],
         "final_loss": losses[-1],
         "final_loss_mean10": sum(losses[-10:]) / len(losses[-10:]),

@@ -132,6 +132,7 @@ fn train_as(
     }
     let mut options = RunOptions {
         profile_sync: req.profile,
+        save_init: req.save_init.clone(),
         ..RunOptions::default()
     };
     let steps = prepared.config.train.steps as u64;

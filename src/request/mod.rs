@@ -138,6 +138,8 @@ pub struct TrainRequest {
     pub resume: Option<PathBuf>,
     /// `--ranks`: ranks to train as (threads here; MPI's world size under mpirun).
     pub ranks: Option<usize>,
+    /// `--save-init`: the safetensors file the initial weights go to.
+    pub save_init: Option<PathBuf>,
 }
 
 pub fn train(args: &TrainArgs) -> Result<TrainRequest, Failure> {
@@ -173,6 +175,7 @@ pub fn train(args: &TrainArgs) -> Result<TrainRequest, Failure> {
         out: args.out.clone(),
         resume: args.resume.clone(),
         ranks: args.ranks.map(|n| n as usize),
+        save_init: args.save_init.clone(),
     })
 }
 

@@ -27,5 +27,6 @@ mod ranks_plan;
 mod ranks_runs;
 mod results;
 mod results_eval;
+mod save_init;
 mod sweep;
 mod tidy;

@@ -161,6 +161,31 @@ impl Activation {
     }
 }
 
+/// How the input table (every band's rows, and the dense layout's input weight) starts. The
+/// layers after it start as PyTorch's `nn.Linear` does, `U(±1/sqrt(fan_in))`, whatever this is.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum InputInit {
+    /// `U(±sqrt(3 / band dim))`: variance 1 / dim, so a bag of `n` unit values has variance
+    /// about `n / dim` whatever the width (a tail band's projection keeps its rows' scale).
+    #[default]
+    Uniform,
+    /// `N(0, 1)`: PyTorch's `nn.Embedding` and `nn.EmbeddingBag`.
+    Normal,
+    /// `U(±1/sqrt(width))`: PyTorch's `nn.Linear(width, dim)` on the dense input.
+    FanIn,
+}
+
+impl InputInit {
+    pub fn name(self) -> &'static str {
+        match self {
+            InputInit::Uniform => "uniform",
+            InputInit::Normal => "normal",
+            InputInit::FanIn => "fan_in",
+        }
+    }
+}
+
 /// How the learning rate moves over a run (both the table's and the dense layers'), after a
 /// linear warm-up of `optim.warmup_steps` from 0.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

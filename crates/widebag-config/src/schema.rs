@@ -8,8 +8,8 @@ use serde::{Deserialize, Serialize};
 use widebag_kinds::LabelMode;
 
 use crate::{
-    Activation, Checkpointing, CpuKernels, DenseOptim, DeviceChoice, Format, InputBands, Layout,
-    OutputBands, Precision, RecallConvention, Rounding, Schedule, ShuffleMode, TableOptim,
+    Activation, Checkpointing, CpuKernels, DenseOptim, DeviceChoice, Format, InputBands, InputInit,
+    Layout, OutputBands, Precision, RecallConvention, Rounding, Schedule, ShuffleMode, TableOptim,
     TargetKind, TextMode, TokenFormat,
 };
 
@@ -155,6 +155,9 @@ pub struct ModelConfig {
     pub output: OutputKind,
     /// The hidden layers' activation: `relu` or `tanh`.
     pub activation: Activation,
+    /// How the input table starts: `uniform` (variance 1 / dim), `normal` (N(0, 1), as
+    /// PyTorch's EmbeddingBag) or `fan_in` (U(±1/sqrt(width)), as PyTorch's Linear).
+    pub input_init: InputInit,
     /// Dropout on the input bag in training: each entry is dropped with this probability and
     /// the rest scaled by `1 / (1 − p)` (Mult-DAE's input dropout). 0: none.
     pub input_dropout: f64,
@@ -240,6 +243,7 @@ impl Default for ModelConfig {
             checkpointing: Checkpointing::None,
             output: OutputKind::Full,
             activation: Activation::Relu,
+            input_init: InputInit::Uniform,
             input_dropout: 0.0,
             input_bands: InputBands::default(),
             output_bands: OutputBands::default(),

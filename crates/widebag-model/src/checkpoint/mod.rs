@@ -78,6 +78,29 @@ pub fn save(
     Ok(dst)
 }
 
+/// Writes `layout`'s weights alone (no optimizer state, no manifest) to the safetensors file
+/// `path`, through a temporary sibling renamed into place: the numbers a peer starts from.
+pub fn save_weights(layout: &mut dyn TrainLayout, path: &Path) -> Result<(), ModelError> {
+    layout.flush_deferred()?;
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
+    let tmp = path.with_file_name(format!(".{}.tmp", name.unwrap_or_default()));
+    let mut metadata = HashMap::new();
+    metadata.insert(
+        "widebag".to_string(),
+        format!("{} initial weights", layout.name()),
+    );
+    let written = files::write(&layout.slots(), Part::Weights, metadata, &tmp).and_then(|()| {
+        std::fs::File::open(&tmp)
+            .and_then(|f| f.sync_all())
+            .and_then(|()| std::fs::rename(&tmp, path))
+            .map_err(io(path))
+    });
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written
+}
+
 fn write_into(
     layout: &mut dyn TrainLayout,
     point: RunPoint,

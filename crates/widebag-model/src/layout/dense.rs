@@ -132,11 +132,7 @@ impl DenseModel {
         }
         let device = compute.device.clone();
         let kind = config.optim.dense;
-        let input_weight = DenseParam::new(
-            "input.weight",
-            init::input_weight(s.seed, s.width, s.dim, &device),
-            kind,
-        );
+        let input_weight = DenseParam::new("input.weight", init::input_weight(&s, &device), kind);
         // The output as one chunk of every class: the same numbers as any cut of it.
         let whole = softmax::class_chunks(s.n_classes, s.n_classes);
         let mut params = init::dense_params(&s, &whole, kind, &device);

@@ -3,9 +3,9 @@
 
 use burn::tensor::{Device, Tensor};
 use rayon::prelude::*;
-use widebag_config::DenseOptim;
 use widebag_config::bands::Band;
-use widebag_data::rng::hash2;
+use widebag_config::{DenseOptim, InputInit};
+use widebag_data::rng::{SplitMix64, hash2};
 
 use crate::model::ModelSpec;
 use crate::model::dense_optim::DenseParam;
@@ -43,31 +43,42 @@ pub fn init_matrix(
     floats(host, [rows, cols], device)
 }
 
-/// Fills row `r` of input band `k`'s table (`out.len() == band.dim`). The head keeps the unsplit
-/// table's numbers: its row `r` is id `band.start + r`, column `j` element `id · dim + j`.
 /// Seed of band `k`'s stochastic rounding (its optimizer state's are derived from it).
 pub fn rounding_seed(seed: u64, k: usize) -> u64 {
     hash2(seed ^ 0x005e_ed0f_4a1f, k as u64)
 }
 
-pub fn table_rows(seed: u64, k: usize, band: Band) -> impl Fn(usize, &mut [f32]) + Sync {
-    let bound = (3.0 / band.dim as f64).sqrt();
-    let salt = TABLE_SALT + k as u64;
+/// Fills row `r` of input band `k`'s table (`out.len() == band.dim`). The head keeps the unsplit
+/// table's numbers: its row `r` is id `band.start + r`, column `j` element `id · dim + j`.
+pub fn table_rows(spec: &ModelSpec, k: usize, band: Band) -> impl Fn(usize, &mut [f32]) + Sync {
+    let element = input_element(spec, k, band.dim);
     move |r, out| {
         let row = if k == 0 { band.start + r } else { r };
         for (j, x) in out.iter_mut().enumerate() {
-            *x = uniform_init(seed, salt, (row * band.dim + j) as u64, bound);
+            *x = element((row * band.dim + j) as u64);
         }
+    }
+}
+
+/// Element `i` (row-major in its band) of input band `k`, `dim_k` wide, as `model.input_init`
+/// says: `uniform` `U(±sqrt(3 / dim_k))`, `normal` `N(0, 1)`, `fan_in` `U(±1/sqrt(width))`.
+fn input_element(spec: &ModelSpec, k: usize, dim_k: usize) -> impl Fn(u64) -> f32 + Sync {
+    let (seed, salt, init) = (spec.seed, TABLE_SALT + k as u64, spec.input_init);
+    let bound = match init {
+        InputInit::FanIn => 1.0 / (spec.width as f64).sqrt(),
+        _ => (3.0 / dim_k as f64).sqrt(),
+    };
+    move |i| match init {
+        InputInit::Normal => SplitMix64::new(hash2(seed ^ salt, i)).next_normal() as f32,
+        InputInit::Uniform | InputInit::FanIn => uniform_init(seed, salt, i, bound),
     }
 }
 
 /// The unsplit `[width, dim]` table as one matrix (the dense layout's input weight), with the
 /// numbers [`table_rows`] gives the sparse layout's table.
-pub fn input_weight(seed: u64, width: usize, dim: usize, device: &Device) -> Tensor<2> {
-    let bound = (3.0 / dim as f64).sqrt();
-    init_matrix(width, dim, dim, 0, device, |i| {
-        uniform_init(seed, TABLE_SALT, i, bound)
-    })
+pub fn input_weight(spec: &ModelSpec, device: &Device) -> Tensor<2> {
+    let dim = spec.dim;
+    init_matrix(spec.width, dim, dim, 0, device, input_element(spec, 0, dim))
 }
 
 /// Every dense parameter of `spec` with `optim` state: the full softmax's output cut into

@@ -159,7 +159,7 @@ impl WideModel {
             .enumerate()
             .map(|(k, &band)| {
                 let block = ranks.sharding(band.n_rows()).rows_of(ranks.rank);
-                let rows = init::table_rows(spec.seed, k, band);
+                let rows = init::table_rows(&spec, k, band);
                 let table = ShardedTable::placed(
                     block.len(),
                     band.dim,

@@ -28,6 +28,8 @@ pub struct ModelSpec {
     pub output: OutputKind,
     /// The hidden layers' activation.
     pub activation: widebag_config::Activation,
+    /// How the input table starts.
+    pub input_init: widebag_config::InputInit,
     /// What the MLP saves for backward: everything, or (`mlp`) only its block input and output.
     pub checkpointing: widebag_config::Checkpointing,
     /// Input bands (one: the unsplit table) and output clusters (one: the full softmax; more:
@@ -84,6 +86,7 @@ impl ModelSpec {
             seed: config.train.seed,
             output: config.model.output,
             activation: config.model.activation,
+            input_init: config.model.input_init,
             checkpointing: config.model.checkpointing,
             bands: bands.clone(),
         })

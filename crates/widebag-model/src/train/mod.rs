@@ -83,6 +83,9 @@ pub struct RunOptions {
     /// every batch read first (`explain --measure` under `mpirun`: one process per rank). An
     /// error when the binary registered no heap counter.
     pub measure: bool,
+    /// Write the initial weights (before the first step; a fresh run of one process) to this
+    /// safetensors file, as a checkpoint names them: a peer can start from the same numbers.
+    pub save_init: Option<std::path::PathBuf>,
 }
 
 /// Where a run continues from.
@@ -195,6 +198,14 @@ pub fn run_training_in(
     if let Some(wide) = model.wide().filter(|_| !alone) {
         // Refused before the first step (`auto` may have opened a GPU).
         wide.check_rank_kernels(&compute.adapter)?;
+    }
+    if let Some(path) = &options.save_init {
+        if !alone || options.resume.is_some() {
+            return Err(ModelError::Execution(
+                "the initial weights are saved by a fresh run of one process".into(),
+            ));
+        }
+        checkpoint::save_weights(model.as_mut(), path)?;
     }
     meter.sample(Point::Setup);
     let setup_s = setup_start.elapsed().as_secs_f64();
