@@ -41,8 +41,8 @@ pub fn plan_for_budget(
         plan::make_plan(prepared, &flags, &req.overrides, Some(compute)).map_err(Failure::usage)?;
     if !report.fits {
         let f = Failure::does_not_fit(anyhow::anyhow!(
-            "does not fit the {} budget{per_rank} (see the plan above)",
-            format_bytes(report.budget_bytes)
+            "{}{per_rank} (see the plan above)",
+            report.plan.refusal()
         ));
         if lead && req.json {
             println!(

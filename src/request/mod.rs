@@ -143,7 +143,10 @@ pub struct TrainRequest {
 }
 
 pub fn train(args: &TrainArgs) -> Result<TrainRequest, Failure> {
-    let flags = device_flag(&args.device);
+    let mut flags: Vec<FlagOverride> = device_flag(&args.device).into_iter().collect();
+    if args.keep_accuracy {
+        flags.push(plan::keep_accuracy_flag());
+    }
     let config = match &args.resume {
         // A resumed run keeps its own config (the device may change).
         Some(dir) => {

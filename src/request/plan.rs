@@ -40,6 +40,16 @@ impl SolverFlags {
     }
 }
 
+/// `--keep-accuracy` as the override it is.
+pub(super) fn keep_accuracy_flag() -> FlagOverride {
+    FlagOverride::new(
+        "--keep-accuracy",
+        true,
+        "plan.keep_accuracy",
+        "true".to_string(),
+    )
+}
+
 pub(super) fn budget_flag(text: Option<&String>) -> Result<Option<(String, u64)>, Failure> {
     text.map(|t| {
         parse_bytes(t)
@@ -158,6 +168,9 @@ pub fn plan(args: &PlanArgs) -> Result<PlanRequest, Failure> {
             "plan.objective",
             format!("\"{name}\""),
         ));
+    }
+    if b.keep_accuracy {
+        flags.push(keep_accuracy_flag());
     }
     if let Some(n) = b.min_batch {
         flags.push(FlagOverride::new(

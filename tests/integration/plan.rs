@@ -337,3 +337,68 @@ fn grid_and_calibrate_refuse_the_other_plan_flags() {
         );
     }
 }
+
+/// `--keep-accuracy`: the solver takes no remedy that costs accuracy. A budget the seed model
+/// meets only with head/tail input or the adaptive softmax is refused (exit 3), naming the
+/// smallest budget that needs neither; that budget fits without them, one MiB less does not.
+/// `train --budget` refuses the same way before training.
+#[test]
+fn keep_accuracy_refuses_a_budget_that_needs_head_tail_and_names_the_smallest_that_does_not() {
+    let accuracy = |v: &serde_json::Value| -> Vec<String> {
+        v["plan"]["remedies"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|r| r["cost"] == "accuracy")
+            .map(|r| r["key"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let free = json(&plan(&["--budget", "400MB"]));
+    assert_eq!(free["fits"], true);
+    assert!(!accuracy(&free).is_empty(), "400 MB needs head/tail");
+
+    let kept = plan(&["--budget", "400MB", "--keep-accuracy"]);
+    assert_eq!(kept.status.code(), Some(3));
+    let v: serde_json::Value = serde_json::from_slice(&kept.stdout).unwrap();
+    assert_eq!(v["plan"]["keep_accuracy"], true);
+    let tried = v["plan"]["layouts"].as_array().unwrap();
+    assert!(tried.iter().all(|l| {
+        l["remedies"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|r| r != "head_tail_input" && r != "adaptive_output")
+    }));
+    let budget = v["plan"]["suggestions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["key"] == "budget")
+        .expect("a budget suggestion");
+    let smallest = v["budget_bytes"].as_u64().unwrap() + budget["frees_bytes"].as_u64().unwrap();
+    let err = String::from_utf8_lossy(&kept.stderr);
+    assert!(
+        err.contains("--keep-accuracy") && err.contains("the smallest budget that fits without"),
+        "{err}"
+    );
+    assert_eq!(smallest % (1 << 20), 0, "whole MiB: {smallest}");
+    let at = |bytes: u64| plan(&["--budget", &bytes.to_string(), "--keep-accuracy"]);
+    let fits = json(&at(smallest));
+    assert_eq!(fits["fits"], true);
+    assert!(accuracy(&fits).is_empty(), "{:?}", accuracy(&fits));
+    assert_eq!(at(smallest - (1 << 20)).status.code(), Some(3));
+
+    let train = widebag(&[
+        "train",
+        "--config",
+        "configs/seed-sparse.toml",
+        "--device",
+        "cpu",
+        "--budget",
+        "400MB",
+        "--keep-accuracy",
+    ]);
+    assert_eq!(train.status.code(), Some(3));
+    let err = String::from_utf8_lossy(&train.stderr);
+    assert!(err.contains("--keep-accuracy"), "{err}");
+}

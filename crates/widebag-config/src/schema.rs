@@ -440,6 +440,9 @@ pub struct PlanConfig {
     /// Knobs the solver keeps at the config's value: any of `train.batch_size`, `optim.table`,
     /// `optim.dense` (keys given with `--set` on the command line are pinned too).
     pub pin: Vec<String>,
+    /// Never take a remedy that costs accuracy (head/tail input bands, the adaptive softmax): a
+    /// budget that needs one is refused, naming the smallest budget that does not.
+    pub keep_accuracy: bool,
 }
 
 impl Default for PlanConfig {
@@ -450,6 +453,7 @@ impl Default for PlanConfig {
             min_batch: 1,
             max_batch: 4096,
             pin: Vec::new(),
+            keep_accuracy: false,
         }
     }
 }

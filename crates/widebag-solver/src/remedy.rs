@@ -97,6 +97,17 @@ impl Remedy {
         }
     }
 
+    /// Whether it changes what the model can learn (`plan.keep_accuracy` forbids these).
+    pub fn costs_accuracy(self) -> bool {
+        self.cost() == "accuracy"
+    }
+
+    /// Whether the solver may not take it: its key is pinned, or it costs accuracy and the
+    /// config keeps accuracy.
+    pub(crate) fn barred(self, pins: Pins, config: &Config) -> bool {
+        self.pinned(pins) || (config.plan.keep_accuracy && self.costs_accuracy())
+    }
+
     fn pinned(self, pins: Pins) -> bool {
         match self {
             Remedy::NarrowChunk => pins.class_chunk,
@@ -320,7 +331,7 @@ pub(crate) fn ladder(
 ) -> Vec<(Vec<Remedy>, Config)> {
     let mut out = vec![(Vec::new(), config.clone())];
     for r in Remedy::ORDER {
-        if r.pinned(pins) {
+        if r.barred(pins, config) {
             continue;
         }
         let (taken, last) = out.last().expect("the configured rung");

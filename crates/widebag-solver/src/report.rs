@@ -56,6 +56,8 @@ pub struct Plan {
     pub pinned: Vec<&'static str>,
     pub min_batch: usize,
     pub max_batch: usize,
+    /// `plan.keep_accuracy`: no remedy that costs accuracy was considered.
+    pub keep_accuracy: bool,
     /// The chosen plan, or, when nothing fits, the cheapest candidate (`fits: false`).
     pub chosen: Candidate,
     /// Every other optimizer pair at the chosen batch, and the chosen pair one batch larger.
@@ -76,6 +78,43 @@ pub struct Plan {
 }
 
 impl Plan {
+    /// When nothing fits: the smallest budget at which the cheapest run of the most remedied
+    /// layout considered would (the `budget` suggestion), where no tensor is over the largest
+    /// buffer.
+    pub fn smallest_budget_bytes(&self) -> Option<u64> {
+        self.suggestions
+            .iter()
+            .find(|s| s.key == "budget")
+            .map(|s| self.budget_bytes + s.frees_bytes)
+    }
+
+    /// Why nothing fits, in a sentence for the refusal: the smallest change, or with
+    /// `keep_accuracy` the smallest budget that needs no remedy costing accuracy.
+    pub fn refusal(&self) -> String {
+        let budget = format_bytes(self.budget_bytes);
+        match (self.keep_accuracy, self.smallest_budget_bytes()) {
+            (true, Some(b)) => format!(
+                "nothing fits the {budget} budget without a remedy that costs accuracy \
+                 (--keep-accuracy: no head/tail input, no adaptive softmax); the smallest budget \
+                 that fits without them is {}",
+                format_bytes(b)
+            ),
+            (true, None) => format!(
+                "nothing fits the {budget} budget without a remedy that costs accuracy \
+                 (--keep-accuracy), at any budget: a tensor is over the largest buffer"
+            ),
+            (false, _) => {
+                format!(
+                    "nothing fits the {budget} budget: {}",
+                    self.suggestions.first().map_or(
+                        "no single change fits".to_string(),
+                        |s| format!("smallest change: {}", s.text)
+                    )
+                )
+            }
+        }
+    }
+
     /// `config` with the plan's choices applied: batch, optimizers and layout remedies.
     pub fn apply_to(&self, config: &Config) -> Config {
         let mut c = config.clone();

@@ -277,6 +277,7 @@ fn solve_layout(problem: &Problem) -> Result<Plan, SolverError> {
         pinned: problem.pins.keys(),
         min_batch,
         max_batch,
+        keep_accuracy: problem.config.plan.keep_accuracy,
         chosen,
         runner_ups,
         suggestions,

@@ -303,6 +303,9 @@ fn remedies(
         Remedy::HeadTailInput,
         Remedy::AdaptiveOutput,
     ] {
+        if r.costs_accuracy() && config.plan.keep_accuracy {
+            continue;
+        }
         if let Some(c) = r.applied(config, n_bands, p.device.bf16) {
             let (from, to) = (r.value(config, n_bands), r.value(&c, n_bands));
             out.push((r.key(), from, to, c));

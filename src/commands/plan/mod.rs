@@ -110,14 +110,7 @@ fn plan_one(req: &OnePlan) -> Outcome {
         print!("{}", render(&report, planned_ms));
     }
     if !report.fits {
-        let f = Failure::does_not_fit(anyhow::anyhow!(
-            "nothing fits the {} budget: {}",
-            format_bytes(report.budget_bytes),
-            report.plan.suggestions.first().map_or(
-                "no single change fits".to_string(),
-                |s| format!("smallest change: {}", s.text)
-            )
-        ));
+        let f = Failure::does_not_fit(anyhow::anyhow!("{}", report.plan.refusal()));
         return Err(if req.json { f.reported() } else { f });
     }
     if let Some(v) = &report.verify
