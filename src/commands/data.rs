@@ -197,17 +197,38 @@ fn synth_packed(stream: &widebag_data::SyntheticStream, args: &SynthArgs) -> Res
 fn pack(args: &PackArgs) -> Outcome {
     let source = request::source(&args.source)?;
     let started = std::time::Instant::now();
-    let loaded = load_source(&source, None)?;
     let options = widebag_data::packed::PackOptions {
         block_rows: args.block_rows,
         stats_samples: args.samples,
     };
-    let meta = widebag_data::packed::pack(&loaded, &source.variant(), &args.out, options).map_err(
-        |e| match e {
-            widebag_data::DataError::InvalidSpec { .. } => Failure::usage(e),
-            e => Failure::run(e),
-        },
-    )?;
+    let failed = |e: widebag_data::DataError| match e {
+        widebag_data::DataError::InvalidSpec { .. } | widebag_data::DataError::Parse { .. } => {
+            Failure::usage(e)
+        }
+        e => Failure::run(e),
+    };
+    // A libsvm file whose shape is declared is packed as it is read; any other source is read
+    // whole first.
+    let streamed = match (source.format, &source.test_path) {
+        (widebag_data::Format::Libsvm, None) => widebag_data::libsvm_pack::pack_libsvm(
+            &source.path,
+            &source.read,
+            &source.variant(),
+            &args.out,
+            options,
+        )
+        .map_err(failed)?,
+        _ => None,
+    };
+    let how = if streamed.is_some() { ", streamed" } else { "" };
+    let meta = match streamed {
+        Some(meta) => meta,
+        None => {
+            let loaded = load_source(&source, None)?;
+            widebag_data::packed::pack(&loaded, &source.variant(), &args.out, options)
+                .map_err(failed)?
+        }
+    };
     let bytes = std::fs::metadata(&args.out).map(|m| m.len()).unwrap_or(0);
     let seconds = started.elapsed().as_secs_f64();
     if args.json {
@@ -220,11 +241,12 @@ fn pack(args: &PackArgs) -> Outcome {
             "blocks": meta.blocks.len(),
             "bytes": bytes,
             "seconds": seconds,
+            "streamed": !how.is_empty(),
         });
         println!("{out}");
     } else {
         eprintln!(
-            "widebag: packed {} rows, width {}, {} nnz into {} blocks, {} bytes, in {seconds:.2} s: {}",
+            "widebag: packed {} rows, width {}, {} nnz into {} blocks, {} bytes, in {seconds:.2} s{how}: {}",
             meta.n_rows,
             meta.width,
             meta.nnz,

@@ -9,6 +9,7 @@ pub mod frequencies;
 pub mod held_out;
 pub mod labels;
 pub mod libsvm;
+pub mod libsvm_pack;
 pub mod lightgcn;
 pub mod lines;
 pub mod npz;

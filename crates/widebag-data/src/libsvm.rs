@@ -56,7 +56,7 @@ fn parse_label(tok: &[u8]) -> Option<u32> {
 }
 
 /// Parses one line; `Ok(None)` for a blank or comment-only line.
-fn parse_line(line: &[u8]) -> Result<Option<ParsedLine>, LineError> {
+pub(crate) fn parse_line(line: &[u8]) -> Result<Option<ParsedLine>, LineError> {
     let content = match line.iter().position(|&c| c == b'#') {
         Some(i) => &line[..i],
         None => line,
@@ -141,11 +141,11 @@ const HEADER: &str = "# widebag libsvm:";
 
 /// Settings recorded in a widebag header line.
 #[derive(Debug, Default, PartialEq)]
-struct Header {
-    zero_based: Option<bool>,
-    width: Option<usize>,
-    n_classes: Option<usize>,
-    blank_lines_are_rows: bool,
+pub(crate) struct Header {
+    pub(crate) zero_based: Option<bool>,
+    pub(crate) width: Option<usize>,
+    pub(crate) n_classes: Option<usize>,
+    pub(crate) blank_lines_are_rows: bool,
 }
 
 /// The widest a libsvm file can be, and the most classes: ids and labels are 32-bit, and a width
@@ -154,7 +154,7 @@ pub const MAX_WIDTH: usize = u32::MAX as usize;
 
 /// Reads the widebag header line, if the file has one. A value that does not parse, or a width
 /// no 32-bit id can reach, is refused naming line 1 and its column.
-fn read_header(path: &Path) -> Result<Header, DataError> {
+pub(crate) fn read_header(path: &Path) -> Result<Header, DataError> {
     use std::io::BufRead;
     let mut first = String::new();
     let ok = std::fs::File::open(path)
@@ -241,7 +241,7 @@ pub(crate) fn parse_file(path: &Path, options: &ReadOptions) -> Result<ParsedFil
 }
 
 /// The note a read dataset carries about its index base.
-fn base_note(zero_based: bool, set: bool) -> String {
+pub(crate) fn base_note(zero_based: bool, set: bool) -> String {
     let how = if set { "set" } else { "detected" };
     format!("{}-based ids ({how})", u32::from(!zero_based))
 }

@@ -232,7 +232,12 @@ pub fn pack(
 ) -> Result<PackMeta, DataError> {
     check_options(&options)?;
     let d = &loaded.dataset;
-    let stats = stats::compute(d, options.stats_samples, 0);
+    // Counted a row at a time, as a streamed pack counts them: the same figures either way.
+    let mut tally = stats::Tally::new(0);
+    for r in 0..d.n_rows() {
+        tally.add(d.rows.row(r).0);
+    }
+    let stats = tally.finish(d.width, d.n_classes, options.stats_samples, 0);
     let mut meta = PackMeta {
         version: VERSION,
         variant: variant.to_string(),
@@ -286,9 +291,15 @@ pub struct RowSink<'w, W: Write> {
     tally: stats::Tally,
     ids: Vec<f64>,
     classes: Vec<f64>,
+    skipped_lines: u64,
 }
 
 impl<W: Write> RowSink<'_, W> {
+    /// Counts a source line skipped as bad (`skip_bad_lines`), for the metadata.
+    pub fn skip_line(&mut self) {
+        self.skipped_lines += 1;
+    }
+
     /// Writes one row; an id or a class beyond the header's shape is an error.
     pub fn push(&mut self, row: Row<'_>) -> std::io::Result<()> {
         let beyond = |keys: &[u32], n: usize| keys.iter().find(|&&k| k as usize >= n).copied();
@@ -332,6 +343,7 @@ pub fn pack_rows(
             tally: stats::Tally::new(0),
             ids: vec![0.0; header.width],
             classes: vec![0.0; header.n_classes],
+            skipped_lines: 0,
         };
         fill(&mut sink)?;
         let RowSink {
@@ -340,6 +352,7 @@ pub fn pack_rows(
             tally,
             ids,
             classes,
+            skipped_lines,
         } = sink;
         let (blocks, at) = blocks.finish(w)?;
         let stats = tally.finish(header.width, header.n_classes, options.stats_samples, 0);
@@ -357,7 +370,7 @@ pub fn pack_rows(
             stats,
             vocabulary: None,
             labels: None,
-            skipped_lines: 0,
+            skipped_lines,
             notes: header.notes.clone(),
         };
         finish_file(w, &mut meta, at, || (ids, classes))?;

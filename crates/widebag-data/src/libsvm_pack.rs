@@ -1,0 +1,302 @@
+//! A libsvm file packed in one streamed pass when its shape is declared (widebag's header line,
+//! or the index base, width and classes set): one thread reads blocks of lines ahead while rayon
+//! parses the current block's lines, and the rows are checked as [`read_libsvm`] checks them and
+//! written a packed block at a time, in memory bounded by a few line blocks and the width,
+//! whatever the file's size.
+//!
+//! [`read_libsvm`]: crate::libsvm::read_libsvm
+
+use std::path::Path;
+
+use rayon::prelude::*;
+
+use crate::libsvm::{ParsedLine, base_note, parse_line, read_header};
+use crate::lines::{LineBlock, LineBlocks, LineError};
+use crate::packed::PackMeta;
+use crate::packed::write::{PackOptions, Row, RowSink, StreamHeader, pack_rows};
+use crate::{DataError, ReadOptions};
+
+/// Parsed line blocks ready ahead of the writer.
+const READ_AHEAD: usize = 2;
+
+/// A parsed line: its number and its checked row (or `None`), or `(column, message)` and
+/// whether `skip_bad_lines` may skip it (a label beyond the classes fails the read whole, as
+/// `read_libsvm` fails it).
+type Line = (usize, Result<Option<ParsedLine>, (LineError, bool)>);
+
+/// Packs the libsvm file `path` into `out` streamed (atomically, as `pack_rows`), or `Ok(None)`
+/// when its shape is not declared: then the base is detected from every id and the width and
+/// classes from the largest, so the rows are read whole first. The packed rows, frequencies and
+/// statistics are those of the file read in memory and packed.
+pub fn pack_libsvm(
+    path: &Path,
+    read: &ReadOptions,
+    variant: &str,
+    out: &Path,
+    options: PackOptions,
+) -> Result<Option<PackMeta>, DataError> {
+    let header = read_header(path)?;
+    let shape = (
+        read.zero_based.or(header.zero_based),
+        read.width.or(header.width),
+        read.n_classes.or(header.n_classes),
+    );
+    let (Some(zero_based), Some(width), Some(n_classes)) = shape else {
+        return Ok(None);
+    };
+    let stream = StreamHeader {
+        variant: variant.to_string(),
+        width,
+        n_classes,
+        notes: vec![base_note(zero_based, true)],
+    };
+    let check = Check {
+        path,
+        base: u32::from(!zero_based),
+        width,
+        n_classes,
+        skip_bad_lines: read.skip_bad_lines,
+        blank_lines_are_rows: header.blank_lines_are_rows,
+    };
+    let (tx, rx) = std::sync::mpsc::sync_channel::<Result<Vec<Line>, DataError>>(READ_AHEAD);
+    let mut blocks = LineBlocks::open(path)?;
+    let mut failure = None;
+    let packed = std::thread::scope(|scope| {
+        // Reads and parses (rayon) the next blocks while the rows of this one are written.
+        let check = &check;
+        scope.spawn(move || {
+            while let Some(next) = blocks.next_block().transpose() {
+                let failed = next.is_err();
+                // A closed channel: the packer stopped (an error), nothing more to read.
+                if tx.send(next.map(|b| check.parse_block(&b))).is_err() || failed {
+                    return;
+                }
+            }
+        });
+        let packed = pack_rows(stream, out, options, |sink| {
+            let mut rows = 0u64;
+            for block in rx.iter() {
+                let written = block.and_then(|b| check.write(b, sink, &mut rows));
+                if let Err(e) = written {
+                    failure = Some(e);
+                    return Err(std::io::Error::other("stopped"));
+                }
+            }
+            if rows == 0 {
+                failure = Some(DataError::Empty {
+                    path: path.to_path_buf(),
+                });
+                return Err(std::io::Error::other("stopped"));
+            }
+            Ok(())
+        });
+        // Unblocks the reader when the packer stopped early.
+        drop(rx);
+        packed
+    });
+    match (packed, failure) {
+        (_, Some(e)) => Err(e),
+        (packed, None) => packed.map(Some),
+    }
+}
+
+/// What a row must satisfy, as `read_libsvm` checks it.
+struct Check<'a> {
+    path: &'a Path,
+    base: u32,
+    width: usize,
+    n_classes: usize,
+    skip_bad_lines: bool,
+    blank_lines_are_rows: bool,
+}
+
+impl Check<'_> {
+    /// A line's row, checked and its ids rebased, `None` for a blank or comment line, or
+    /// `(column, message)`.
+    fn parse(&self, line: &[u8]) -> Result<Option<ParsedLine>, (LineError, bool)> {
+        if self.blank_lines_are_rows && line.iter().all(u8::is_ascii_whitespace) {
+            return Ok(Some(ParsedLine::default()));
+        }
+        let Some(mut p) = parse_line(line).map_err(|e| (e, true))? else {
+            return Ok(None);
+        };
+        let base = self.base;
+        let bad = p
+            .ids
+            .iter()
+            .zip(&p.columns)
+            .find(|&(&id, _)| id < base || (id - base) as usize >= self.width);
+        if let Some((&id, &column)) = bad {
+            let message = if id < base {
+                "index 0 in a 1-based file (set the index base to 0)".to_string()
+            } else {
+                format!(
+                    "index {id} is beyond the width {} ({base}-based ids)",
+                    self.width
+                )
+            };
+            return Err(((column as usize, message), true));
+        }
+        if p.labels.iter().any(|&c| c as usize >= self.n_classes) {
+            let message = format!("label beyond the number of classes {}", self.n_classes);
+            return Err(((1, message), false));
+        }
+        if base > 0 {
+            p.ids.iter_mut().for_each(|i| *i -= base);
+        }
+        Ok(Some(p))
+    }
+
+    /// `block`'s lines, parsed and checked in parallel, in order.
+    fn parse_block(&self, block: &LineBlock) -> Vec<Line> {
+        block
+            .lines()
+            .into_par_iter()
+            .map(|(n, l)| (n, self.parse(l)))
+            .collect()
+    }
+
+    /// Writes a parsed block's rows in order (`rows` counts them); the first bad line is an
+    /// error naming the file, line and column, unless bad lines are skipped (and counted).
+    fn write<W: std::io::Write>(
+        &self,
+        lines: Vec<Line>,
+        sink: &mut RowSink<'_, W>,
+        rows: &mut u64,
+    ) -> Result<(), DataError> {
+        let mut ones = Vec::new();
+        for (line, p) in lines {
+            let p = match p {
+                Ok(Some(p)) => p,
+                Ok(None) => continue,
+                Err((_, true)) if self.skip_bad_lines => {
+                    sink.skip_line();
+                    continue;
+                }
+                Err(((column, message), _)) => {
+                    return Err(DataError::Parse {
+                        path: self.path.to_path_buf(),
+                        line,
+                        column,
+                        message,
+                    });
+                }
+            };
+            ones.resize(p.labels.len(), 1.0);
+            let row = Row {
+                ids: &p.ids,
+                values: &p.values,
+                targets: &p.labels,
+                weights: &ones,
+            };
+            sink.push(row).map_err(|source| DataError::Io {
+                path: self.path.to_path_buf(),
+                source,
+            })?;
+            *rows += 1;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Format, Source};
+
+    fn dir(name: &str) -> std::path::PathBuf {
+        let d =
+            std::env::temp_dir().join(format!("widebag-libsvm-pack-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    const OPTIONS: PackOptions = PackOptions {
+        block_rows: 7,
+        stats_samples: 4,
+    };
+
+    /// A 1-based file with widebag's header, more than one line block long: repeated ids,
+    /// several labels, comments, `qid:` and blank lines (rows, as the header says).
+    fn write_file(path: &Path, rows: usize) {
+        let mut text = String::from(
+            "# widebag libsvm: zero_based=false width=50 n_classes=7 blank_lines=rows\n",
+        );
+        for r in 0..rows {
+            match r % 11 {
+                3 => text.push('\n'),
+                5 => text.push_str(&format!("{},{} qid:3 4:1 4:2 50:0.5 # c\n", r % 7, 6)),
+                _ => text.push_str(&format!("{} {}:1.5 {}:2\n", r % 7, 1 + r % 50, 1 + r % 13)),
+            }
+        }
+        std::fs::write(path, text).unwrap();
+    }
+
+    #[test]
+    fn a_streamed_pack_is_the_bytes_of_the_file_read_whole_and_packed() {
+        let d = dir("same");
+        let file = d.join("rows.svm");
+        write_file(&file, 600_000);
+        assert!(std::fs::metadata(&file).unwrap().len() > crate::lines::BLOCK_BYTES as u64);
+        let source = Source::new(&file, Format::Libsvm);
+        let (a, b) = (d.join("streamed.wbp"), d.join("loaded.wbp"));
+        let meta = pack_libsvm(&file, &source.read, &source.variant(), &a, OPTIONS)
+            .unwrap()
+            .expect("the header declares the shape");
+        let loaded = crate::load(&source).unwrap();
+        crate::packed::pack(&loaded, &source.variant(), &b, OPTIONS).unwrap();
+        assert_eq!(meta.n_rows, 600_000);
+        assert!(std::fs::read(&a).unwrap() == std::fs::read(&b).unwrap());
+        let _ = std::fs::remove_dir_all(d);
+    }
+
+    #[test]
+    fn a_bad_line_is_named_and_leaves_no_output() {
+        let d = dir("bad");
+        let file = d.join("rows.svm");
+        write_file(&file, 30);
+        let mut text = std::fs::read_to_string(&file).unwrap();
+        text.push_str("2 51:1\n");
+        std::fs::write(&file, text).unwrap();
+        let out = d.join("out.wbp");
+        let read = ReadOptions::default();
+        let e = pack_libsvm(&file, &read, "libsvm", &out, OPTIONS).unwrap_err();
+        let DataError::Parse { line, column, .. } = &e else {
+            panic!("{e}");
+        };
+        assert_eq!((*line, *column), (32, 3), "{e}");
+        assert!(e.to_string().contains("beyond the width 50"), "{e}");
+        let left: Vec<_> = std::fs::read_dir(&d).unwrap().flatten().collect();
+        assert_eq!(left.len(), 1, "only the source: {left:?}");
+        // Skipped when asked, and counted.
+        let skip = ReadOptions {
+            skip_bad_lines: true,
+            ..read
+        };
+        let meta = pack_libsvm(&file, &skip, "libsvm", &out, OPTIONS)
+            .unwrap()
+            .unwrap();
+        assert_eq!((meta.n_rows, meta.skipped_lines), (30, 1));
+        let _ = std::fs::remove_dir_all(d);
+    }
+
+    #[test]
+    fn a_file_without_a_declared_shape_is_not_streamed() {
+        let d = dir("undeclared");
+        let file = d.join("rows.svm");
+        std::fs::write(&file, "1 3:1\n0 4:2\n").unwrap();
+        let out = d.join("out.wbp");
+        let none = pack_libsvm(&file, &ReadOptions::default(), "libsvm", &out, OPTIONS).unwrap();
+        assert!(none.is_none() && !out.exists());
+        let declared = ReadOptions {
+            zero_based: Some(true),
+            width: Some(5),
+            n_classes: Some(2),
+            skip_bad_lines: false,
+        };
+        let meta = pack_libsvm(&file, &declared, "libsvm", &out, OPTIONS).unwrap();
+        assert_eq!(meta.map(|m| (m.n_rows, m.width)), Some((2, 5)));
+        let _ = std::fs::remove_dir_all(d);
+    }
+}
