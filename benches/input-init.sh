@@ -8,7 +8,8 @@
 # Recall@20; about 10 minutes a run on the 2-core machine).
 #   bash benches/input-init.sh [OUT_DIR]
 # Env: WIDEBAG_BIN (default target/release/widebag), BROWN_DIR (the unpacked Brown corpus's
-# directory of texts; default ~/.cache/widebag/data/brown; skipped when absent), GOWALLA (0).
+# directory holding only its 500 texts ca01 … cr09; default ~/.cache/widebag/data/brown; skipped
+# when absent), GOWALLA (0).
 set -euo pipefail
 out=${1:-widebag-input-init}
 bin=${WIDEBAG_BIN:-target/release/widebag}

@@ -57,11 +57,21 @@ fn parse_label(tok: &[u8]) -> Option<u32> {
 
 /// Parses one line; `Ok(None)` for a blank or comment-only line.
 pub(crate) fn parse_line(line: &[u8]) -> Result<Option<ParsedLine>, LineError> {
+    let mut out = ParsedLine::default();
+    Ok(parse_line_into(line, &mut out)?.then_some(out))
+}
+
+/// [`parse_line`] into `out` (cleared first, its buffers reused): `Ok(false)` for a blank or
+/// comment-only line.
+pub(crate) fn parse_line_into(line: &[u8], out: &mut ParsedLine) -> Result<bool, LineError> {
     let content = match line.iter().position(|&c| c == b'#') {
         Some(i) => &line[..i],
         None => line,
     };
-    let mut out = ParsedLine::default();
+    out.labels.clear();
+    out.ids.clear();
+    out.values.clear();
+    out.columns.clear();
     let mut pos = 0;
     let mut first = true;
     let mut any = false;
@@ -133,7 +143,7 @@ pub(crate) fn parse_line(line: &[u8]) -> Result<Option<ParsedLine>, LineError> {
         out.values.push(value);
         out.columns.push(column as u32);
     }
-    Ok(any.then_some(out))
+    Ok(any)
 }
 
 /// The first line of files widebag writes.

@@ -10,7 +10,7 @@ use std::path::Path;
 
 use rayon::prelude::*;
 
-use crate::libsvm::{ParsedLine, base_note, parse_line, read_header};
+use crate::libsvm::{ParsedLine, base_note, parse_line_into, read_header};
 use crate::lines::{LineBlock, LineBlocks, LineError};
 use crate::packed::PackMeta;
 use crate::packed::write::{PackOptions, Row, RowSink, StreamHeader, pack_rows};
@@ -19,10 +19,25 @@ use crate::{DataError, ReadOptions};
 /// Parsed line blocks ready ahead of the writer.
 const READ_AHEAD: usize = 2;
 
-/// A parsed line: its number and its checked row (or `None`), or `(column, message)` and
-/// whether `skip_bad_lines` may skip it (a label beyond the classes fails the read whole, as
-/// `read_libsvm` fails it).
-type Line = (usize, Result<Option<ParsedLine>, (LineError, bool)>);
+/// Lines parsed together into one [`Rows`] (one allocation per buffer, not per line).
+const CHUNK_LINES: usize = 2048;
+
+/// A line's failure: `(column, message)`, and whether `skip_bad_lines` may skip it (a label
+/// beyond the classes fails the read whole, as `read_libsvm` fails it).
+type Bad = (LineError, bool);
+
+/// The checked rows of consecutive lines, ids rebased, in flat buffers; the lines skipped; the
+/// first line that fails (`skip_bad_lines` unset, or not skippable).
+#[derive(Default)]
+struct Rows {
+    id_ends: Vec<usize>,
+    label_ends: Vec<usize>,
+    ids: Vec<u32>,
+    values: Vec<f32>,
+    labels: Vec<u32>,
+    skipped: u64,
+    failed: Option<(usize, LineError)>,
+}
 
 /// Packs the libsvm file `path` into `out` streamed (atomically, as `pack_rows`), or `Ok(None)`
 /// when its shape is not declared: then the base is detected from every id and the width and
@@ -58,7 +73,7 @@ pub fn pack_libsvm(
         skip_bad_lines: read.skip_bad_lines,
         blank_lines_are_rows: header.blank_lines_are_rows,
     };
-    let (tx, rx) = std::sync::mpsc::sync_channel::<Result<Vec<Line>, DataError>>(READ_AHEAD);
+    let (tx, rx) = std::sync::mpsc::sync_channel::<Result<Vec<Rows>, DataError>>(READ_AHEAD);
     let mut blocks = LineBlocks::open(path)?;
     let mut failure = None;
     let packed = std::thread::scope(|scope| {
@@ -111,15 +126,16 @@ struct Check<'a> {
 }
 
 impl Check<'_> {
-    /// A line's row, checked and its ids rebased, `None` for a blank or comment line, or
-    /// `(column, message)`.
-    fn parse(&self, line: &[u8]) -> Result<Option<ParsedLine>, (LineError, bool)> {
+    /// Parses and checks `line` into `p` (its ids rebased): `Ok(false)` for a blank or comment
+    /// line.
+    fn parse(&self, line: &[u8], p: &mut ParsedLine) -> Result<bool, Bad> {
         if self.blank_lines_are_rows && line.iter().all(u8::is_ascii_whitespace) {
-            return Ok(Some(ParsedLine::default()));
+            parse_line_into(b"", p).map_err(|e| (e, true))?;
+            return Ok(true);
         }
-        let Some(mut p) = parse_line(line).map_err(|e| (e, true))? else {
-            return Ok(None);
-        };
+        if !parse_line_into(line, p).map_err(|e| (e, true))? {
+            return Ok(false);
+        }
         let base = self.base;
         let bad = p
             .ids
@@ -141,18 +157,40 @@ impl Check<'_> {
             let message = format!("label beyond the number of classes {}", self.n_classes);
             return Err(((1, message), false));
         }
-        if base > 0 {
-            p.ids.iter_mut().for_each(|i| *i -= base);
-        }
-        Ok(Some(p))
+        Ok(true)
     }
 
-    /// `block`'s lines, parsed and checked in parallel, in order.
-    fn parse_block(&self, block: &LineBlock) -> Vec<Line> {
+    /// Consecutive `(line number, line)`s parsed into one [`Rows`].
+    fn parse_chunk(&self, lines: &[(usize, &[u8])]) -> Rows {
+        let mut rows = Rows::default();
+        let mut p = ParsedLine::default();
+        for &(n, line) in lines {
+            match self.parse(line, &mut p) {
+                Ok(false) => {}
+                Ok(true) => {
+                    let base = self.base;
+                    rows.ids.extend(p.ids.iter().map(|&i| i - base));
+                    rows.values.extend_from_slice(&p.values);
+                    rows.labels.extend_from_slice(&p.labels);
+                    rows.id_ends.push(rows.ids.len());
+                    rows.label_ends.push(rows.labels.len());
+                }
+                Err((_, true)) if self.skip_bad_lines => rows.skipped += 1,
+                Err((e, _)) => {
+                    rows.failed = Some((n, e));
+                    break;
+                }
+            }
+        }
+        rows
+    }
+
+    /// `block`'s lines, parsed and checked in parallel chunks, in order.
+    fn parse_block(&self, block: &LineBlock) -> Vec<Rows> {
         block
             .lines()
-            .into_par_iter()
-            .map(|(n, l)| (n, self.parse(l)))
+            .par_chunks(CHUNK_LINES)
+            .map(|lines| self.parse_chunk(lines))
             .collect()
     }
 
@@ -160,40 +198,37 @@ impl Check<'_> {
     /// error naming the file, line and column, unless bad lines are skipped (and counted).
     fn write<W: std::io::Write>(
         &self,
-        lines: Vec<Line>,
+        chunks: Vec<Rows>,
         sink: &mut RowSink<'_, W>,
         rows: &mut u64,
     ) -> Result<(), DataError> {
         let mut ones = Vec::new();
-        for (line, p) in lines {
-            let p = match p {
-                Ok(Some(p)) => p,
-                Ok(None) => continue,
-                Err((_, true)) if self.skip_bad_lines => {
-                    sink.skip_line();
-                    continue;
-                }
-                Err(((column, message), _)) => {
-                    return Err(DataError::Parse {
-                        path: self.path.to_path_buf(),
-                        line,
-                        column,
-                        message,
-                    });
-                }
-            };
-            ones.resize(p.labels.len(), 1.0);
-            let row = Row {
-                ids: &p.ids,
-                values: &p.values,
-                targets: &p.labels,
-                weights: &ones,
-            };
-            sink.push(row).map_err(|source| DataError::Io {
-                path: self.path.to_path_buf(),
-                source,
-            })?;
-            *rows += 1;
+        for c in chunks {
+            if let Some((line, (column, message))) = c.failed {
+                return Err(DataError::Parse {
+                    path: self.path.to_path_buf(),
+                    line,
+                    column,
+                    message,
+                });
+            }
+            (0..c.skipped).for_each(|_| sink.skip_line());
+            let (mut id0, mut label0) = (0, 0);
+            for (&id1, &label1) in c.id_ends.iter().zip(&c.label_ends) {
+                ones.resize(label1 - label0, 1.0);
+                let row = Row {
+                    ids: &c.ids[id0..id1],
+                    values: &c.values[id0..id1],
+                    targets: &c.labels[label0..label1],
+                    weights: &ones,
+                };
+                sink.push(row).map_err(|source| DataError::Io {
+                    path: self.path.to_path_buf(),
+                    source,
+                })?;
+                (id0, label0) = (id1, label1);
+                *rows += 1;
+            }
         }
         Ok(())
     }
