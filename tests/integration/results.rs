@@ -264,25 +264,8 @@ fn resume_on_wgpu_is_the_uninterrupted_run_within_1e_5() {
     }
     let (w1, w2) = (final_checkpoint(&whole, 30), final_checkpoint(&cut, 30));
     for f in ["weights.safetensors"] {
-        let read = |p: &Path| {
-            let bytes = std::fs::read(p.join(f)).unwrap();
-            let st = safetensors::SafeTensors::deserialize(&bytes).unwrap();
-            let mut v: Vec<(String, Vec<f32>)> = st
-                .tensors()
-                .into_iter()
-                .map(|(n, t)| {
-                    let d = t
-                        .data()
-                        .chunks_exact(4)
-                        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-                        .collect();
-                    (n, d)
-                })
-                .collect();
-            v.sort_by(|a, b| a.0.cmp(&b.0));
-            v
-        };
-        for ((n, x), (_, y)) in read(&w1).into_iter().zip(read(&w2)) {
+        let read = |p: &Path| common::safetensors_f32(&p.join(f)).into_iter();
+        for ((n, (_, x)), (_, (_, y))) in read(&w1).zip(read(&w2)) {
             common::assert_close(&n, &y, &x, 1e-5, 1e-5);
         }
     }

@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::common::widebag;
+use crate::common::{safetensors_f32 as tensors, widebag};
 
 fn tmp(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("widebag-init-{name}-{}", std::process::id()));
@@ -15,23 +15,6 @@ fn tmp(name: &str) -> PathBuf {
 
 fn final_checkpoint(run: &Path, step: u64) -> PathBuf {
     run.join("checkpoints").join(format!("step-{step:08}"))
-}
-
-/// Every tensor of a safetensors file as f32s, by name.
-fn tensors(path: &Path) -> std::collections::BTreeMap<String, (Vec<usize>, Vec<f32>)> {
-    let bytes = std::fs::read(path).unwrap();
-    let st = safetensors::SafeTensors::deserialize(&bytes).unwrap();
-    st.tensors()
-        .into_iter()
-        .map(|(n, t)| {
-            let d = t
-                .data()
-                .chunks_exact(4)
-                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-                .collect();
-            (n, (t.shape().to_vec(), d))
-        })
-        .collect()
 }
 
 /// `train --save-init F`: the weights before the first step, named as a checkpoint names them

@@ -26,6 +26,25 @@ pub fn repo_relative(path: &std::path::Path) -> String {
 }
 
 /// Runs the `widebag` binary with `args` and returns its output.
+/// Every f32 tensor of a safetensors file, by name: `(shape, values)`.
+pub fn safetensors_f32(
+    path: &std::path::Path,
+) -> std::collections::BTreeMap<String, (Vec<usize>, Vec<f32>)> {
+    let bytes = std::fs::read(path).unwrap();
+    let st = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+    st.tensors()
+        .into_iter()
+        .map(|(n, t)| {
+            let d = t
+                .data()
+                .chunks_exact(4)
+                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                .collect();
+            (n, (t.shape().to_vec(), d))
+        })
+        .collect()
+}
+
 pub fn widebag(args: &[&str]) -> std::process::Output {
     std::process::Command::new(env!("CARGO_BIN_EXE_widebag"))
         .args(args)
