@@ -250,6 +250,15 @@ pub(crate) fn parse_file(path: &Path, options: &ReadOptions) -> Result<ParsedFil
     })
 }
 
+/// Why raw id `id` is refused in a `base`-based file of `width` columns.
+pub(crate) fn bad_id(id: u32, base: u32, width: usize) -> String {
+    if id < base {
+        "index 0 in a 1-based file (set the index base to 0)".to_string()
+    } else {
+        format!("index {id} is beyond the width {width} ({base}-based ids)")
+    }
+}
+
 /// The note a read dataset carries about its index base.
 pub(crate) fn base_note(zero_based: bool, set: bool) -> String {
     let how = if set { "set" } else { "detected" };
@@ -317,14 +326,7 @@ pub fn read_libsvm(path: &Path, options: &ReadOptions) -> Result<Dataset, DataEr
                 skipped += 1;
                 continue;
             }
-            let message = if id < base {
-                "index 0 in a 1-based file (set the index base to 0)".to_string()
-            } else {
-                format!(
-                    "index {id} is beyond the width {width} ({}-based ids)",
-                    base
-                )
-            };
+            let message = bad_id(id, base, width);
             return Err(DataError::Parse {
                 path: path.to_path_buf(),
                 line: *line,

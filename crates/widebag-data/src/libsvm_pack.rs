@@ -1,8 +1,8 @@
 //! A libsvm file packed in one streamed pass when its shape is declared (widebag's header line,
-//! or the index base, width and classes set): one thread reads blocks of lines ahead while rayon
-//! parses the current block's lines, and the rows are checked as [`read_libsvm`] checks them and
-//! written a packed block at a time, in memory bounded by a few line blocks and the width,
-//! whatever the file's size.
+//! or the index base, width and classes set): one thread reads the next blocks of lines and
+//! parses them (rayon, in chunks of flat buffers), checking rows as [`read_libsvm`] checks them,
+//! while the rows already parsed are written a packed block at a time, in memory bounded by a
+//! few line blocks and the width, whatever the file's size.
 //!
 //! [`read_libsvm`]: crate::libsvm::read_libsvm
 
@@ -10,7 +10,7 @@ use std::path::Path;
 
 use rayon::prelude::*;
 
-use crate::libsvm::{ParsedLine, base_note, parse_line_into, read_header};
+use crate::libsvm::{ParsedLine, bad_id, base_note, parse_line_into, read_header};
 use crate::lines::{LineBlock, LineBlocks, LineError};
 use crate::packed::PackMeta;
 use crate::packed::write::{PackOptions, Row, RowSink, StreamHeader, pack_rows};
@@ -143,15 +143,7 @@ impl Check<'_> {
             .zip(&p.columns)
             .find(|&(&id, _)| id < base || (id - base) as usize >= self.width);
         if let Some((&id, &column)) = bad {
-            let message = if id < base {
-                "index 0 in a 1-based file (set the index base to 0)".to_string()
-            } else {
-                format!(
-                    "index {id} is beyond the width {} ({base}-based ids)",
-                    self.width
-                )
-            };
-            return Err(((column as usize, message), true));
+            return Err(((column as usize, bad_id(id, base, self.width)), true));
         }
         if p.labels.iter().any(|&c| c as usize >= self.n_classes) {
             let message = format!("label beyond the number of classes {}", self.n_classes);
