@@ -45,6 +45,11 @@ pub enum Command {
     /// results.csv, results.md and SVG plots.
     #[command(after_help = "Guide: docs/benchmarks.md (experiments).")]
     Sweep(SweepArgs),
+    /// The task's metric against memory: the model trained at each budget with the layout the
+    /// solver chooses for it (as `train --budget` does), each run measured alone; writes
+    /// results.csv, results.md and frontier.svg (resumable).
+    #[command(after_help = "Guide: docs/remedies.md.")]
+    Frontier(FrontierArgs),
     /// Benchmarks.
     #[command(after_help = "Guide: docs/benchmarks.md.")]
     Bench {
@@ -301,6 +306,33 @@ pub struct SweepArgs {
     pub device: DeviceArgs,
     #[command(flatten)]
     pub calibration: CalibrationArgs,
+}
+
+#[derive(Args)]
+pub struct FrontierArgs {
+    #[command(flatten)]
+    pub config: ConfigArgs,
+    /// The budgets, comma-separated (`64MiB,256MiB,1GiB`); run smallest first. The batch is
+    /// the config's at every budget (pinned): the solver chooses the optimizers and the layout.
+    #[arg(long, value_name = "LIST")]
+    pub budgets: String,
+    /// The frontier's directory: config.toml, a directory per budget (plan.json, the run as
+    /// `train --out` writes it, train.log, row.json), results.csv, results.md, frontier.svg.
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
+    /// Never take a remedy that costs accuracy (plan.keep_accuracy): a budget that needs one is
+    /// refused, with the smallest budget that does not.
+    #[arg(long)]
+    pub keep_accuracy: bool,
+    /// Runs at once, started only while their predicted peaks and data fit side by side in the
+    /// memory the device computes in (the cores shared between them).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub jobs: u32,
+    #[command(flatten)]
+    pub device: DeviceArgs,
+    /// Print the rows as JSON instead of the table.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Args)]

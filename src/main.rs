@@ -33,6 +33,7 @@ fn dispatch(command: &Command) -> Outcome {
         Command::Explain(args) => commands::explain::run(&request::explain(args)?),
         Command::Plan(args) => commands::plan::run(&request::plan(args)?),
         Command::Sweep(args) => commands::sweep::run(&request::sweep(args)?),
+        Command::Frontier(args) => commands::frontier::run(&request::frontier(args)?),
         Command::Bench {
             command: BenchCommand::SparseVsDense(args),
         } => commands::bench::run(&request::bench(args)?),

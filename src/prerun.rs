@@ -46,6 +46,7 @@ pub fn device_facts(compute: &Compute) -> DeviceFacts {
         alignment_bytes: compute.alignment_bytes,
         host_threads: widebag_model::cpu::host_threads(&compute.device),
         bf16: widebag_model::device::stores_bf16(compute),
+        host_memory: compute.backend == widebag_model::BackendKind::Flex,
     }
 }
 

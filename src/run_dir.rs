@@ -49,16 +49,9 @@ impl RunDir {
         self.write(name, json.as_bytes())
     }
 
-    /// Writes `config.toml` (`train.steps` left out when `train.epochs` replaces it).
+    /// Writes `config.toml` ([`config_text`]).
     pub fn write_config(&self, config: &Config) -> anyhow::Result<()> {
-        let mut table = toml::Table::try_from(config).context("serialising the config")?;
-        if config.train.epochs.is_some()
-            && let Some(toml::Value::Table(train)) = table.get_mut("train")
-        {
-            train.remove("steps");
-        }
-        let text = toml::to_string(&table).context("serialising the config")?;
-        self.write("config.toml", text.as_bytes())
+        self.write("config.toml", config_text(config)?.as_bytes())
     }
 
     /// Opens `metrics.jsonl` for appending: a new log, or (resuming after `keep_through`) the
@@ -91,6 +84,17 @@ impl RunDir {
             error: None,
         })
     }
+}
+
+/// A config as `config.toml` holds it (`train.steps` left out when `train.epochs` replaces it).
+pub fn config_text(config: &Config) -> anyhow::Result<String> {
+    let mut table = toml::Table::try_from(config).context("serialising the config")?;
+    if config.train.epochs.is_some()
+        && let Some(toml::Value::Table(train)) = table.get_mut("train")
+    {
+        train.remove("steps");
+    }
+    toml::to_string(&table).context("serialising the config")
 }
 
 /// `metrics.jsonl`: a line per step (`step`, `epoch`, `loss`, `lr`, `step_s`,

@@ -7,6 +7,7 @@ pub mod data;
 pub mod eval;
 pub mod explain;
 pub mod export;
+pub mod frontier;
 pub mod launch;
 pub mod plan;
 pub mod predict;

@@ -94,6 +94,13 @@ fn write_summary(out: &mut String, s: &RunSummary) -> std::fmt::Result {
         }
     }
     match (s.peak_in_use_bytes, s.peak_reserved_bytes) {
+        // flex's tensors live on the heap: its peak is the heap's, read at the step's points.
+        (Some(u), _) if s.backend == widebag_model::BackendKind::Flex => writeln!(
+            out,
+            "  peak memory        {} in use (the heap above its start: flex's tensors and the \
+             step's host buffers)",
+            format_bytes(u)
+        )?,
         (Some(u), Some(r)) => writeln!(
             out,
             "  peak device memory {} in use, {} reserved (burn allocator)",

@@ -133,6 +133,9 @@ fn train_as(
     let mut options = RunOptions {
         profile_sync: req.profile,
         save_init: req.save_init.clone(),
+        // flex's peak is measured on the heap (one process; each rank of mpirun is measured
+        // by `explain --measure`).
+        heap_meter: true,
         ..RunOptions::default()
     };
     let steps = prepared.config.train.steps as u64;

@@ -20,9 +20,11 @@ use crate::failure::Failure;
 /// width).
 pub const DEFAULT_WIDTHS: [usize; 4] = [8_000, 24_000, 80_000, 240_000];
 
+mod frontier;
 mod plan;
 mod saved;
 
+pub use frontier::{FrontierRequest, frontier};
 use plan::budget_flag;
 pub use plan::{Calibrate, OnePlan, PlanGrid, PlanRequest, SolverFlags, calibration, plan};
 pub use saved::saved_run;

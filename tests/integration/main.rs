@@ -13,6 +13,7 @@ mod data_files;
 mod device;
 mod docs;
 mod faults;
+mod frontier;
 mod headtail;
 mod kernels;
 mod ledger;

@@ -46,6 +46,7 @@ fn plan_seed(c: &mut Criterion) {
         alignment_bytes: 32,
         host_threads: 0,
         bf16: false,
+        host_memory: false,
     };
     let mut group = c.benchmark_group("solver");
     group.sample_size(20);

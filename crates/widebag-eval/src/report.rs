@@ -52,6 +52,20 @@ impl EvalReport {
             .find(|m| m.name == name)
             .map(|m| m.value)
     }
+
+    /// The metric a task is judged by: Recall@20 (else the first recall) for recommendation,
+    /// accuracy for classification, perplexity for a language model; with whether higher is
+    /// better.
+    pub fn headline(&self) -> Option<(&Metric, bool)> {
+        let find = |name: &str| self.metrics.iter().find(|m| m.name == name);
+        match self.task {
+            Task::Recommendation => find("recall@20")
+                .or_else(|| self.metrics.iter().find(|m| m.name.starts_with("recall@")))
+                .map(|m| (m, true)),
+            Task::Classification => find("accuracy").map(|m| (m, true)),
+            Task::LanguageModel => find("perplexity").map(|m| (m, false)),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -74,5 +88,27 @@ mod tests {
         assert_eq!(back, report);
         assert_eq!(back.get("perplexity"), Some(4.0));
         assert_eq!(back.get("nll"), None);
+        let (m, higher) = back.headline().unwrap();
+        assert_eq!((m.name.as_str(), higher), ("perplexity", false));
+    }
+
+    #[test]
+    fn a_recommender_is_judged_by_recall_at_20_else_its_first_recall() {
+        let mut report = EvalReport {
+            task: Task::Recommendation,
+            n_rows: 2,
+            n_skipped: 0,
+            metrics: vec![
+                Metric::new("recall@10", 0.1),
+                Metric::new("recall@20", 0.2),
+                Metric::new("ndcg@20", 0.3),
+            ],
+            convention: None,
+        };
+        assert_eq!(report.headline().unwrap().0.value, 0.2);
+        report.metrics.remove(1);
+        assert_eq!(report.headline().unwrap().0.name, "recall@10");
+        report.task = Task::Classification;
+        assert!(report.headline().is_none(), "no accuracy in the report");
     }
 }

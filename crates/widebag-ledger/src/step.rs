@@ -102,6 +102,7 @@ mod tests {
             alignment_bytes: 32,
             host_threads: 0,
             bf16: false,
+            host_memory: false,
         };
         let batch = BatchFacts {
             n_rows: 256,

@@ -1,8 +1,9 @@
 //! The budget solver: which batch size and which optimizers fit a memory budget, answered from
 //! the ledger alone (no trial runs), with the runner-ups and, when nothing fits, the smallest
 //! changes that would. It chooses the layout too: the configured one, or with the layout
-//! remedies ([`Remedy`]: the host tier, half tables, half moments) in their documented order
-//! when they reach a better plan.
+//! remedies ([`Remedy`]: class chunks, MLP checkpointing, the host tier, half tables, half
+//! moments, head/tail input, the adaptive softmax) in their documented order when they reach a
+//! better plan.
 //!
 //! A candidate is a batch size and a (table, dense) optimizer pair; its cost is the ledger's
 //! predicted device peak for the step ([`widebag_ledger::step::ledger`]) with batch statistics
@@ -13,12 +14,14 @@
 //! One file per role, as TorchRec's planner: `problem` (what is asked), `enumerate` (the
 //! optimizer pairs), `estimate` (the only caller of the ledger), `search` (bisecting the batch,
 //! choosing per objective), `remedy` (the layout remedies and the ladder of layouts compared),
-//! `suggest` (changes when nothing fits), `report` (the output types), and `solve`, which runs
-//! them in order.
+//! `reference` (what each remedy cost on the reference datasets, printed beside it), `suggest`
+//! (changes when nothing fits), `report` (the output types), and `solve`, which runs them in
+//! order.
 
 mod enumerate;
 mod estimate;
 mod problem;
+mod reference;
 mod remedy;
 mod report;
 pub mod sample;

@@ -357,6 +357,8 @@ pub struct RemedyTaken {
     pub saves_bytes: i64,
     /// The value set, as the config holds it.
     pub change: Change,
+    /// What the remedy cost on the reference datasets ([`Remedy::reference`]).
+    pub reference: &'static str,
 }
 
 /// A remedy's new value of its key.

@@ -28,7 +28,12 @@ use crate::{Plan, Problem, SolverError, slack_bytes};
 pub fn solve(problem: &Problem) -> Result<Plan, SolverError> {
     let n_bands = problem.bands.input.len().max(1);
     let device_bf16 = problem.device.bf16;
-    let rungs = ladder(problem.config, n_bands, problem.pins, device_bf16);
+    // A host tier saves nothing where the device computes in the host's memory (flex).
+    let ladder_pins = crate::Pins {
+        placement: problem.pins.placement || problem.device.host_memory,
+        ..problem.pins
+    };
+    let rungs = ladder(problem.config, n_bands, ladder_pins, device_bf16);
     let mut evaluations = 0;
     let mut plan_of = |config: &Config| -> Result<Plan, SolverError> {
         let bands = bands_of(config, problem.bands);
@@ -210,6 +215,7 @@ fn taken(problem: &Problem, set: &[Remedy], config: &Config, plan: &Plan) -> Vec
             cost: r.cost(),
             saves_bytes: peak(&steps[k]) - peak(&steps[k + 1]),
             change: Change::of(r, config),
+            reference: r.reference(),
         })
         .collect()
 }

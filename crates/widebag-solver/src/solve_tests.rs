@@ -15,6 +15,7 @@ const LAVAPIPE: DeviceFacts = DeviceFacts {
     alignment_bytes: 32,
     host_threads: 0,
     bf16: false,
+    host_memory: false,
 };
 
 pub(crate) fn config(sets: &[&str]) -> Config {
@@ -256,6 +257,51 @@ fn the_solver_takes_remedies_in_order_and_keeps_adam() {
     assert_eq!(keys, ["model.input_bands.dtype"]);
     // Every knob pinned: the configured layout, which does not fit.
     assert!(!plan(&c, &rows, 18 << 20, Pins::ALL).fits);
+}
+
+/// On a device that computes in the host's memory (flex) a host tier saves nothing: the solver
+/// takes f16 tables instead and suggests no placement.
+#[test]
+fn a_host_tier_is_not_offered_where_the_device_is_the_host() {
+    let c = table_bound();
+    let rows = sample(&c);
+    let calibration = Calibration::lavapipe_2core();
+    let bands = ModelBands::resolve(&c).unwrap();
+    let solve_on = |budget: u64| {
+        solve(&Problem {
+            config: &c,
+            bands: &bands,
+            device: DeviceFacts {
+                host_memory: true,
+                ..LAVAPIPE
+            },
+            budget_bytes: budget,
+            sample: &rows,
+            pins: RUN_PINNED,
+            calibration: &calibration,
+            ranks: 1,
+        })
+        .unwrap()
+    };
+    let p = solve_on(18 << 20);
+    assert!(p.fits, "{:?}", p.chosen.verdict);
+    let keys: Vec<&str> = p.remedies.iter().map(|r| r.key).collect();
+    assert_eq!(keys, ["model.input_bands.dtype"]);
+    assert!(
+        p.layouts
+            .iter()
+            .all(|l| !l.remedies.contains(&Remedy::HostTier))
+    );
+    let refused = solve_on(1 << 20);
+    assert!(!refused.fits);
+    assert!(
+        refused
+            .suggestions
+            .iter()
+            .all(|s| s.key != "model.input_bands.placement"),
+        "{:?}",
+        refused.suggestions
+    );
 }
 
 #[test]

@@ -260,7 +260,7 @@ fn remedies(
     let placements: Vec<BandPlacement> = (0..n_bands)
         .map(|k| m.input_bands.placement_of(k))
         .collect();
-    if placements.contains(&BandPlacement::Device) {
+    if placements.contains(&BandPlacement::Device) && !p.device.host_memory {
         let mut c = config.clone();
         // Tails to the host first; the head too when the table is one band.
         c.model.input_bands.placement = if n_bands > 1 {

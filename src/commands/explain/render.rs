@@ -333,6 +333,7 @@ mod tests {
             alignment_bytes: 32,
             host_threads: 0,
             bf16: false,
+            host_memory: false,
         };
         let (spec, ledger) = predict(&prepared, device).unwrap();
         super::super::report::report(spec, ledger, "test adapter", None)

@@ -10,7 +10,7 @@ mod report;
 pub mod search;
 
 pub use planner::{Planned, make_plan};
-pub use report::{Report, render};
+pub use report::{Report, optimizers, render};
 
 use widebag_config::units::format_bytes;
 

@@ -81,6 +81,7 @@ pub fn device_facts(
         alignment_bytes: 256,
         host_threads: 0,
         bf16: false,
+        host_memory: false,
     });
     if let Some(bytes) = flags.max_buffer_bytes {
         facts.max_buffer_bytes = bytes;

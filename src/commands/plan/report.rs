@@ -196,6 +196,16 @@ fn write_plan(out: &mut String, r: &Report) -> std::fmt::Result {
                 t.cost,
                 signed_bytes(t.saves_bytes)
             )?;
+            if p.fits {
+                writeln!(out, "      measured on the references: {}", t.reference)?;
+            }
+        }
+        if p.fits {
+            writeln!(
+                out,
+                "      (docs/remedies.md: what these remedies cost other data, not a promise for \
+                 this data; `widebag frontier` measures it on this data)"
+            )?;
         }
     }
     if !p.remedies.is_empty() || !p.layouts.iter().all(|l| l.remedies.is_empty()) {

@@ -3,7 +3,7 @@
 //! of the results), resumably, and writes the results as CSV, Markdown and SVG plots.
 
 mod plots;
-mod results;
+pub mod results;
 
 use std::path::Path;
 

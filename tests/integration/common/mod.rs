@@ -25,7 +25,6 @@ pub fn repo_relative(path: &std::path::Path) -> String {
         .join("/")
 }
 
-/// Runs the `widebag` binary with `args` and returns its output.
 /// Every f32 tensor of a safetensors file, by name: `(shape, values)`.
 pub fn safetensors_f32(
     path: &std::path::Path,
@@ -45,6 +44,7 @@ pub fn safetensors_f32(
         .collect()
 }
 
+/// Runs the `widebag` binary with `args` and returns its output.
 pub fn widebag(args: &[&str]) -> std::process::Output {
     std::process::Command::new(env!("CARGO_BIN_EXE_widebag"))
         .args(args)

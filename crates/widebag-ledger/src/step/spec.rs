@@ -25,6 +25,10 @@ pub struct DeviceFacts {
     /// solver offers bf16 moments on the device only then.
     #[serde(default)]
     pub bf16: bool,
+    /// Whether the device computes in the host's memory (flex): a host tier there moves bytes
+    /// within the same memory and saves none, so the solver does not offer it.
+    #[serde(default)]
+    pub host_memory: bool,
 }
 
 /// What the ledger needs to know about a batch (from data statistics at the batch size).
@@ -146,6 +150,7 @@ impl StepSpec {
                     CpuKernels::Tensor => 0,
                 },
                 bf16: device.bf16,
+                host_memory: device.host_memory,
             },
             input_bands: bands
                 .input
@@ -335,6 +340,7 @@ pub(super) fn seed_spec(layout: Layout, dense_optim: DenseOptim) -> StepSpec {
             alignment_bytes: 32,
             host_threads: 0,
             bf16: false,
+            host_memory: false,
         },
         input_bands: Vec::new(),
         output_bands: Vec::new(),

@@ -335,9 +335,13 @@ impl WideModel {
         Ok((h, params))
     }
 
-    /// Values (f32) of the input bands' tables and projections.
+    /// Values of the input bands' tables (whatever their precision) and projections.
     pub fn table_parameters(&self) -> u64 {
-        let tables: u64 = self.bands.iter().map(|b| b.table.bytes() / 4).sum();
+        let tables: u64 = self
+            .bands
+            .iter()
+            .map(|b| (b.table.n_rows() * b.table.dim()) as u64)
+            .sum();
         tables + n_values(&self.dense.projections)
     }
 

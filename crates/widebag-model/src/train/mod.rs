@@ -86,6 +86,11 @@ pub struct RunOptions {
     /// Write the initial weights (before the first step; a fresh run of one process) to this
     /// safetensors file, as a checkpoint names them: a peer can start from the same numbers.
     pub save_init: Option<std::path::PathBuf>,
+    /// One process on a backend without allocator counters (flex, whose tensors live on the
+    /// heap): read the heap's live bytes at the meter's points instead (relative to the heap
+    /// before the model was built; the step's host buffers and the batch read ahead count with
+    /// the tensors), so the summary's `peak_in_use_bytes` is measured there too.
+    pub heap_meter: bool,
 }
 
 /// Where a run continues from.
@@ -178,7 +183,13 @@ pub fn run_training_in(
     let mut meter = match options.measure {
         true => MemoryMeter::on_heap(&compute.device, MeterMode::Detailed)
             .ok_or_else(|| ModelError::Execution("no heap counter to measure with".into()))?,
-        false => MemoryMeter::with_mode(&compute.device, first_mode),
+        false => {
+            let meter = MemoryMeter::with_mode(&compute.device, first_mode);
+            match options.heap_meter && alone && !meter.available() {
+                true => MemoryMeter::on_heap(&compute.device, first_mode).unwrap_or(meter),
+                false => meter,
+            }
+        }
     };
     meter.profile = StepProfile::new(
         &compute.device,
@@ -294,9 +305,11 @@ pub fn run_training_in(
         let done = stats.step;
         // Held-out metrics (across ranks, rank 0 gets them; all take part).
         if every > 0 && done % every == 0 && done < total && !eval.batches.is_empty() {
+            let began = Instant::now();
             let report = evaluate_part(model.as_mut(), &eval, &eval_spec, compute.backend, comm)?;
             if let Some(report) = report {
-                evaluations.push(Evaluation::new(done, stats.epoch, report.clone()));
+                let e = Evaluation::new(done, stats.epoch, report.clone(), setup_start, began);
+                evaluations.push(e);
                 stats.eval = Some(report);
             }
         }
@@ -340,10 +353,11 @@ pub fn run_training_in(
     let steps = config.train.steps.max(1) as f64;
     let eval_loss = model.held_out_loss(&eval.batches, comm)?;
     if !eval.batches.is_empty() {
+        let began = Instant::now();
         let report = evaluate_part(model.as_mut(), &eval, &eval_spec, compute.backend, comm)?;
         if let Some(report) = report {
             let epoch = epoch_of(&data, rows_seen);
-            evaluations.push(Evaluation::new(total, epoch, report));
+            evaluations.push(Evaluation::new(total, epoch, report, setup_start, began));
         }
     }
     let across = match model.wide().filter(|_| !alone) {

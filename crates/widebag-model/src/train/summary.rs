@@ -120,15 +120,29 @@ pub struct Evaluation {
     pub report: EvalReport,
     /// The report in one line.
     pub line: String,
+    /// Seconds from the start of the run's set-up (the model built, after the data was read) to
+    /// the end of this evaluation: how long the run took to reach this result.
+    pub elapsed_s: f64,
+    /// Seconds this evaluation took.
+    pub eval_s: f64,
 }
 
 impl Evaluation {
-    pub fn new(step: u64, epoch: Option<u64>, report: EvalReport) -> Self {
+    /// The evaluation that ended now, begun at `began` (the run set up from `run_start`).
+    pub fn new(
+        step: u64,
+        epoch: Option<u64>,
+        report: EvalReport,
+        run_start: std::time::Instant,
+        began: std::time::Instant,
+    ) -> Self {
         Self {
             step,
             epoch,
             line: report.line(),
             report,
+            elapsed_s: run_start.elapsed().as_secs_f64(),
+            eval_s: began.elapsed().as_secs_f64(),
         }
     }
 }
