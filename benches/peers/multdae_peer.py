@@ -53,9 +53,14 @@ def csr(users, items, n_users, n_items):
 
 
 def dense_rows(indptr, indices, rows, n_items):
+    """The rows' bags of items as a dense [len(rows), n_items] float tensor of counts."""
+    rows = np.asarray(rows, dtype=np.int64)
+    lens = indptr[rows + 1] - indptr[rows]
+    r = np.repeat(np.arange(len(rows)), lens)
+    idx = np.concatenate([indices[indptr[u]:indptr[u + 1]] for u in rows]) if len(rows) else r
     x = torch.zeros(len(rows), n_items)
-    for k, u in enumerate(rows):
-        x[k, torch.from_numpy(indices[indptr[u]:indptr[u + 1]])] += 1.0
+    x.index_put_((torch.from_numpy(r), torch.from_numpy(idx)),
+                 torch.ones(len(idx)), accumulate=True)
     return x
 
 
@@ -73,24 +78,25 @@ class MultDAE(torch.nn.Module):
 
 
 def evaluate(model, train, test, n_users, n_items, k=20, users_per_batch=1000):
+    """LightGCN's Recall@k and NDCG@k over the users with a test item, batched on torch."""
     model.eval()
-    t_indptr, t_indices = test
-    users = [u for u in range(n_users) if t_indptr[u + 1] > t_indptr[u]]
+    t_indptr = test[0]
+    users = np.array([u for u in range(n_users) if t_indptr[u + 1] > t_indptr[u]])
+    discounts = 1.0 / torch.log2(torch.arange(2, k + 2, dtype=torch.float64))
+    ideal = torch.cat([torch.zeros(1, dtype=torch.float64), discounts.cumsum(0)])
     recall = ndcg = 0.0
-    discounts = 1.0 / np.log2(np.arange(2, k + 2))
     with torch.no_grad():
         for b in range(0, len(users), users_per_batch):
             rows = users[b:b + users_per_batch]
             x = dense_rows(*train, rows, n_items)
+            truth = dense_rows(*test, rows, n_items) > 0
             scores = model(x)
             scores[x > 0] = -math.inf
-            top = torch.topk(scores, k, dim=1).indices.numpy()
-            for r, u in enumerate(rows):
-                truth = set(t_indices[t_indptr[u]:t_indptr[u + 1]].tolist())
-                hits = np.array([i in truth for i in top[r]], dtype=np.float64)
-                recall += hits.sum() / len(truth)
-                idcg = discounts[: min(len(truth), k)].sum()
-                ndcg += (hits * discounts).sum() / idcg
+            top = torch.topk(scores, k, dim=1).indices
+            hits = truth.gather(1, top).double()
+            n_truth = truth.sum(dim=1)
+            recall += (hits.sum(dim=1) / n_truth).sum().item()
+            ndcg += ((hits * discounts).sum(dim=1) / ideal[n_truth.clamp(max=k)]).sum().item()
     model.train()
     return recall / len(users), ndcg / len(users)
 
