@@ -18,13 +18,7 @@ pub fn plot_frontier(path: &Path, rows: &[FrontierRow], title: &str) -> anyhow::
             Some((mib(peak).max(1e-3), r.quality.as_ref()?.value, r))
         })
         .collect();
-    let label = rows
-        .iter()
-        .find_map(|r| r.quality.as_ref())
-        .map_or("quality".to_string(), |q| match q.higher_is_better {
-            true => format!("{} (higher is better)", q.name),
-            false => format!("{} (lower is better)", q.name),
-        });
+    let label = super::row::quality_label(rows);
     let draw = || -> Result<(), Box<dyn std::error::Error>> {
         let (x_lo, x_hi) = points
             .iter()

@@ -9,7 +9,7 @@ use widebag_config::units::format_bytes;
 use widebag_eval::EvalReport;
 
 use crate::commands::plan::{Report, optimizers};
-use crate::commands::sweep::results::Status;
+use crate::commands::sweep::results::{Status, csv_field, opt};
 
 /// One budget of a frontier.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -165,18 +165,6 @@ impl FrontierRow {
     }
 }
 
-fn csv_field(s: &str) -> String {
-    if s.contains([',', '"', '\n']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s.to_string()
-    }
-}
-
-fn opt<T: ToString>(v: Option<T>) -> String {
-    v.map_or(String::new(), |v| v.to_string())
-}
-
 /// Every metric name any row reports, in order.
 fn metric_names(rows: &[FrontierRow]) -> Vec<String> {
     let mut names: Vec<String> = Vec::new();
@@ -188,6 +176,16 @@ fn metric_names(rows: &[FrontierRow]) -> Vec<String> {
         }
     }
     names
+}
+
+/// The rows' quality with its direction: `recall@20 (higher is better)`.
+pub fn quality_label(rows: &[FrontierRow]) -> String {
+    rows.iter()
+        .find_map(|r| r.quality.as_ref())
+        .map_or("quality".to_string(), |q| match q.higher_is_better {
+            true => format!("{} (higher is better)", q.name),
+            false => format!("{} (lower is better)", q.name),
+        })
 }
 
 /// One row per budget: the plan, the measurements, then every metric.
@@ -245,13 +243,7 @@ pub fn csv(rows: &[FrontierRow]) -> String {
 /// The same table in Markdown, with the refusals and failures below it.
 pub fn markdown(rows: &[FrontierRow], adapter: &str) -> String {
     let bytes = |b: Option<u64>| b.map_or("-".into(), format_bytes);
-    let quality = rows
-        .iter()
-        .find_map(|r| r.quality.as_ref())
-        .map_or("quality".to_string(), |q| match q.higher_is_better {
-            true => format!("{} (higher is better)", q.name),
-            false => format!("{} (lower is better)", q.name),
-        });
+    let quality = quality_label(rows);
     let mut s = format!(
         "Measured on {adapter}, each run in its own process. Memory: the ledger's predicted \
          peak and the peak bytes in use measured over every step (the allocator's on wgpu, the \

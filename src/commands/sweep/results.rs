@@ -72,7 +72,8 @@ impl RunRow {
     }
 }
 
-fn csv_field(s: &str) -> String {
+/// A CSV field, quoted when it holds a comma, a quote or a newline.
+pub fn csv_field(s: &str) -> String {
     if s.contains([',', '"', '\n']) {
         format!("\"{}\"", s.replace('"', "\"\""))
     } else {
@@ -80,7 +81,8 @@ fn csv_field(s: &str) -> String {
     }
 }
 
-fn opt<T: ToString>(v: Option<T>) -> String {
+/// A value, or an empty field.
+pub fn opt<T: ToString>(v: Option<T>) -> String {
     v.map_or(String::new(), |v| v.to_string())
 }
 
