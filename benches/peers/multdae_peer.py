@@ -64,6 +64,38 @@ def dense_rows(indptr, indices, rows, n_items):
     return x
 
 
+def bag_rows(indptr, indices, rows):
+    """The rows' bags as EmbeddingBag input: (item ids, offsets, counts, the row of each id)."""
+    rows = np.asarray(rows, dtype=np.int64)
+    lens = indptr[rows + 1] - indptr[rows]
+    idx = np.concatenate([indices[indptr[u]:indptr[u + 1]] for u in rows])
+    offsets = np.concatenate([[0], np.cumsum(lens)[:-1]])
+    row_of = np.repeat(np.arange(len(rows)), lens)
+    return (torch.from_numpy(idx), torch.from_numpy(offsets), torch.ones(len(idx)),
+            torch.from_numpy(row_of))
+
+
+class MultDAEBag(torch.nn.Module):
+    """The same Mult-DAE with a sparse input side, as widebag computes it: the first layer an
+    EmbeddingBag (sum of the L2-normalised, dropped-out item weights; sparse gradients for
+    SparseAdam, lazy Adam like widebag's table), its bias and the decoder dense."""
+
+    def __init__(self, n_items, dim, dropout):
+        super().__init__()
+        self.p = dropout
+        self.encode = torch.nn.EmbeddingBag(n_items, dim, mode="sum", sparse=True)
+        bound = 1.0 / math.sqrt(n_items)  # nn.Linear(n_items, dim)'s initialisation
+        torch.nn.init.uniform_(self.encode.weight, -bound, bound)
+        self.bias = torch.nn.Parameter(torch.empty(dim).uniform_(-bound, bound))
+        self.decode = torch.nn.Linear(dim, n_items)
+
+    def forward(self, idx, offsets, counts, row_of, n_rows):
+        norms = torch.zeros(n_rows).index_add_(0, row_of, counts * counts).sqrt()
+        w = torch.nn.functional.dropout(counts / norms[row_of], self.p, self.training)
+        h = self.encode(idx, offsets, per_sample_weights=w) + self.bias
+        return self.decode(torch.tanh(h))
+
+
 class MultDAE(torch.nn.Module):
     def __init__(self, n_items, dim, dropout):
         super().__init__()
@@ -77,7 +109,7 @@ class MultDAE(torch.nn.Module):
         return self.decode(torch.tanh(self.encode(h)))
 
 
-def evaluate(model, train, test, n_users, n_items, k=20, users_per_batch=1000):
+def evaluate(model, train, test, n_users, n_items, k=20, users_per_batch=1000, bag=False):
     """LightGCN's Recall@k and NDCG@k over the users with a test item, batched on torch."""
     model.eval()
     t_indptr = test[0]
@@ -90,7 +122,7 @@ def evaluate(model, train, test, n_users, n_items, k=20, users_per_batch=1000):
             rows = users[b:b + users_per_batch]
             x = dense_rows(*train, rows, n_items)
             truth = dense_rows(*test, rows, n_items) > 0
-            scores = model(x)
+            scores = model(*bag_rows(*train, rows), len(rows)) if bag else model(x)
             scores[x > 0] = -math.inf
             top = torch.topk(scores, k, dim=1).indices
             hits = truth.gather(1, top).double()
@@ -112,6 +144,9 @@ def main():
     ap.add_argument("--dropout", type=float, default=0.5)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--target", type=float, default=0.1641)
+    ap.add_argument("--input", choices=["dense", "bag"], default="dense",
+                    help="dense: nn.Linear over the dense bag (RecBole's MultiDAE); bag: "
+                         "EmbeddingBag + SparseAdam on the first layer (widebag's layout)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
@@ -125,35 +160,50 @@ def main():
     test = csr(vu, vi, n_users, n_items)
     trainers = [u for u in range(n_users) if train[0][u + 1] > train[0][u]]
 
-    model = MultDAE(n_items, args.dim, args.dropout)
-    opt = torch.optim.Adam(model.parameters(), lr=args.lr)
+    bag = args.input == "bag"
+    if bag:
+        model = MultDAEBag(n_items, args.dim, args.dropout)
+        opts = [torch.optim.SparseAdam([model.encode.weight], lr=args.lr),
+                torch.optim.Adam([model.bias, *model.decode.parameters()], lr=args.lr)]
+    else:
+        model = MultDAE(n_items, args.dim, args.dropout)
+        opts = [torch.optim.Adam(model.parameters(), lr=args.lr)]
     per_epoch = math.ceil(len(trainers) / args.batch)
     total = per_epoch * args.epochs
-    sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda s: 0.5 * (1.0 + math.cos(math.pi * s / total)))
+    scheds = [torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda s: 0.5 * (1.0 + math.cos(math.pi * s / total))) for opt in opts]
 
     evaluations, step, train_s = [], 0, 0.0
     for epoch in range(1, args.epochs + 1):
         began = time.perf_counter()
         order = rng.permutation(trainers)
         for b in range(0, len(order), args.batch):
-            x = dense_rows(*train, order[b:b + args.batch], n_items)
-            logits = model(x)
-            loss = -(torch.log_softmax(logits, dim=1) * x).sum(dim=1).mean()
-            opt.zero_grad(set_to_none=True)
+            rows = order[b:b + args.batch]
+            if bag:
+                idx, offsets, counts, row_of = bag_rows(*train, rows)
+                logp = torch.log_softmax(model(idx, offsets, counts, row_of, len(rows)), dim=1)
+                loss = -(logp[row_of, idx] * counts).sum() / len(rows)
+            else:
+                x = dense_rows(*train, rows, n_items)
+                logits = model(x)
+                loss = -(torch.log_softmax(logits, dim=1) * x).sum(dim=1).mean()
+            for opt in opts:
+                opt.zero_grad(set_to_none=True)
             loss.backward()
-            opt.step()
-            sched.step()
+            for opt, sched in zip(opts, scheds):
+                opt.step()
+                sched.step()
             step += 1
         train_s += time.perf_counter() - began
         began = time.perf_counter()
-        recall, ndcg = evaluate(model, train, test, n_users, n_items)
+        recall, ndcg = evaluate(model, train, test, n_users, n_items, bag=bag)
         now = time.perf_counter()
         e = {"epoch": epoch, "step": step, "loss": float(loss), "recall@20": recall,
              "ndcg@20": ndcg, "elapsed_s": now - START, "eval_s": now - began}
         evaluations.append(e)
         print(json.dumps(e), flush=True)
     print(json.dumps({"train_s": train_s, "threads": args.threads, "torch": torch.__version__,
+                      "input": args.input,
                       "evaluations": evaluations}), flush=True)
 
 

@@ -6,7 +6,7 @@
 use std::fmt::Write as _;
 
 use anyhow::Context;
-use widebag_model::eval::{ScoreOptions, score_rows};
+use widebag_model::eval::{ScoreNeed, ScoreOptions, score_rows};
 
 use crate::args::PredictArgs;
 use crate::failure::{Failure, Outcome};
@@ -104,6 +104,7 @@ pub fn run(args: &PredictArgs) -> Outcome {
             k: args.top_k,
             seen: &seen,
             backend: compute.backend,
+            need: ScoreNeed::LogProbs,
         };
         let rows = score_rows(model.layout.as_mut(), &batch, options)
             .context("scoring")

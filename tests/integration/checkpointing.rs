@@ -5,13 +5,11 @@
 
 use crate::common;
 
-use common::{assert_close, batch, flex, json, wgpu_or_skip, wide, widebag};
+use common::{assert_close, batch, flat_grads, flex, json, wgpu_or_skip, wide, widebag};
 use widebag_config::{
     BandPlacement, Checkpointing, Config, Cutoffs, OutputKind, TableOptim, TargetKind,
 };
 use widebag_model::Compute;
-use widebag_model::step::Grads;
-use widebag_model::tensors::to_vec;
 
 /// A small model in three output/input layouts.
 fn configs() -> Vec<(&'static str, Config)> {
@@ -34,16 +32,6 @@ fn configs() -> Vec<(&'static str, Config)> {
     vec![("full", full), ("adaptive", adaptive), ("bands", bands)]
 }
 
-/// Every gradient of a batch, flattened: the loss, the rows, then each dense parameter.
-fn flat(g: Grads) -> Vec<f32> {
-    let mut out = vec![g.loss];
-    out.extend(g.rows_to_vec().unwrap());
-    for t in g.dense.iter() {
-        out.extend(to_vec(t.clone()).unwrap());
-    }
-    out
-}
-
 fn check(compute: Compute, label: &str) {
     for (name, config) in configs() {
         // A small buffer cap: several table shards and output chunks.
@@ -52,7 +40,7 @@ fn check(compute: Compute, label: &str) {
             let mut c = config.clone();
             c.model.checkpointing = mode;
             let model = wide(&c, &compute);
-            flat(model.gradients(&batch(&c, 5)).unwrap())
+            flat_grads(model.gradients(&batch(&c, 5)).unwrap())
         };
         let (saved, recomputed) = (grads(Checkpointing::None), grads(Checkpointing::Mlp));
         assert!(saved.iter().any(|&g| g != 0.0) && saved.len() > 100);

@@ -216,6 +216,32 @@ fn recall_and_ndcg_match_the_definitions_on_the_full_matrix() {
     };
     close("recall@20", recall / users as f64);
     close("ndcg@20", ndcg / users as f64);
+    // The ranking pass (no log-sum-exp) keeps the log-probability pass's classes in its order,
+    // each score one row-wide offset (the row's log-sum-exp) above its log-probability.
+    use widebag_model::eval::{ScoreNeed, ScoreOptions, score_rows};
+    for (b, seen) in prepared.eval.iter().zip(&prepared.eval_seen) {
+        let rows = [ScoreNeed::Ranking, ScoreNeed::LogProbs].map(|need| {
+            let options = ScoreOptions {
+                k: 20,
+                seen,
+                backend: compute.backend,
+                need,
+            };
+            score_rows(&mut model, b, options).unwrap()
+        });
+        let [ranking, log_probs] = &rows;
+        for (r, p) in ranking.iter().zip(log_probs.iter()) {
+            let classes = |s: &widebag_model::eval::RowScores| -> Vec<u32> {
+                s.top.iter().map(|&(c, _)| c).collect()
+            };
+            assert_eq!(classes(r), classes(p));
+            let offset = r.top[0].1 - p.top[0].1;
+            for (a, b) in r.top.iter().zip(&p.top) {
+                assert!((a.1 - b.1 - offset).abs() < 1e-4, "{a:?} {b:?} {offset}");
+            }
+            assert_eq!(r.target_log_prob, 0.0);
+        }
+    }
     let _ = std::fs::remove_dir_all(dir);
 }
 

@@ -321,6 +321,30 @@ pub enum Rounding {
     Nearest,
 }
 
+/// What flex's host softmax keeps of the full softmax's logits between the forward and the
+/// backward pass (`model.logits`): one process, the sparse layout's full softmax (the dense
+/// layout always keeps them; the adaptive softmax, wgpu and a multi-process run recompute).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Logits {
+    /// The backward pass makes each cache-sized block of logits again (one more output matmul;
+    /// no `[batch, classes]` buffer).
+    #[default]
+    Recompute,
+    /// The forward pass keeps the `[batch, classes]` logits and the backward pass turns them
+    /// into their gradient in place, as PyTorch does: one output matmul fewer, the buffer priced.
+    Keep,
+}
+
+impl Logits {
+    pub fn name(self) -> &'static str {
+        match self {
+            Logits::Recompute => "recompute",
+            Logits::Keep => "keep",
+        }
+    }
+}
+
 /// What the MLP keeps for its backward pass (`model.checkpointing`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

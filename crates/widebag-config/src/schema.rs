@@ -9,8 +9,8 @@ use widebag_kinds::LabelMode;
 
 use crate::{
     Activation, Checkpointing, CpuKernels, DenseOptim, DeviceChoice, Format, InputBands, InputInit,
-    Layout, OutputBands, Precision, RecallConvention, Rounding, Schedule, ShuffleMode, TableOptim,
-    TargetKind, TextMode, TokenFormat,
+    Layout, Logits, OutputBands, Precision, RecallConvention, Rounding, Schedule, ShuffleMode,
+    TableOptim, TargetKind, TextMode, TokenFormat,
 };
 
 /// `[data]`: where batches come from.
@@ -150,6 +150,9 @@ pub struct ModelConfig {
     /// `none`, or `mlp`: the MLP's activations are recomputed in backward instead of saved
     /// (sparse layout).
     pub checkpointing: Checkpointing,
+    /// `recompute` (the default), or `keep`: the full softmax's `[batch, classes]` logits kept
+    /// for the backward pass on flex's host kernels (one output matmul fewer per step).
+    pub logits: Logits,
     /// The output objective: `full` softmax, `adaptive` softmax (`output_bands`), or
     /// `multinomial` (a target bag's counts, full or, with `output_bands`, adaptive).
     pub output: OutputKind,
@@ -241,6 +244,7 @@ impl Default for ModelConfig {
             class_chunk: 0,
             max_buffer_mib: 0,
             checkpointing: Checkpointing::None,
+            logits: Logits::Recompute,
             output: OutputKind::Full,
             activation: Activation::Relu,
             input_init: InputInit::Uniform,
@@ -411,7 +415,7 @@ impl Objective {
 }
 
 /// The choices the budget solver may make (and a config may pin with `plan.pin`).
-pub const PLAN_KNOBS: [&str; 10] = [
+pub const PLAN_KNOBS: [&str; 11] = [
     "train.batch_size",
     "optim.table",
     "optim.dense",
@@ -420,6 +424,7 @@ pub const PLAN_KNOBS: [&str; 10] = [
     "optim.state_dtype",
     "model.class_chunk",
     "model.checkpointing",
+    "model.logits",
     "model.input_bands.cutoffs",
     "model.output_bands",
 ];

@@ -55,6 +55,8 @@ pub struct Pins {
     pub class_chunk: bool,
     /// `model.checkpointing`.
     pub checkpointing: bool,
+    /// `model.logits`.
+    pub logits: bool,
     /// `model.input_bands.cutoffs` (and the side budget that cuts them).
     pub input_cutoffs: bool,
     /// `model.output_bands` (the adaptive softmax's cutoffs and side budget).
@@ -72,6 +74,7 @@ impl Pins {
         state_dtype: true,
         class_chunk: true,
         checkpointing: true,
+        logits: true,
         input_cutoffs: true,
         output_bands: true,
     };
@@ -89,6 +92,7 @@ impl Pins {
                 "optim.state_dtype" => pins.state_dtype = true,
                 "model.class_chunk" => pins.class_chunk = true,
                 "model.checkpointing" => pins.checkpointing = true,
+                "model.logits" => pins.logits = true,
                 "model.input_bands.cutoffs" | "model.input_bands.budget" => {
                     pins.input_cutoffs = true
                 }
@@ -118,6 +122,7 @@ impl Pins {
             (self.state_dtype, "optim.state_dtype"),
             (self.class_chunk, "model.class_chunk"),
             (self.checkpointing, "model.checkpointing"),
+            (self.logits, "model.logits"),
             (self.input_cutoffs, "model.input_bands.cutoffs"),
             (self.output_bands, "model.output_bands"),
         ] {

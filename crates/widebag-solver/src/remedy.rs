@@ -1,6 +1,7 @@
 //! The layout remedies the solver may take when the configured layout does not reach the best
-//! plan, in their documented order: first those that cost time and keep the numbers (a narrower
-//! class chunk, checkpointing the MLP, then the host tier), then those that cost precision (half
+//! plan, in their documented order: first those that cost time and keep the numbers (the logits
+//! recomputed where the config keeps them, a narrower class chunk, checkpointing the MLP, then
+//! the host tier), then those that cost precision (half
 //! tables, then half moments), then those that cost accuracy: head/tail input bands (narrower
 //! rows for the rarer ids), then the adaptive softmax (a head of the most frequent classes and
 //! narrower tail clusters), each cut by its side's byte budget as `"auto"` cuts it, where run
@@ -10,7 +11,8 @@
 use serde::Serialize;
 use widebag_config::bands::{self, ModelBands};
 use widebag_config::{
-    BandPlacement, Checkpointing, Config, Cutoffs, Layout, OutputKind, Precision, TableOptim, units,
+    BandPlacement, Checkpointing, Config, Cutoffs, Layout, Logits, OutputKind, Precision,
+    TableOptim, units,
 };
 
 use crate::Pins;
@@ -19,6 +21,10 @@ use crate::Pins;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Remedy {
+    /// The full softmax's logits made again in backward (`model.logits = "recompute"`) where
+    /// the config keeps them (`"keep"`, flex's host softmax): one output matmul more per step,
+    /// no `[batch, classes]` buffer. Costs time; the numbers are unchanged.
+    RecomputeLogits,
     /// A narrower class chunk of the full softmax (`model.class_chunk`): smaller logits, more
     /// passes over the output layer. Costs time; the numbers are unchanged. The ladder tries the
     /// narrowest (at most [`MAX_CHUNKS`] chunks); the solver then widens it as far as the plan
@@ -52,7 +58,8 @@ pub enum Remedy {
 
 impl Remedy {
     /// The documented order.
-    pub const ORDER: [Remedy; 7] = [
+    pub const ORDER: [Remedy; 8] = [
+        Remedy::RecomputeLogits,
         Remedy::NarrowChunk,
         Remedy::Checkpointing,
         Remedy::HostTier,
@@ -65,6 +72,7 @@ impl Remedy {
     /// The config key the remedy changes.
     pub fn key(self) -> &'static str {
         match self {
+            Remedy::RecomputeLogits => "model.logits",
             Remedy::NarrowChunk => "model.class_chunk",
             Remedy::Checkpointing => "model.checkpointing",
             Remedy::HostTier => "model.input_bands.placement",
@@ -78,6 +86,7 @@ impl Remedy {
     /// A short name: `host tier`, `f16 tables`, `bf16 moments`.
     pub fn name(self) -> &'static str {
         match self {
+            Remedy::RecomputeLogits => "logits recomputed",
             Remedy::NarrowChunk => "narrower chunk",
             Remedy::Checkpointing => "MLP checkpointing",
             Remedy::HostTier => "host tier",
@@ -91,7 +100,10 @@ impl Remedy {
     /// What it costs: `time` or `precision`.
     pub fn cost(self) -> &'static str {
         match self {
-            Remedy::NarrowChunk | Remedy::Checkpointing | Remedy::HostTier => "time",
+            Remedy::RecomputeLogits
+            | Remedy::NarrowChunk
+            | Remedy::Checkpointing
+            | Remedy::HostTier => "time",
             Remedy::HalfTables | Remedy::HalfMoments => "precision",
             Remedy::HeadTailInput | Remedy::AdaptiveOutput => "accuracy",
         }
@@ -110,6 +122,7 @@ impl Remedy {
 
     fn pinned(self, pins: Pins) -> bool {
         match self {
+            Remedy::RecomputeLogits => pins.logits,
             Remedy::NarrowChunk => pins.class_chunk,
             Remedy::Checkpointing => pins.checkpointing,
             Remedy::HostTier => pins.placement,
@@ -129,6 +142,12 @@ impl Remedy {
         let ib = &config.model.input_bands;
         let mut c = config.clone();
         match self {
+            Remedy::RecomputeLogits => {
+                if config.model.logits == Logits::Recompute {
+                    return None;
+                }
+                c.model.logits = Logits::Recompute;
+            }
             Remedy::NarrowChunk => {
                 if config.model.output_bands.cutoffs.is_split() {
                     return None;
@@ -217,6 +236,7 @@ impl Remedy {
             }
             Remedy::HalfMoments => config.optim.state_dtype.name().to_string(),
             Remedy::Checkpointing => config.model.checkpointing.name().to_string(),
+            Remedy::RecomputeLogits => config.model.logits.name().to_string(),
             Remedy::HeadTailInput => side_value(&ib.budget, ib.cutoffs.ids(), "unsplit"),
             Remedy::AdaptiveOutput => {
                 let ob = &config.model.output_bands;
@@ -370,6 +390,7 @@ pub enum Change {
     TableDtype(Vec<Precision>),
     StateDtype(Precision),
     Checkpointing(Checkpointing),
+    Logits(Logits),
     /// The input cutoffs and the side budget they were cut by.
     InputBands {
         cutoffs: Vec<usize>,
@@ -393,6 +414,7 @@ impl Change {
             Remedy::HalfTables => Change::TableDtype(ib.dtype.clone()),
             Remedy::HalfMoments => Change::StateDtype(config.optim.state_dtype),
             Remedy::Checkpointing => Change::Checkpointing(config.model.checkpointing),
+            Remedy::RecomputeLogits => Change::Logits(config.model.logits),
             Remedy::HeadTailInput => Change::InputBands {
                 cutoffs: ib.cutoffs.ids().to_vec(),
                 budget: ib.budget.clone(),
@@ -422,6 +444,7 @@ impl Change {
             Change::TableDtype(d) => config.model.input_bands.dtype = d.clone(),
             Change::StateDtype(d) => config.optim.state_dtype = *d,
             Change::Checkpointing(c) => config.model.checkpointing = *c,
+            Change::Logits(l) => config.model.logits = *l,
             Change::InputBands { cutoffs, budget } => {
                 config.model.input_bands.cutoffs = cuts_of(cutoffs);
                 config.model.input_bands.budget = budget.clone();

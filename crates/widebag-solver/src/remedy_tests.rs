@@ -12,7 +12,8 @@ fn the_ladder_adds_remedies_in_order_skipping_pins_and_what_is_taken() {
     let taken: Vec<Vec<Remedy>> = rungs.iter().map(|(r, _)| r.clone()).collect();
     // One band on a device without bf16: the narrowest chunk, the host tier, then f16
     // tables; the moments then live on the host, so bf16 moments follow.
-    let [chunk, ckpt, host, half, moments, input, adaptive] = Remedy::ORDER;
+    // The logits are recomputed already (the default): that rung changes nothing.
+    let [_logits, chunk, ckpt, host, half, moments, input, adaptive] = Remedy::ORDER;
     assert_eq!(
         taken,
         vec![
@@ -150,4 +151,25 @@ fn an_output_bound_run_keeps_adam_by_cutting_the_output_into_an_adaptive_softmax
     let wider = with_output_budget(&chosen, chosen_bytes + full / 128).unwrap();
     assert!(wider.model.output_bands.cutoffs.ids()[0] > cuts[0]);
     assert!(!plan(&wider, &rows, budget, Pins::ALL).fits);
+}
+
+#[test]
+fn kept_logits_are_the_first_thing_given_up() {
+    let mut c = Config::default();
+    c.model.logits = Logits::Keep;
+    let rungs = ladder(&c, 1, Pins::default(), false);
+    assert_eq!(rungs[1].0, vec![Remedy::RecomputeLogits]);
+    assert_eq!(rungs[1].1.model.logits, Logits::Recompute);
+    // Pinned, it stays.
+    let pins = Pins {
+        logits: true,
+        ..Pins::default()
+    };
+    let rungs = ladder(&c, 1, pins, false);
+    assert!(
+        rungs
+            .iter()
+            .all(|(r, c)| !r.contains(&Remedy::RecomputeLogits) && c.model.logits == Logits::Keep)
+    );
+    assert_eq!(Pins::from_keys(["model.logits"]).keys(), ["model.logits"]);
 }

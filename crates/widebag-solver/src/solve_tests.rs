@@ -201,6 +201,7 @@ const RUN_PINNED: Pins = Pins {
     state_dtype: false,
     class_chunk: false,
     checkpointing: false,
+    logits: false,
     input_cutoffs: false,
     output_bands: false,
 };
@@ -430,6 +431,7 @@ proptest! {
             checkpointing: bit(7),
             input_cutoffs: bit(8),
             output_bands: bit(9),
+            logits: bit(10),
         };
         let small = plan(&c, &rows, a, pins);
         let large = plan(&c, &rows, a + extra, pins);

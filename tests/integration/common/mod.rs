@@ -206,3 +206,13 @@ pub fn batch(config: &widebag_config::Config, first_row: u64) -> widebag_csr::Cs
         .batch_at(first_row, config.train.batch_size)
         .unwrap()
 }
+
+/// Every gradient of a batch, flattened: the loss, the rows, then each dense parameter.
+pub fn flat_grads(g: widebag_model::step::Grads) -> Vec<f32> {
+    let mut out = vec![g.loss];
+    out.extend(g.rows_to_vec().unwrap());
+    for t in g.dense.iter() {
+        out.extend(widebag_model::tensors::to_vec(t.clone()).unwrap());
+    }
+    out
+}

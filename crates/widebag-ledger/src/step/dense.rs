@@ -94,7 +94,7 @@ fn forward(b: &mut Builder, spec: &StepSpec) {
     use Point::*;
     b.saved_layers(spec, ForwardEnd, BackwardLogits, BackwardLogits);
     if spec.host_kernels() {
-        host::dense_logits(b, spec);
+        host::kept_logits(b, spec);
         return;
     }
     b.f32(

@@ -2,8 +2,9 @@
 //! (`widebag_model::cpu`): one `[batch, block]` logit block per thread
 //! (`shapes::host_block_cols`), one `[batch, hidden]` `dL/dh` partial per thread, and host
 //! copies of the softmax's input (`h`, and each tail cluster's projected rows). The dense
-//! layout keeps its full `[batch, classes]` logits, turned into their gradient in place, and
-//! builds no dense targets. Chosen when the device reports host threads (flex).
+//! layout, and the sparse layout's full softmax with `model.logits = "keep"`, keep the full
+//! `[batch, classes]` logits instead of the blocks, turned into their gradient in place; the
+//! dense layout builds no dense targets. Chosen when the device reports host threads (flex).
 
 use super::adaptive;
 use super::builder::Builder;
@@ -62,6 +63,9 @@ fn host_input(b: &mut Builder, spec: &StepSpec) {
 
 /// Sparse layout, full softmax: forward and backward over blocks of the widest class chunk.
 pub(super) fn full_softmax(b: &mut Builder, spec: &StepSpec, chunk_classes: u64) {
+    if spec.keeps_logits() {
+        return kept_logits(b, spec);
+    }
     // Across ranks the class-split layer scores the global batch's rows (`StepSpec::output_rows`).
     let rows = spec.output_rows();
     host_input(b, spec);
@@ -109,9 +113,9 @@ pub(super) fn adaptive_softmax(b: &mut Builder, spec: &StepSpec, head_classes: u
     }
 }
 
-/// Dense layout: the full logits, kept from the forward pass and turned into their gradient in
-/// place by the backward pass.
-pub(super) fn dense_logits(b: &mut Builder, spec: &StepSpec) {
+/// The full logits, kept from the forward pass and turned into their gradient in place by the
+/// backward pass (the dense layout; the sparse layout with `model.logits = "keep"`).
+pub(super) fn kept_logits(b: &mut Builder, spec: &StepSpec) {
     use Point::*;
     let rows = spec.batch.n_rows;
     host_input(b, spec);
@@ -176,5 +180,32 @@ mod tests {
         assert!(names(&ledger(&tensor)).iter().any(|n| n == "dense targets"));
         assert!(!names(&h).iter().any(|n| n == "dense targets"));
         assert_eq!(logits(&h), 128 * 240_000 * 4);
+    }
+
+    #[test]
+    fn kept_logits_replace_the_blocks_and_cost_the_full_logits() {
+        let mut spec = seed_spec(Layout::Sparse, DenseOptim::Adam);
+        spec.device.host_threads = 2;
+        let blocks = ledger(&spec);
+        spec.logits = widebag_config::Logits::Keep;
+        let kept = ledger(&spec);
+        let named = |l: &crate::Ledger, name: &str| {
+            l.entries
+                .iter()
+                .filter(|e| e.name.starts_with(name))
+                .map(|e| e.bytes())
+                .sum::<u64>()
+        };
+        assert_eq!(named(&kept, "logit block"), 0);
+        assert_eq!(named(&kept, "logits (kept"), 128 * 240_000 * 4);
+        assert_eq!(named(&blocks, "logits (kept"), 0);
+        assert!(named(&blocks, "logit block") > 0);
+        let peak = |l: &crate::Ledger| l.peak(Placement::Device).bytes;
+        assert!(peak(&kept) > peak(&blocks));
+        // On the tensor path (wgpu) the key changes nothing.
+        spec.device.host_threads = 0;
+        let tensor_kept = ledger(&spec);
+        spec.logits = widebag_config::Logits::Recompute;
+        assert_eq!(peak(&tensor_kept), peak(&ledger(&spec)));
     }
 }

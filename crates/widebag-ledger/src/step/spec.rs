@@ -5,7 +5,8 @@
 use serde::{Deserialize, Serialize};
 use widebag_config::bands::{Band, ModelBands};
 use widebag_config::{
-    BandPlacement, Checkpointing, Config, CpuKernels, DenseOptim, Layout, Precision, TableOptim,
+    BandPlacement, Checkpointing, Config, CpuKernels, DenseOptim, Layout, Logits, Precision,
+    TableOptim,
 };
 
 use crate::shapes;
@@ -101,6 +102,9 @@ pub struct StepSpec {
     /// What the MLP saves for backward (`model.checkpointing`).
     #[serde(default)]
     pub checkpointing: Checkpointing,
+    /// What flex's host softmax keeps of the full softmax's logits (`model.logits`).
+    #[serde(default)]
+    pub logits: Logits,
     /// The rank this step runs on in a multi-process run (`None`: one process). With it,
     /// [`Self::batch`] is the rank's own rows of the global batch ([`StepSpec::on_rank`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -166,6 +170,7 @@ impl StepSpec {
                 .collect(),
             state_dtype: config.optim.state_dtype,
             checkpointing: config.model.checkpointing,
+            logits: config.model.logits,
             ranks: None,
         }
     }
@@ -280,6 +285,17 @@ impl StepSpec {
         self.device.host_threads > 0
     }
 
+    /// Whether flex's host softmax keeps the full softmax's `[batch, classes]` logits for the
+    /// backward pass: `model.logits = "keep"` in one process, the sparse layout's full softmax
+    /// on host kernels (the dense layout keeps them whatever the key says).
+    pub fn keeps_logits(&self) -> bool {
+        self.logits == Logits::Keep
+            && self.host_kernels()
+            && self.ranks.is_none()
+            && !self.adaptive()
+            && self.layout == Layout::Sparse
+    }
+
     /// Whether the output is the adaptive softmax.
     pub fn adaptive(&self) -> bool {
         self.output_bands.len() > 1
@@ -349,6 +365,7 @@ pub(super) fn seed_spec(layout: Layout, dense_optim: DenseOptim) -> StepSpec {
         band_dtypes: Vec::new(),
         state_dtype: Precision::F32,
         checkpointing: Checkpointing::None,
+        logits: Logits::Recompute,
         ranks: None,
     }
 }

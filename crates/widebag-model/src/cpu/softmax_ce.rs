@@ -101,13 +101,10 @@ impl HostTargets {
 }
 
 /// Whether the forward pass keeps every chunk's `[B, n]` logits for the backward pass (the
-/// dense layout's full logits, as PyTorch keeps them) or the backward pass makes them again one
-/// block at a time (the sparse layout: no buffer wider than a block).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Logits {
-    Recompute,
-    Keep,
-}
+/// dense layout's full logits, as PyTorch keeps them; the sparse layout with `model.logits =
+/// "keep"`) or the backward pass makes them again one block at a time (no buffer wider than a
+/// block).
+pub use widebag_config::Logits;
 
 /// What the forward pass hands to the backward pass.
 pub struct CeForward {

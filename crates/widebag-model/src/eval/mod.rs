@@ -48,6 +48,29 @@ pub struct ScoreOptions<'s> {
     pub seen: &'s [Vec<u32>],
     /// On the host (flex) or with the device's top-K (elsewhere).
     pub backend: BackendKind,
+    /// What the caller reads of each row.
+    pub need: ScoreNeed,
+}
+
+/// What a scoring pass computes beyond each row's top-K classes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ScoreNeed {
+    /// The top-K's order only (ranking metrics): no log-sum-exp and no targets' scores, so
+    /// [`RowScores::top`] holds the layout's raw scores (logits or log-probabilities, in the
+    /// same order as the log-probabilities) and `target_log_prob` is 0.
+    Ranking,
+    /// Log-probabilities: the top-K's and the targets' (perplexity, accuracy, predictions).
+    LogProbs,
+}
+
+impl ScoreNeed {
+    /// What the task's metrics read: a recommender's ranking metrics only the order.
+    pub fn for_task(task: Task) -> Self {
+        match task {
+            Task::Recommendation => Self::Ranking,
+            Task::Classification | Task::LanguageModel => Self::LogProbs,
+        }
+    }
 }
 
 /// The top-K and the targets' log-probabilities of every row of `batch`.
@@ -60,6 +83,7 @@ pub fn score_rows(
     let mut acc = Accumulator::new(batch, options);
     let kind = layout.score_chunks(batch, &mut |start, scores| acc.add(start, scores))?;
     let offsets = match (kind, acc.lse.take()) {
+        _ if options.need == ScoreNeed::Ranking => vec![0.0; n_rows],
         (ScoreKind::Logits, Some(lse)) => lse.finish(),
         (ScoreKind::Logits, None) => acc.host_lse.iter().map(|&(m, s)| m + s.ln()).collect(),
         (ScoreKind::LogProbs, _) => vec![0.0; n_rows],
@@ -113,14 +137,14 @@ impl<'a> Accumulator<'a> {
     pub(crate) fn new(batch: &'a CsrBatch, options: ScoreOptions<'a>) -> Self {
         let n = batch.n_rows();
         let host = options.backend == BackendKind::Flex;
+        let lse = !host && options.need == ScoreNeed::LogProbs;
         Self {
             batch,
             options,
             top: (0..n).map(|_| RowTopK::new(options.k)).collect(),
             target: vec![0.0; n],
             host_lse: vec![(f64::NEG_INFINITY, 0.0); n],
-            lse: (!host)
-                .then(|| DeviceLse(RunningLse::new(crate::output::softmax::WGPU_REDUCE_COLS))),
+            lse: lse.then(|| DeviceLse(RunningLse::new(crate::output::softmax::WGPU_REDUCE_COLS))),
         }
     }
 
@@ -137,6 +161,9 @@ impl<'a> Accumulator<'a> {
 
     /// Row `r`'s target entries within `start..end`: `(class, weight)`.
     fn targets_in(&self, r: usize, start: usize, end: usize) -> Vec<(usize, f32)> {
+        if self.options.need == ScoreNeed::Ranking {
+            return Vec::new();
+        }
         let t = self.batch.targets();
         (t.row_ptr[r]..t.row_ptr[r + 1])
             .filter(|&e| (start..end).contains(&(t.classes[e] as usize)))
@@ -159,6 +186,7 @@ impl<'a> Accumulator<'a> {
         let targets: Vec<Vec<(usize, f32)>> = (0..m.rows)
             .map(|r| self.targets_in(r, start, end))
             .collect();
+        let lse_needed = self.options.need == ScoreNeed::LogProbs;
         self.top
             .par_iter_mut()
             .zip(self.host_lse.par_iter_mut())
@@ -169,6 +197,9 @@ impl<'a> Accumulator<'a> {
                 top.offer_chunk(start as u32, row, masks[r]);
                 for &(c, w) in &targets[r] {
                     *target += w as f64 * row[c - start] as f64;
+                }
+                if !lse_needed {
+                    return;
                 }
                 let max = row.iter().fold(f32::NEG_INFINITY, |a, &b| a.max(b)) as f64;
                 if max > f64::NEG_INFINITY {
@@ -287,7 +318,12 @@ pub fn evaluate_part(
             false => Some(score_rows(
                 layout,
                 batch,
-                ScoreOptions { k, seen, backend },
+                ScoreOptions {
+                    k,
+                    seen,
+                    backend,
+                    need: ScoreNeed::for_task(spec.task),
+                },
             )?),
             true => {
                 let model = layout.wide().ok_or_else(crate::layout::sparse_only)?;

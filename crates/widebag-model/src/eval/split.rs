@@ -16,7 +16,7 @@ use widebag_eval::RowTopK;
 
 use crate::BackendKind;
 use crate::ModelError;
-use crate::eval::{Accumulator, RowScores, ScoreOptions};
+use crate::eval::{Accumulator, RowScores, ScoreNeed, ScoreOptions};
 use crate::model::WideModel;
 use crate::model::dense_optim::DenseParam;
 use crate::tensors::{floats, to_vec};
@@ -118,6 +118,8 @@ impl WideModel {
             k,
             seen: part_seen,
             backend: BackendKind::Flex,
+            // Each rank's top lists are merged through its log-sum-exp.
+            need: ScoreNeed::LogProbs,
         };
         let mut acc = Accumulator::new(rows_of, options);
         self.score_hidden(&scored, &params, &mut |start, s| acc.add(start, s))?;

@@ -32,6 +32,8 @@ pub struct ModelSpec {
     pub input_init: widebag_config::InputInit,
     /// What the MLP saves for backward: everything, or (`mlp`) only its block input and output.
     pub checkpointing: widebag_config::Checkpointing,
+    /// What the host softmax keeps of the full softmax's logits in one process (`model.logits`).
+    pub logits: widebag_config::Logits,
     /// Input bands (one: the unsplit table) and output clusters (one: the full softmax; more:
     /// the adaptive softmax's head and tails), as run preparation resolved them.
     pub bands: ModelBands,
@@ -88,6 +90,7 @@ impl ModelSpec {
             activation: config.model.activation,
             input_init: config.model.input_init,
             checkpointing: config.model.checkpointing,
+            logits: config.model.logits,
             bands: bands.clone(),
         })
     }

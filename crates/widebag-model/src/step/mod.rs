@@ -18,7 +18,7 @@ use crate::ModelError;
 use crate::cpu::Kernels;
 use crate::cpu::access::HostMatrix;
 use crate::cpu::host_layer::HostLayer;
-use crate::cpu::softmax_ce::{self, CeForward, HostTargets, Logits};
+use crate::cpu::softmax_ce::{self, CeForward, HostTargets};
 use crate::model::bag::{BagInputs, BandIds, BandSegment};
 use crate::model::dense_optim::DenseParam;
 use crate::model::params::{DenseParams, Linear, OutputParams, update_param};
@@ -306,7 +306,7 @@ impl WideModel {
                     h.cols,
                     &layer.refs(),
                     &targets,
-                    Logits::Recompute,
+                    self.spec.logits,
                 );
                 let targets = Box::new(targets);
                 (fwd.loss, ForwardOutput::Host { targets, fwd, h })
