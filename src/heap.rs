@@ -10,8 +10,35 @@ use std::io::Write as _;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// The system allocator, counting the bytes of live allocations.
+use crate::malloc_policy::BlockCache;
+
+/// The system allocator, counting the bytes of live allocations, with the blocks too large for
+/// glibc to keep kept for reuse ([`BlockCache`]).
 pub struct Counting;
+
+/// The freed blocks [`Counting`] keeps (not counted as live).
+static CACHE: BlockCache = BlockCache::new();
+
+/// Frees the blocks the cache let go of.
+fn free_evicted(blocks: &[crate::malloc_policy::Evicted]) {
+    for &(ptr, layout) in blocks.iter().flatten() {
+        // SAFETY: each block came from `System` with this layout and is no longer in use.
+        #[allow(unsafe_code, reason = "frees what the cache kept")]
+        unsafe {
+            System.dealloc(ptr, layout)
+        };
+    }
+}
+
+/// `allocate` from the system; when it refuses, once more after freeing the kept blocks.
+fn from_system(allocate: impl Fn() -> *mut u8) -> *mut u8 {
+    let p = allocate();
+    if !p.is_null() {
+        return p;
+    }
+    free_evicted(&CACHE.drain());
+    allocate()
+}
 
 static LIVE_BYTES: AtomicU64 = AtomicU64::new(0);
 
@@ -78,23 +105,38 @@ fn refused(bytes: usize) {
 
 #[allow(
     unsafe_code,
-    reason = "a global allocator is an unsafe trait; each method only forwards to System"
+    reason = "a global allocator is an unsafe trait; each method forwards to System or reuses a block System gave"
 )]
-// SAFETY: every call is forwarded unchanged to `System`; the counter only observes sizes.
+// SAFETY: every call is forwarded to `System`, or hands out a block `System` gave with the
+// same layout and that nothing uses any more; the counter only observes sizes.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        if let Some(p) = CACHE.take(layout) {
+            return counted(p, layout.size());
+        }
         // SAFETY: forwarded with the caller's layout.
-        counted(unsafe { System.alloc(layout) }, layout.size())
+        counted(
+            from_system(|| unsafe { System.alloc(layout) }),
+            layout.size(),
+        )
     }
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        if let Some(p) = CACHE.take(layout) {
+            // SAFETY: a kept block of exactly `layout.size()` bytes, no longer in use.
+            unsafe { std::ptr::write_bytes(p, 0, layout.size()) };
+            return counted(p, layout.size());
+        }
         // SAFETY: forwarded with the caller's layout.
-        counted(unsafe { System.alloc_zeroed(layout) }, layout.size())
+        counted(
+            from_system(|| unsafe { System.alloc_zeroed(layout) }),
+            layout.size(),
+        )
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: `ptr` came from this allocator with `layout`.
-        unsafe { System.dealloc(ptr, layout) };
+        // Kept for the next allocation of the same layout, or freed.
+        free_evicted(&CACHE.keep(ptr, layout));
         LIVE_BYTES.fetch_sub(layout.size() as u64, Ordering::Relaxed);
     }
 

@@ -1,4 +1,5 @@
-//! Process-wide set-up before any thread exists: SIGPIPE's default disposition, a panic in any
+//! Process-wide set-up before any thread exists: the allocator's policy
+//! ([`crate::malloc_policy`]), SIGPIPE's default disposition, a panic in any
 //! thread (a backend's worker included) ending the process with exit code 1 instead of leaving it
 //! hung, and a private `XDG_RUNTIME_DIR` so that Mesa's Vulkan loader prints nothing.
 
@@ -9,6 +10,7 @@ pub const FORCED_PANIC_ENV: &str = "WIDEBAG_TEST_PANIC_IN_THREAD";
 
 /// Runs first in `main`, while the process has one thread.
 pub fn set_up() {
+    crate::malloc_policy::keep_freed_memory();
     restore_sigpipe();
     quiet_mesa();
     // flex's tensors live on the heap: a meter can read them there (`MemoryMeter::on_heap`).

@@ -12,10 +12,16 @@
 # SAME_INIT=1 the PyTorch peer starts from widebag's own initial weights (`train --save-init`)
 # and reads the rows in widebag's order, and the table gives the largest relative difference
 # between the two sides' losses at any step of any run (parity: the same computation).
+#
+# Logits: PyTorch's autograd keeps the output's logits for the backward pass; widebag does the
+# same here (LOGITS=keep, `model.logits = "keep"`: the full softmax's, or the adaptive head's),
+# or makes them again block by block as it does by default (LOGITS=recompute: one output matmul
+# more per step, no `[batch, classes]` buffer). The dense layout keeps them either way.
 #   bash benches/peers/compare.sh [OUT_DIR]
 # Env: WIDEBAG_BIN (default target/release/widebag), PYTHON (a python with torch and numpy),
 # ROWS (51200), WIDTH (240000), STEPS (200: one pass over the rows), RUNS (3),
-# LAYOUTS ("dense sparse headtail"), and the model: DIM (32), HIDDEN ("64"), BATCH (256).
+# LAYOUTS ("dense sparse headtail"), LOGITS (keep), and the model: DIM (32), HIDDEN ("64"),
+# BATCH (256).
 #   Seed model (240,000 → 1024 → 512 → 240,000, batch 128), best layout of each side:
 #   DIM=1024 HIDDEN="512" BATCH=128 LAYOUTS=headtail bash benches/peers/compare.sh out-seed
 set -euo pipefail
@@ -33,6 +39,7 @@ hidden=${HIDDEN:-64}
 batch=${BATCH:-256}
 same_init=${SAME_INIT:-0}
 input_init=${INPUT_INIT:-uniform}
+logits=${LOGITS:-keep}
 mkdir -p "$out"
 "$py" -c "import torch, numpy" || { echo "compare.sh: $py lacks torch/numpy (pip install torch numpy)" >&2; exit 2; }
 
@@ -40,7 +47,7 @@ hidden_toml="[$(echo "$hidden" | tr ' ' ',')]"
 model=(--set "data.width=$width" --set "data.n_classes=$width" --set "model.dim=$dim"
   --set "model.hidden=$hidden_toml" --set "train.batch_size=$batch" --set "train.steps=$steps"
   --set train.device=cpu --set optim.table=adam --set optim.dense=adam --set optim.lr=0.001
-  --set "model.input_init=\"$input_init\"")
+  --set "model.input_init=\"$input_init\"" --set "model.logits=\"$logits\"")
 "$bin" data synth --rows "$rows" --to libsvm "$out/data.svm" "${model[@]}"
 file=(--set "data.path=$out/data.svm" --set data.format=libsvm)
 
@@ -74,17 +81,18 @@ for run in $(seq 1 "$runs"); do
   done
 done
 
-"$py" - "$out" "$runs" "$layouts" "$same_init" "$input_init" <<'PY'
+"$py" - "$out" "$runs" "$layouts" "$same_init" "$input_init" "$logits" <<'PY'
 import json, os, platform, statistics, sys
 out, runs, layouts = sys.argv[1], int(sys.argv[2]), sys.argv[3].split()
-same_init, input_init = sys.argv[4] == "1", sys.argv[5]
+same_init, input_init, logits = sys.argv[4] == "1", sys.argv[5], sys.argv[6]
 mib = lambda b: f"{b / 2**20:,.0f} MiB"
 load = lambda side, layout: [json.load(open(f"{out}/{side}-{layout}-{r}.json"))
                              for r in range(1, runs + 1)]
 w0 = load("widebag", layouts[0])[0]
 print(f"Machine: {platform.node()}, {os.cpu_count()} cores; CPU for both. Model {w0['width']} → "
       f"{w0['dim']} → {w0['hidden']} → {w0['n_classes']}, batch {w0['batch_size']}, "
-      f"{w0['steps']} steps, {runs} runs each (median, min–max).")
+      f"{w0['steps']} steps, {runs} runs each (median, min–max); widebag's "
+      f"`model.logits = \"{logits}\"`.")
 if same_init:
     print("Parity: PyTorch started from widebag's initial weights and read the rows in its "
           "order (SAME_INIT=1).")

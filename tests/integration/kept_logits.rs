@@ -1,12 +1,13 @@
 //! `model.logits = "keep"`: flex's host softmax keeps the full softmax's `[batch, classes]`
-//! logits for the backward pass instead of making them again block by block. The gradients are
-//! the recomputed ones (full softmax in several chunks, the multinomial bag output), the ledger
-//! prices the kept buffer, and the solver gives it up first when a budget needs the bytes.
+//! logits (the adaptive softmax's head's) for the backward pass instead of making them again
+//! block by block. The gradients are the recomputed ones (full softmax in several chunks, the
+//! multinomial bag output, the adaptive softmax), the ledger prices the kept buffer, and the
+//! solver gives it up first when a budget needs the bytes.
 
 use crate::common;
 
 use common::{assert_close, batch, flat_grads, flex, json, wide, widebag};
-use widebag_config::{Config, Logits, OutputKind, TableOptim, TargetKind};
+use widebag_config::{Config, Cutoffs, Logits, OutputKind, TableOptim, TargetKind};
 
 #[test]
 fn kept_logits_give_the_recomputed_gradients_on_flex() {
@@ -21,9 +22,21 @@ fn kept_logits_give_the_recomputed_gradients_on_flex() {
     c.optim.table = TableOptim::Adam;
     let mut multinomial = c.clone();
     multinomial.model.output = OutputKind::Multinomial;
-    for (name, config) in [("full", c), ("multinomial", multinomial)] {
-        // A small buffer cap: several output chunks, each kept whole.
-        let compute = flex().with_buffer_cap(2048);
+    let mut adaptive = c.clone();
+    adaptive.data.target = TargetKind::NextId;
+    adaptive.model.output = OutputKind::Adaptive;
+    adaptive.model.output_bands.cutoffs = Cutoffs::Ids(vec![300, 500]);
+    for (name, config) in [
+        ("full", c),
+        ("multinomial", multinomial),
+        ("adaptive", adaptive),
+    ] {
+        // A small buffer cap: several output chunks, each kept whole (the adaptive softmax's
+        // head is one buffer).
+        let compute = match name {
+            "adaptive" => flex(),
+            _ => flex().with_buffer_cap(2048),
+        };
         let grads = |logits: Logits| {
             let mut c = config.clone();
             c.model.logits = logits;

@@ -321,9 +321,10 @@ pub enum Rounding {
     Nearest,
 }
 
-/// What flex's host softmax keeps of the full softmax's logits between the forward and the
-/// backward pass (`model.logits`): one process, the sparse layout's full softmax (the dense
-/// layout always keeps them; the adaptive softmax, wgpu and a multi-process run recompute).
+/// What flex's host softmax keeps of the output's logits between the forward and the backward
+/// pass (`model.logits`): one process, the sparse layout's full softmax or the adaptive
+/// softmax's head (the dense layout always keeps them; the adaptive softmax's tail clusters, wgpu
+/// and a multi-process run recompute).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Logits {

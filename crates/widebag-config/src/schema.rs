@@ -150,8 +150,9 @@ pub struct ModelConfig {
     /// `none`, or `mlp`: the MLP's activations are recomputed in backward instead of saved
     /// (sparse layout).
     pub checkpointing: Checkpointing,
-    /// `recompute` (the default), or `keep`: the full softmax's `[batch, classes]` logits kept
-    /// for the backward pass on flex's host kernels (one output matmul fewer per step).
+    /// `recompute` (the default), or `keep`: the full softmax's `[batch, classes]` logits (the
+    /// adaptive softmax's `[batch, head]`) kept for the backward pass on flex's host kernels (one
+    /// output matmul fewer per step).
     pub logits: Logits,
     /// The output objective: `full` softmax, `adaptive` softmax (`output_bands`), or
     /// `multinomial` (a target bag's counts, full or, with `output_bands`, adaptive).

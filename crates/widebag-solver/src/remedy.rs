@@ -21,9 +21,10 @@ use crate::Pins;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Remedy {
-    /// The full softmax's logits made again in backward (`model.logits = "recompute"`) where
-    /// the config keeps them (`"keep"`, flex's host softmax): one output matmul more per step,
-    /// no `[batch, classes]` buffer. Costs time; the numbers are unchanged.
+    /// The full softmax's logits (the adaptive softmax's head's) made again in backward
+    /// (`model.logits = "recompute"`) where the config keeps them (`"keep"`, flex's host
+    /// softmax): one output matmul more per step, no `[batch, classes]` buffer. Costs time; the
+    /// numbers are unchanged.
     RecomputeLogits,
     /// A narrower class chunk of the full softmax (`model.class_chunk`): smaller logits, more
     /// passes over the output layer. Costs time; the numbers are unchanged. The ladder tries the

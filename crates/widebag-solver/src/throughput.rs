@@ -164,6 +164,11 @@ impl StepWork {
                 }
                 let (up, down) = spec.host_traffic_bytes();
                 bytes += (up + down) as f64;
+                // flex's host softmax makes the logits again in backward unless it keeps them
+                // (`model.logits`): one output matmul more.
+                if spec.host_kernels() && !spec.keeps_logits() {
+                    flops += 2.0 * b * last * classes;
+                }
                 if !spec.adaptive() {
                     let chunk = shapes::class_chunk(
                         spec.class_chunk as usize,

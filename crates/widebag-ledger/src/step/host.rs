@@ -3,8 +3,9 @@
 //! (`shapes::host_block_cols`), one `[batch, hidden]` `dL/dh` partial per thread, and host
 //! copies of the softmax's input (`h`, and each tail cluster's projected rows). The dense
 //! layout, and the sparse layout's full softmax with `model.logits = "keep"`, keep the full
-//! `[batch, classes]` logits instead of the blocks, turned into their gradient in place; the
-//! dense layout builds no dense targets. Chosen when the device reports host threads (flex).
+//! `[batch, classes]` logits instead of the blocks, turned into their gradient in place (the
+//! adaptive softmax keeps its head's `[batch, head]`, its tails still in blocks); the dense
+//! layout builds no dense targets. Chosen when the device reports host threads (flex).
 
 use super::adaptive;
 use super::builder::Builder;
@@ -89,12 +90,23 @@ pub(super) fn adaptive_softmax(b: &mut Builder, spec: &StepSpec, head_classes: u
     let rows = spec.batch.n_rows;
     let last = spec.last_hidden();
     host_input(b, spec);
+    // With `model.logits = "keep"` the head's logits are kept whole; the blocks serve the tails.
+    let kept = spec.keeps_logits();
+    if kept {
+        b.f32(
+            "head logits (kept by the host softmax, then their gradient in place)",
+            "output.head",
+            &[rows, head_classes],
+            Category::Logits,
+            Lifetime::span(ForwardLogits, BackwardLogits),
+        );
+    }
     let widest = spec
         .output_bands
         .iter()
         .skip(1)
         .map(|c| c.n_rows() as u64)
-        .fold(head_classes, u64::max);
+        .fold(if kept { 0 } else { head_classes }, u64::max);
     blocks(b, spec, "output", rows, widest, ForwardLogits);
     blocks(b, spec, "output", rows, widest, BackwardLogits);
     dh_partials(b, spec, rows);
@@ -207,5 +219,41 @@ mod tests {
         let tensor_kept = ledger(&spec);
         spec.logits = widebag_config::Logits::Recompute;
         assert_eq!(peak(&tensor_kept), peak(&ledger(&spec)));
+    }
+
+    #[test]
+    fn the_adaptive_softmax_keeps_its_heads_logits_and_blocks_its_tails() {
+        use widebag_config::bands::Band;
+        let mut spec = seed_spec(Layout::Sparse, DenseOptim::Adam);
+        spec.device.host_threads = 2;
+        spec.output_bands = vec![
+            Band {
+                start: 0,
+                end: 20_000,
+                dim: 512,
+            },
+            Band {
+                start: 20_000,
+                end: 240_000,
+                dim: 128,
+            },
+        ];
+        let blocks = ledger(&spec);
+        spec.logits = widebag_config::Logits::Keep;
+        let kept = ledger(&spec);
+        let named = |l: &crate::Ledger, name: &str| {
+            l.entries
+                .iter()
+                .filter(|e| e.name.starts_with(name))
+                .map(|e| e.bytes())
+                .sum::<u64>()
+        };
+        // The head's 20,000 classes and one token for the tail cluster, 128 rows.
+        assert_eq!(named(&kept, "head logits (kept"), 128 * 20_001 * 4);
+        assert_eq!(named(&blocks, "head logits (kept"), 0);
+        // The tail still scores in blocks.
+        assert_eq!(named(&kept, "logit block"), named(&blocks, "logit block"));
+        let peak = |l: &crate::Ledger| l.peak(Placement::Device).bytes;
+        assert!(peak(&kept) > peak(&blocks));
     }
 }

@@ -285,14 +285,14 @@ impl StepSpec {
         self.device.host_threads > 0
     }
 
-    /// Whether flex's host softmax keeps the full softmax's `[batch, classes]` logits for the
-    /// backward pass: `model.logits = "keep"` in one process, the sparse layout's full softmax
-    /// on host kernels (the dense layout keeps them whatever the key says).
+    /// Whether flex's host softmax keeps the full softmax's `[batch, classes]` logits (the
+    /// adaptive softmax's `[batch, head]`) for the backward pass: `model.logits = "keep"` in one
+    /// process, the sparse layout on host kernels (the dense layout keeps them whatever the key
+    /// says).
     pub fn keeps_logits(&self) -> bool {
         self.logits == Logits::Keep
             && self.host_kernels()
             && self.ranks.is_none()
-            && !self.adaptive()
             && self.layout == Layout::Sparse
     }
 

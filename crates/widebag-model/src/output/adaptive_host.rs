@@ -95,15 +95,20 @@ impl WideModel {
         let scale = 1.0 / part.global_rows.max(1) as f32;
         let split = AdaptiveTargets::new(targets, &self.spec.bands.output);
         let h_host = HostMatrix::take(h.clone().inner())?;
-        // The head, on this rank's rows.
+        // The head, on this rank's rows (its logits kept for backward with `model.logits =
+        // "keep"` in one process, as the ledger prices them).
         let head_n = layer.chunk(0).b.len();
         let head_targets = HostTargets::from_entries(n_rows, split.head, &[head_n], scale);
+        let head_logits = match part.alone() {
+            true => self.spec.logits,
+            false => Logits::Recompute,
+        };
         let head = softmax_ce::forward(
             h_host.as_slice(),
             last,
             &[layer.chunk(0)],
             &head_targets,
-            Logits::Recompute,
+            head_logits,
         );
         let mut loss = head.loss;
         let tail_rows: Vec<Vec<u32>> = split.tails.iter().map(|t| t.rows.clone()).collect();
