@@ -194,6 +194,15 @@ mod tests {
         assert_eq!(logits(&h), 128 * 240_000 * 4);
     }
 
+    /// Bytes of the entries whose name starts with `name`.
+    fn named(l: &crate::Ledger, name: &str) -> u64 {
+        l.entries
+            .iter()
+            .filter(|e| e.name.starts_with(name))
+            .map(|e| e.bytes())
+            .sum()
+    }
+
     #[test]
     fn kept_logits_replace_the_blocks_and_cost_the_full_logits() {
         let mut spec = seed_spec(Layout::Sparse, DenseOptim::Adam);
@@ -201,13 +210,6 @@ mod tests {
         let blocks = ledger(&spec);
         spec.logits = widebag_config::Logits::Keep;
         let kept = ledger(&spec);
-        let named = |l: &crate::Ledger, name: &str| {
-            l.entries
-                .iter()
-                .filter(|e| e.name.starts_with(name))
-                .map(|e| e.bytes())
-                .sum::<u64>()
-        };
         assert_eq!(named(&kept, "logit block"), 0);
         assert_eq!(named(&kept, "logits (kept"), 128 * 240_000 * 4);
         assert_eq!(named(&blocks, "logits (kept"), 0);
@@ -241,13 +243,6 @@ mod tests {
         let blocks = ledger(&spec);
         spec.logits = widebag_config::Logits::Keep;
         let kept = ledger(&spec);
-        let named = |l: &crate::Ledger, name: &str| {
-            l.entries
-                .iter()
-                .filter(|e| e.name.starts_with(name))
-                .map(|e| e.bytes())
-                .sum::<u64>()
-        };
         // The head's 20,000 classes and one token for the tail cluster, 128 rows.
         assert_eq!(named(&kept, "head logits (kept"), 128 * 20_001 * 4);
         assert_eq!(named(&blocks, "head logits (kept"), 0);
