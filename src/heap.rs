@@ -135,8 +135,13 @@ unsafe impl GlobalAlloc for Counting {
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // Kept for the next allocation of the same layout, or freed.
-        free_evicted(&CACHE.keep(ptr, layout));
+        // A block over 32 MiB is kept for the next allocation of the same layout (or freed by
+        // the cache's rules); any other goes straight back to `System`.
+        match BlockCache::takes(layout) {
+            true => free_evicted(&CACHE.keep(ptr, layout)),
+            // SAFETY: `ptr` came from this allocator (from `System`) with `layout`.
+            false => unsafe { System.dealloc(ptr, layout) },
+        }
         LIVE_BYTES.fetch_sub(layout.size() as u64, Ordering::Relaxed);
     }
 
