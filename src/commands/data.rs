@@ -2,6 +2,7 @@
 //! dataset's from its header alone), `convert` rewrites it as libsvm or npz, `synth` writes the
 //! configured synthetic rows to a file, `pack` writes widebag's packed format.
 
+use indicatif::{ProgressBar, ProgressStyle};
 use std::fmt::Write;
 use std::path::Path;
 
@@ -157,13 +158,15 @@ fn synth(args: &SynthArgs) -> Outcome {
 
 /// Synthetic rows streamed into a packed file, generated in parallel a chunk at a time.
 fn synth_packed(stream: &widebag_data::SyntheticStream, args: &SynthArgs) -> Result<u64, Failure> {
-    use widebag_data::packed::write::{Row, StreamHeader, pack_rows};
+    use widebag_data::packed::write::{Extent, Row, StreamHeader, pack_rows};
     const CHUNK_ROWS: usize = 1 << 16;
     let header = StreamHeader {
         variant: "synthetic".into(),
         width: stream.spec().width,
         n_classes: stream.spec().n_classes,
+        extent: Extent::Declared,
         notes: vec![format!("synthetic (seed {})", stream.spec().seed)],
+        vocabulary: None,
     };
     let options = widebag_data::packed::PackOptions {
         block_rows: args.block_rows,
@@ -197,9 +200,25 @@ fn synth_packed(stream: &widebag_data::SyntheticStream, args: &SynthArgs) -> Res
 fn pack(args: &PackArgs) -> Outcome {
     let source = request::source(&args.source)?;
     let started = std::time::Instant::now();
+    // A bar over the source's bytes while a streamed pack reads it (each pass), over the rows
+    // while a source read whole is written; drawn only on a terminal.
+    let bar = match args.json {
+        true => ProgressBar::hidden(),
+        false => ProgressBar::new(0),
+    };
+    let advance = bar.clone();
+    // Cleared however the pack ends (an error included), so no half-drawn bar stays.
+    struct Clear(ProgressBar);
+    impl Drop for Clear {
+        fn drop(&mut self) {
+            self.0.finish_and_clear();
+        }
+    }
+    let clear = Clear(bar.clone());
     let options = widebag_data::packed::PackOptions {
         block_rows: args.block_rows,
         stats_samples: args.samples,
+        progress: widebag_data::Progress::new(move |n| advance.inc(n)),
     };
     let failed = |e: widebag_data::DataError| match e {
         widebag_data::DataError::InvalidSpec { .. } | widebag_data::DataError::Parse { .. } => {
@@ -207,28 +226,76 @@ fn pack(args: &PackArgs) -> Outcome {
         }
         e => Failure::run(e),
     };
-    // A libsvm file whose shape is declared is packed as it is read; any other source is read
-    // whole first.
+    let size = |p: &Path| std::fs::metadata(p).map_or(0, |m| m.len());
+    let set_bar = |len: u64, unit: &str| {
+        bar.set_position(0);
+        bar.set_length(len);
+        let template = format!("{{bar:30}} {unit}  {{msg}}  [{{elapsed}}<{{eta}}]");
+        bar.set_style(ProgressStyle::with_template(&template).expect("valid template"));
+    };
+    // A libsvm file, LightGCN lists one line per user in order and a one-document-per-line
+    // corpus are packed as they are read (in a pass or two more for what the rows need first:
+    // libsvm's shape when undeclared, the users, the vocabulary); npz, dictd, a directory of
+    // documents and labelled documents are read whole first.
     let streamed = match (source.format, &source.test_path) {
-        (widebag_data::Format::Libsvm, None) => widebag_data::libsvm_pack::pack_libsvm(
-            &source.path,
-            &source.read,
-            &source.variant(),
-            &args.out,
-            options,
-        )
-        .map_err(failed)?,
+        (widebag_data::Format::Libsvm, None) => {
+            let passes = widebag_data::libsvm_shape::passes(&source.path, &source.read);
+            set_bar(passes * size(&source.path), "{bytes}/{total_bytes} read");
+            let meta = widebag_data::libsvm_pack::pack_libsvm(
+                &source.path,
+                &source.read,
+                &source.variant(),
+                &args.out,
+                options.clone(),
+            );
+            Some(meta.map_err(failed)?)
+        }
+        (widebag_data::Format::Lightgcn, test) => {
+            // The held-out file is read twice, the training file once.
+            let passes = size(&source.path) + 2 * test.as_deref().map_or(0, size);
+            set_bar(passes, "{bytes}/{total_bytes} read");
+            widebag_data::lightgcn_pack::pack_lightgcn(
+                &source.path,
+                test.as_deref(),
+                &source.read,
+                &source.variant(),
+                &args.out,
+                options.clone(),
+            )
+            .map_err(failed)?
+        }
+        (widebag_data::Format::Text, None) if !source.label.is_file_name() => {
+            set_bar(2 * size(&source.path), "{bytes}/{total_bytes} read");
+            widebag_data::text_pack::pack_text(
+                &source.path,
+                &source.read,
+                &source.text,
+                &source.variant(),
+                &args.out,
+                options.clone(),
+            )
+            .map_err(failed)?
+        }
         _ => None,
     };
     let how = if streamed.is_some() { ", streamed" } else { "" };
     let meta = match streamed {
         Some(meta) => meta,
         None => {
+            let spinner = ProgressStyle::with_template("{spinner} {msg}  [{elapsed}]");
+            bar.set_style(spinner.expect("valid template"));
+            bar.set_message(format!("reading {}", source.path.display()));
+            bar.enable_steady_tick(std::time::Duration::from_millis(200));
             let loaded = load_source(&source, None)?;
+            bar.disable_steady_tick();
+            let rows = loaded.dataset.n_rows() * (1 + usize::from(loaded.test.is_some()));
+            bar.set_message("");
+            set_bar(rows as u64, "{pos}/{len} rows written");
             widebag_data::packed::pack(&loaded, &source.variant(), &args.out, options)
                 .map_err(failed)?
         }
     };
+    drop(clear);
     let bytes = std::fs::metadata(&args.out).map(|m| m.len()).unwrap_or(0);
     let seconds = started.elapsed().as_secs_f64();
     if args.json {

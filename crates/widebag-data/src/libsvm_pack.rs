@@ -1,8 +1,9 @@
-//! A libsvm file packed in one streamed pass when its shape is declared (widebag's header line,
-//! or the index base, width and classes set): one thread reads the next blocks of lines and
-//! parses them (rayon, in chunks of flat buffers), checking rows as [`read_libsvm`] checks them,
-//! while the rows already parsed are written a packed block at a time, in memory bounded by a
-//! few line blocks and the width, whatever the file's size.
+//! A libsvm file packed streamed: one thread reads the next blocks of lines and parses them
+//! (rayon, in chunks of flat buffers), checking rows as [`read_libsvm`] checks them, while the
+//! rows already parsed are written a packed block at a time, in memory bounded by a few line
+//! blocks and the width, whatever the file's size. One pass when the shape is declared
+//! (widebag's header line, or the index base, width and classes set); otherwise a pass before it
+//! finds what is not (as `read_libsvm` finds it from every id and label).
 //!
 //! [`read_libsvm`]: crate::libsvm::read_libsvm
 
@@ -11,16 +12,14 @@ use std::path::Path;
 use rayon::prelude::*;
 
 use crate::libsvm::{ParsedLine, bad_id, base_note, parse_line_into, read_header};
-use crate::lines::{LineBlock, LineBlocks, LineError};
+use crate::libsvm_shape::find_shape;
+use crate::lines::{CHUNK_LINES, LineBlock, LineBlocks, LineError};
 use crate::packed::PackMeta;
-use crate::packed::write::{PackOptions, Row, RowSink, StreamHeader, pack_rows};
+use crate::packed::write::{Extent, PackOptions, Row, RowSink, StreamHeader, pack_rows};
 use crate::{DataError, ReadOptions};
 
 /// Parsed line blocks ready ahead of the writer.
 const READ_AHEAD: usize = 2;
-
-/// Lines parsed together into one [`Rows`] (one allocation per buffer, not per line).
-const CHUNK_LINES: usize = 2048;
 
 /// A line's failure: `(column, message)`, and whether `skip_bad_lines` may skip it (a label
 /// beyond the classes fails the read whole, as `read_libsvm` fails it).
@@ -39,31 +38,28 @@ struct Rows {
     failed: Option<(usize, LineError)>,
 }
 
-/// Packs the libsvm file `path` into `out` streamed (atomically, as `pack_rows`), or `Ok(None)`
-/// when its shape is not declared: then the base is detected from every id and the width and
-/// classes from the largest, so the rows are read whole first. The packed rows, frequencies and
-/// statistics are those of the file read in memory and packed.
+/// Packs the libsvm file `path` into `out` streamed (atomically, as `pack_rows`). What its
+/// header and `read` do not declare of its shape (the index base, detected from every id; the
+/// width and classes, from the largest) is found by a pass over the file first. The packed rows,
+/// frequencies and statistics are those of the file read in memory and packed.
+/// `options.progress` is told the bytes of each pass.
 pub fn pack_libsvm(
     path: &Path,
     read: &ReadOptions,
     variant: &str,
     out: &Path,
     options: PackOptions,
-) -> Result<Option<PackMeta>, DataError> {
+) -> Result<PackMeta, DataError> {
     let header = read_header(path)?;
-    let shape = (
-        read.zero_based.or(header.zero_based),
-        read.width.or(header.width),
-        read.n_classes.or(header.n_classes),
-    );
-    let (Some(zero_based), Some(width), Some(n_classes)) = shape else {
-        return Ok(None);
-    };
+    let (zero_based, width, n_classes) = find_shape(path, &header, read, &options.progress)?;
+    let base_set = read.zero_based.or(header.zero_based).is_some();
     let stream = StreamHeader {
         variant: variant.to_string(),
         width,
         n_classes,
-        notes: vec![base_note(zero_based, true)],
+        extent: Extent::Declared,
+        notes: vec![base_note(zero_based, base_set)],
+        vocabulary: None,
     };
     let check = Check {
         path,
@@ -73,7 +69,7 @@ pub fn pack_libsvm(
         skip_bad_lines: read.skip_bad_lines,
         blank_lines_are_rows: header.blank_lines_are_rows,
     };
-    let (tx, rx) = std::sync::mpsc::sync_channel::<Result<Vec<Rows>, DataError>>(READ_AHEAD);
+    let (tx, rx) = std::sync::mpsc::sync_channel::<Result<(Vec<Rows>, u64), DataError>>(READ_AHEAD);
     let mut blocks = LineBlocks::open(path)?;
     let mut failure = None;
     let packed = std::thread::scope(|scope| {
@@ -83,15 +79,21 @@ pub fn pack_libsvm(
             while let Some(next) = blocks.next_block().transpose() {
                 let failed = next.is_err();
                 // A closed channel: the packer stopped (an error), nothing more to read.
-                if tx.send(next.map(|b| check.parse_block(&b))).is_err() || failed {
+                let parsed = next.map(|b| (check.parse_block(&b), b.bytes.len() as u64));
+                if tx.send(parsed).is_err() || failed {
                     return;
                 }
             }
         });
+        let progress = options.progress.clone();
         let packed = pack_rows(stream, out, options, |sink| {
             let mut rows = 0u64;
             for block in rx.iter() {
-                let written = block.and_then(|b| check.write(b, sink, &mut rows));
+                let written = block.and_then(|(b, bytes)| {
+                    check.write(b, sink, &mut rows)?;
+                    progress.advance(bytes);
+                    Ok(())
+                });
                 if let Err(e) = written {
                     failure = Some(e);
                     return Err(std::io::Error::other("stopped"));
@@ -111,7 +113,7 @@ pub fn pack_libsvm(
     });
     match (packed, failure) {
         (_, Some(e)) => Err(e),
-        (packed, None) => packed.map(Some),
+        (packed, None) => packed,
     }
 }
 
@@ -242,6 +244,7 @@ mod tests {
     const OPTIONS: PackOptions = PackOptions {
         block_rows: 7,
         stats_samples: 4,
+        progress: crate::Progress::NONE,
     };
 
     /// A 1-based file with widebag's header, more than one line block long: repeated ids,
@@ -268,9 +271,7 @@ mod tests {
         assert!(std::fs::metadata(&file).unwrap().len() > crate::lines::BLOCK_BYTES as u64);
         let source = Source::new(&file, Format::Libsvm);
         let (a, b) = (d.join("streamed.wbp"), d.join("loaded.wbp"));
-        let meta = pack_libsvm(&file, &source.read, &source.variant(), &a, OPTIONS)
-            .unwrap()
-            .expect("the header declares the shape");
+        let meta = pack_libsvm(&file, &source.read, &source.variant(), &a, OPTIONS).unwrap();
         let loaded = crate::load(&source).unwrap();
         crate::packed::pack(&loaded, &source.variant(), &b, OPTIONS).unwrap();
         assert_eq!(meta.n_rows, 600_000);
@@ -301,29 +302,83 @@ mod tests {
             skip_bad_lines: true,
             ..read
         };
-        let meta = pack_libsvm(&file, &skip, "libsvm", &out, OPTIONS)
-            .unwrap()
-            .unwrap();
+        let meta = pack_libsvm(&file, &skip, "libsvm", &out, OPTIONS).unwrap();
         assert_eq!((meta.n_rows, meta.skipped_lines), (30, 1));
         let _ = std::fs::remove_dir_all(d);
     }
 
+    /// Packs `file` streamed and read whole with `read`: the same bytes, or the same error.
+    fn same_as_whole(file: &Path, read: &ReadOptions) -> Result<PackMeta, String> {
+        let d = file.parent().unwrap();
+        let mut source = Source::new(file, Format::Libsvm);
+        source.read = read.clone();
+        let (a, b) = (d.join("streamed.wbp"), d.join("loaded.wbp"));
+        let _ = (std::fs::remove_file(&a), std::fs::remove_file(&b));
+        let streamed = pack_libsvm(file, read, &source.variant(), &a, OPTIONS);
+        let whole = crate::load(&source)
+            .and_then(|l| crate::packed::pack(&l, &source.variant(), &b, OPTIONS));
+        match (streamed, whole) {
+            (Ok(meta), Ok(other)) => {
+                assert_eq!(meta, other);
+                assert!(std::fs::read(&a).unwrap() == std::fs::read(&b).unwrap());
+                Ok(meta)
+            }
+            (Err(e), Err(other)) => {
+                assert_eq!(e.to_string(), other.to_string());
+                assert!(!a.exists());
+                Err(e.to_string())
+            }
+            (s, w) => panic!("streamed {s:?}, whole {w:?}"),
+        }
+    }
+
     #[test]
-    fn a_file_without_a_declared_shape_is_not_streamed() {
+    fn a_file_without_a_declared_shape_is_found_by_a_pass_first() {
         let d = dir("undeclared");
         let file = d.join("rows.svm");
-        std::fs::write(&file, "1 3:1\n0 4:2\n").unwrap();
-        let out = d.join("out.wbp");
-        let none = pack_libsvm(&file, &ReadOptions::default(), "libsvm", &out, OPTIONS).unwrap();
-        assert!(none.is_none() && !out.exists());
-        let declared = ReadOptions {
-            zero_based: Some(true),
-            width: Some(5),
-            n_classes: Some(2),
-            skip_bad_lines: false,
+        // Base, width and classes found from every id and label: 1-based here, then 0-based.
+        let mut text: String = (0..20_000)
+            .map(|r| format!("{} {}:1 {}:0.5\n", r % 9, 1 + r % 700, 2 + r % 31))
+            .collect();
+        std::fs::write(&file, &text).unwrap();
+        let meta = same_as_whole(&file, &ReadOptions::default()).unwrap();
+        assert_eq!((meta.width, meta.n_classes), (700, 9));
+        assert!(
+            meta.notes[0].contains("1-based ids (detected)"),
+            "{:?}",
+            meta.notes
+        );
+        text.push_str("3 0:2\n");
+        std::fs::write(&file, &text).unwrap();
+        let meta = same_as_whole(&file, &ReadOptions::default()).unwrap();
+        assert_eq!((meta.width, meta.n_classes), (701, 9));
+        // Declared 1-based: the line with index 0 fails (named), or is skipped and its label (12)
+        // not counted among the classes.
+        text.push_str("12 0:1\n");
+        std::fs::write(&file, &text).unwrap();
+        let one_based = ReadOptions {
+            zero_based: Some(false),
+            ..ReadOptions::default()
         };
-        let meta = pack_libsvm(&file, &declared, "libsvm", &out, OPTIONS).unwrap();
-        assert_eq!(meta.map(|m| (m.n_rows, m.width)), Some((2, 5)));
+        let e = same_as_whole(&file, &one_based).unwrap_err();
+        assert!(e.contains(":20001:3:"), "{e}");
+        let skip = ReadOptions {
+            skip_bad_lines: true,
+            ..one_based
+        };
+        let meta = same_as_whole(&file, &skip).unwrap();
+        assert_eq!(
+            (meta.n_rows, meta.skipped_lines, meta.n_classes),
+            (20_000, 2, 9)
+        );
+        // A declared width: lines beyond it skipped, the classes those of the lines kept.
+        let narrow = ReadOptions {
+            width: Some(600),
+            skip_bad_lines: true,
+            ..ReadOptions::default()
+        };
+        let meta = same_as_whole(&file, &narrow).unwrap();
+        assert_eq!(meta.width, 600);
         let _ = std::fs::remove_dir_all(d);
     }
 }

@@ -21,43 +21,90 @@ pub(crate) type UserItems = (u32, Vec<u32>);
 
 /// User ids may run past the lines by this factor, plus [`MAX_USERS_SLACK`] (users without a
 /// line are empty rows).
-const MAX_USERS_PER_LINE: usize = 16;
-const MAX_USERS_SLACK: usize = 1 << 20;
+pub(crate) const MAX_USERS_PER_LINE: usize = 16;
+pub(crate) const MAX_USERS_SLACK: usize = 1 << 20;
 
-fn parse_line(line: &[u8]) -> Result<Option<UserItems>, LineError> {
+/// The whitespace-separated tokens of a line with their 1-based columns; a line that is not
+/// UTF-8 is an error at its first bad byte. A token starts at a non-whitespace character after
+/// an ASCII whitespace byte (or the line's start) and ends at the next whitespace character.
+fn tokens(line: &[u8]) -> Result<Box<dyn Iterator<Item = (usize, &str)> + '_>, LineError> {
     let text = std::str::from_utf8(line).map_err(|e| {
         (
             e.valid_up_to() + 1,
             "the line is not valid UTF-8".to_string(),
         )
     })?;
-    let mut tokens = text
-        .char_indices()
-        .filter(|&(i, c)| {
-            !c.is_whitespace() && (i == 0 || text.as_bytes()[i - 1].is_ascii_whitespace())
-        })
-        .map(|(i, _)| {
-            let end = text[i..]
-                .find(char::is_whitespace)
-                .map_or(text.len(), |e| i + e);
-            (i + 1, &text[i..end])
-        });
-    let Some((col, user)) = tokens.next() else {
-        return Ok(None);
-    };
-    let user: u32 = user.parse().map_err(|_| {
+    if text.is_ascii() {
+        return Ok(Box::new(ascii_tokens(text)));
+    }
+    Ok(Box::new(
+        text.char_indices()
+            .filter(|&(i, c)| {
+                !c.is_whitespace() && (i == 0 || text.as_bytes()[i - 1].is_ascii_whitespace())
+            })
+            .map(|(i, _)| {
+                let end = text[i..]
+                    .find(char::is_whitespace)
+                    .map_or(text.len(), |e| i + e);
+                (i + 1, &text[i..end])
+            }),
+    ))
+}
+
+/// [`tokens`] of an ASCII line, byte by byte (the same tokens: among ASCII characters, only the
+/// vertical tab is whitespace to `char` and not to `u8::is_ascii_whitespace`).
+fn ascii_tokens(text: &str) -> impl Iterator<Item = (usize, &str)> {
+    let b = text.as_bytes();
+    let space = |c: u8| c.is_ascii_whitespace() || c == 0x0b;
+    let mut i = 0;
+    std::iter::from_fn(move || {
+        while i < b.len() && (space(b[i]) || (i > 0 && !b[i - 1].is_ascii_whitespace())) {
+            i += 1;
+        }
+        if i >= b.len() {
+            return None;
+        }
+        let start = i;
+        while i < b.len() && !space(b[i]) {
+            i += 1;
+        }
+        Some((start + 1, &text[start..i]))
+    })
+}
+
+fn user_of((col, user): (usize, &str)) -> Result<u32, LineError> {
+    user.parse().map_err(|_| {
         (
             col,
             format!("user id `{user}` is not a non-negative integer"),
         )
-    })?;
-    let items = tokens
-        .map(|(col, t)| {
-            t.parse::<u32>()
-                .map_err(|_| (col, format!("item id `{t}` is not a non-negative integer")))
-        })
-        .collect::<Result<Vec<u32>, _>>()?;
+    })
+}
+
+fn item_of((col, t): (usize, &str)) -> Result<u32, LineError> {
+    t.parse::<u32>()
+        .map_err(|_| (col, format!("item id `{t}` is not a non-negative integer")))
+}
+
+pub(crate) fn parse_line(line: &[u8]) -> Result<Option<UserItems>, LineError> {
+    let mut tokens = tokens(line)?;
+    let Some(user) = tokens.next() else {
+        return Ok(None);
+    };
+    let user = user_of(user)?;
+    let items = tokens.map(item_of).collect::<Result<Vec<u32>, _>>()?;
     Ok(Some((user, items)))
+}
+
+/// [`parse_line`]'s user and largest item, with its errors, without holding the items.
+pub(crate) fn scan_line(line: &[u8]) -> Result<Option<(u32, Option<u32>)>, LineError> {
+    let mut tokens = tokens(line)?;
+    let Some(user) = tokens.next() else {
+        return Ok(None);
+    };
+    let user = user_of(user)?;
+    let max = tokens.try_fold(None, |m: Option<u32>, t| Ok(m.max(Some(item_of(t)?))))?;
+    Ok(Some((user, max)))
 }
 
 /// The lines of one interaction file (in file order) and the number skipped as bad.
@@ -69,6 +116,12 @@ pub(crate) fn read_file(
     Ok((lines.into_iter().map(|(_, u)| u).collect(), skipped))
 }
 
+/// A user's items as its row holds them: ascending, each once.
+pub(crate) fn as_bag(items: &mut Vec<u32>) {
+    items.sort_unstable();
+    items.dedup();
+}
+
 fn to_rows(users: &[UserItems], n_users: usize) -> RowStore {
     let mut by_user: Vec<Vec<u32>> = vec![Vec::new(); n_users];
     for (u, items) in users {
@@ -76,12 +129,56 @@ fn to_rows(users: &[UserItems], n_users: usize) -> RowStore {
     }
     let mut rows = RowStore::new();
     for mut items in by_user {
-        items.sort_unstable();
-        items.dedup();
+        as_bag(&mut items);
         let ones = vec![1.0; items.len()];
         rows.push(&items, &ones, &items, &ones);
     }
     rows
+}
+
+/// The width and the number of users of interaction files (`lines` lines in all) whose largest
+/// user and item are these: the width is the largest item plus one unless set, and users are
+/// rows by id. A width set below an item, or a user id far past the lines, is an error;
+/// `max_user_at` says where the largest user is (file, line), asked only for that error.
+pub(crate) fn shape<'p>(
+    train: &Path,
+    options: &ReadOptions,
+    max_user: u32,
+    max_item: Option<u32>,
+    lines: usize,
+    max_user_at: impl FnOnce() -> (&'p Path, usize),
+) -> Result<(usize, usize), DataError> {
+    let width = options
+        .width
+        .unwrap_or_else(|| max_item.map_or(0, |m| m as usize + 1));
+    if let Some(w) = options.width
+        && max_item.is_some_and(|m| m as usize >= w)
+    {
+        return Err(DataError::InvalidSpec {
+            key: "data.width",
+            message: format!(
+                "item id {} in {} is beyond the set width {w}",
+                max_item.unwrap_or(0),
+                train.display()
+            ),
+        });
+    }
+    // Users are rows by id: an id far past the file's lines would make that many empty rows,
+    // memory the file does not hold (the fuzzer found a user id of 2,001,020,010 in a
+    // 17-byte file).
+    let n_users = max_user as usize + 1;
+    if n_users > MAX_USERS_PER_LINE * lines + MAX_USERS_SLACK {
+        let (path, line) = max_user_at();
+        return Err(DataError::InvalidSpec {
+            key: "data.path",
+            message: format!(
+                "{}: user id {max_user} is far past its {lines} lines (line {line} or after): \
+                 LightGCN files number users 0 … n − 1",
+                path.display(),
+            ),
+        });
+    }
+    Ok((width, n_users))
 }
 
 /// Reads `train` (and `test`, if given). Users are rows by id (a user with no line is an empty
@@ -109,28 +206,9 @@ pub fn read_lightgcn(
     let (max_user, max_item) = all.fold((0u32, None::<u32>), |(mu, mi), (u, items)| {
         (mu.max(*u), mi.max(items.iter().max().copied()))
     });
-    let width = options
-        .width
-        .unwrap_or_else(|| max_item.map_or(0, |m| m as usize + 1));
-    if let Some(w) = options.width
-        && max_item.is_some_and(|m| m as usize >= w)
-    {
-        return Err(DataError::InvalidSpec {
-            key: "data.width",
-            message: format!(
-                "item id {} in {} is beyond the set width {w}",
-                max_item.unwrap_or(0),
-                train.display()
-            ),
-        });
-    }
-    // Users are rows by id: an id far past the file's lines would make that many empty rows,
-    // memory the file does not hold (the fuzzer found a user id of 2,001,020,010 in a
-    // 17-byte file).
     let lines = train_users.len() + test_users.as_ref().map_or(0, Vec::len);
-    let n_users = max_user as usize + 1;
-    if n_users > MAX_USERS_PER_LINE * lines + MAX_USERS_SLACK {
-        let (path, line) = [
+    let (width, n_users) = shape(train, options, max_user, max_item, lines, || {
+        [
             (train, &train_users),
             (
                 test.unwrap_or(train),
@@ -142,19 +220,10 @@ pub fn read_lightgcn(
             users
                 .iter()
                 .position(|(u, _)| *u == max_user)
-                .map(|i| (p, i))
+                .map(|i| (p, i + 1))
         })
-        .unwrap_or((train, 0));
-        return Err(DataError::InvalidSpec {
-            key: "data.path",
-            message: format!(
-                "{}: user id {max_user} is far past its {lines} lines (line {} or after): LightGCN \
-                 files number users 0 … n − 1",
-                path.display(),
-                line + 1
-            ),
-        });
-    }
+        .unwrap_or((train, 1))
+    })?;
     Ok(Interactions {
         train: Dataset {
             source: train.to_path_buf(),
@@ -171,6 +240,40 @@ pub fn read_lightgcn(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ascii_lines_split_as_the_character_path_splits_them() {
+        let char_path = |text: &str| -> Vec<(usize, String)> {
+            text.char_indices()
+                .filter(|&(i, c)| {
+                    !c.is_whitespace() && (i == 0 || text.as_bytes()[i - 1].is_ascii_whitespace())
+                })
+                .map(|(i, _)| {
+                    let end = text[i..]
+                        .find(char::is_whitespace)
+                        .map_or(text.len(), |e| i + e);
+                    (i + 1, text[i..end].to_string())
+                })
+                .collect()
+        };
+        let pieces = [
+            "1", "23", " ", "\t", "\x0b", "\x0c", "\r", "x", "  ", "\x0b7",
+        ];
+        let mut x = 7u64;
+        for _ in 0..20_000 {
+            let mut line = String::new();
+            for _ in 0..(x % 9) {
+                x = x
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                line.push_str(pieces[(x >> 33) as usize % pieces.len()]);
+            }
+            let fast: Vec<(usize, String)> = ascii_tokens(&line)
+                .map(|(c, t)| (c, t.to_string()))
+                .collect();
+            assert_eq!(fast, char_path(&line), "{line:?}");
+        }
+    }
 
     #[test]
     fn parses_users_and_items_with_columns() {

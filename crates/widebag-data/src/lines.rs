@@ -9,6 +9,10 @@ use crate::DataError;
 /// Target block size in bytes (a block always ends at a line boundary).
 pub const BLOCK_BYTES: usize = 4 << 20;
 
+/// Lines of a block one rayon task parses together into reused buffers (one allocation per
+/// buffer, not per line).
+pub const CHUNK_LINES: usize = 2048;
+
 /// One block: the bytes of whole lines and the 1-based number of its first line.
 pub struct LineBlock {
     pub first_line: usize,
@@ -126,33 +130,69 @@ pub fn parse_lines<T: Send>(
     skip_bad_lines: bool,
     parse: impl Fn(&[u8]) -> Result<Option<T>, LineError> + Sync,
 ) -> Result<(Vec<(usize, T)>, usize), DataError> {
-    use rayon::prelude::*;
-    let mut blocks = LineBlocks::open(path)?;
     let mut out = Vec::new();
-    let mut skipped = 0;
-    while let Some(block) = blocks.next_block()? {
-        let results: Vec<(usize, Result<Option<T>, LineError>)> = block
-            .lines()
-            .into_par_iter()
-            .map(|(n, l)| (n, parse(l)))
-            .collect();
-        for (line, r) in results {
-            match r {
-                Ok(Some(item)) => out.push((line, item)),
-                Ok(None) => {}
-                Err(_) if skip_bad_lines => skipped += 1,
-                Err((column, message)) => {
-                    return Err(DataError::Parse {
-                        path: path.to_path_buf(),
-                        line,
-                        column,
-                        message,
-                    });
+    let skipped = for_each_parsed(path, skip_bad_lines, parse, |items, _| {
+        out.extend(items);
+        Ok(())
+    })?;
+    Ok((out, skipped))
+}
+
+/// As [`parse_lines`], but hands each block's items (in order) and the block's size in bytes to
+/// `each` instead of collecting them: memory bounded by a few blocks, whatever the file's size.
+/// A thread reads and parses (rayon) the next blocks while `each` takes this one, so a costly
+/// `each` (a writer) overlaps the parsing. Returns the number of lines skipped as bad.
+pub fn for_each_parsed<T: Send>(
+    path: &Path,
+    skip_bad_lines: bool,
+    parse: impl Fn(&[u8]) -> Result<Option<T>, LineError> + Sync,
+    mut each: impl FnMut(Vec<(usize, T)>, u64) -> Result<(), DataError>,
+) -> Result<usize, DataError> {
+    use rayon::prelude::*;
+    type Parsed<T> = Vec<(usize, Result<Option<T>, LineError>)>;
+    let mut blocks = LineBlocks::open(path)?;
+    let (tx, rx) = std::sync::mpsc::sync_channel::<Result<(Parsed<T>, u64), DataError>>(2);
+    std::thread::scope(|scope| {
+        let parse = &parse;
+        scope.spawn(move || {
+            while let Some(next) = blocks.next_block().transpose() {
+                let failed = next.is_err();
+                let parsed = next.map(|block| {
+                    let lines = block.lines().into_par_iter();
+                    let parsed = lines.map(|(n, l)| (n, parse(l))).collect();
+                    (parsed, block.bytes.len() as u64)
+                });
+                // A closed channel: `each` stopped (an error), nothing more to read.
+                if tx.send(parsed).is_err() || failed {
+                    return;
                 }
             }
+        });
+        // Owned here, so an early return closes the channel before the reader is joined.
+        let rx = rx;
+        let mut skipped = 0;
+        for block in rx.iter() {
+            let (results, bytes) = block?;
+            let mut items = Vec::with_capacity(results.len());
+            for (line, r) in results {
+                match r {
+                    Ok(Some(item)) => items.push((line, item)),
+                    Ok(None) => {}
+                    Err(_) if skip_bad_lines => skipped += 1,
+                    Err((column, message)) => {
+                        return Err(DataError::Parse {
+                            path: path.to_path_buf(),
+                            line,
+                            column,
+                            message,
+                        });
+                    }
+                }
+            }
+            each(items, bytes)?;
         }
-    }
-    Ok((out, skipped))
+        Ok(skipped)
+    })
 }
 
 #[cfg(test)]

@@ -274,11 +274,17 @@ pub struct Tally {
     rows: usize,
     nnz_total: usize,
     empty_rows: usize,
+    /// Rows by their number of ids: below [`SHORT_ROWS`] by index (most rows: no tree walk
+    /// per row), the rest in `nnz`.
+    short: Vec<u64>,
     nnz: BTreeMap<usize, u64>,
     counts: Vec<u64>,
     sample: Vec<Vec<u32>>,
     rng: SplitMix64,
 }
+
+/// Row lengths [`Tally`] counts by index.
+const SHORT_ROWS: usize = 1024;
 
 impl Tally {
     pub fn new(seed: u64) -> Self {
@@ -286,6 +292,7 @@ impl Tally {
             rows: 0,
             nnz_total: 0,
             empty_rows: 0,
+            short: vec![0; SHORT_ROWS],
             nnz: BTreeMap::new(),
             counts: Vec::new(),
             sample: Vec::new(),
@@ -303,7 +310,10 @@ impl Tally {
         self.rows += 1;
         self.nnz_total += ids.len();
         self.empty_rows += ids.is_empty() as usize;
-        *self.nnz.entry(ids.len()).or_insert(0) += 1;
+        match self.short.get_mut(ids.len()) {
+            Some(n) => *n += 1,
+            None => *self.nnz.entry(ids.len()).or_insert(0) += 1,
+        }
         for &id in ids {
             if id as usize >= self.counts.len() {
                 self.counts.resize(id as usize + 1, 0);
@@ -348,7 +358,11 @@ impl Tally {
             nnz_total: self.nnz_total,
             empty_rows: self.empty_rows,
         };
-        summarise(shape, &self.nnz, counts, unique_ids_per_batch, n_samples)
+        let mut nnz = self.nnz;
+        for (len, &n) in self.short.iter().enumerate().filter(|(_, n)| **n > 0) {
+            nnz.insert(len, n);
+        }
+        summarise(shape, &nnz, counts, unique_ids_per_batch, n_samples)
     }
 }
 

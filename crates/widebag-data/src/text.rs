@@ -16,24 +16,9 @@ pub use widebag_kinds::{TextMode, TokenFormat};
 
 use crate::dataset::{Dataset, RowStore};
 use crate::lines::{LineError, parse_lines};
+pub use crate::words::tokenize;
+use crate::words::{count_words, for_each_word};
 use crate::{DataError, ReadOptions};
-
-/// Lower-cased `[a-z]+` words of a text.
-pub fn tokenize(text: &str, format: TokenFormat) -> Vec<String> {
-    let words = |s: &str| -> Vec<String> {
-        s.split(|c: char| !c.is_ascii_alphabetic())
-            .filter(|w| !w.is_empty())
-            .map(|w| w.to_ascii_lowercase())
-            .collect()
-    };
-    match format {
-        TokenFormat::Plain => words(text),
-        TokenFormat::Tagged => text
-            .split_whitespace()
-            .flat_map(|t| words(t.rfind('/').map_or(t, |i| &t[..i])))
-            .collect(),
-    }
-}
 
 /// Words sorted by descending count, then alphabetically.
 #[derive(Clone, Debug, PartialEq)]
@@ -121,17 +106,23 @@ pub fn decode_utf8(bytes: &[u8]) -> Result<&str, (usize, usize)> {
     })
 }
 
+/// One line as a document (a blank line is an empty document); a line that is not UTF-8 is bad.
+pub(crate) fn parse_document(line: &[u8]) -> Result<Option<String>, LineError> {
+    parse_document_str(line).map(|text| Some(text.to_string()))
+}
+
+/// [`parse_document`]'s text, borrowed from the line.
+pub(crate) fn parse_document_str(line: &[u8]) -> Result<&str, LineError> {
+    decode_utf8(line).map_err(|(_, col)| (col, "the line is not valid UTF-8".to_string()))
+}
+
 /// Documents of a one-document-per-line file (blank lines are empty documents) and the number
 /// of lines skipped as bad.
 pub fn line_documents(
     path: &Path,
     skip_bad_lines: bool,
 ) -> Result<(Vec<String>, usize), DataError> {
-    let (docs, skipped) = parse_lines(path, skip_bad_lines, |line| -> Result<_, LineError> {
-        let text = decode_utf8(line)
-            .map_err(|(_, col)| (col, "the line is not valid UTF-8".to_string()))?;
-        Ok(Some(text.to_string()))
-    })?;
+    let (docs, skipped) = parse_lines(path, skip_bad_lines, parse_document)?;
     Ok((docs.into_iter().map(|(_, d)| d).collect(), skipped))
 }
 
@@ -213,27 +204,15 @@ pub fn count_vocabulary(
     docs: &[String],
     options: &TextOptions,
 ) -> Result<Vocabulary, DataError> {
-    let tokens = options.tokens;
-    let counts = docs
-        .par_iter()
-        .fold(HashMap::<String, u64>::new, |mut m, d| {
-            for w in tokenize(d, tokens) {
-                *m.entry(w).or_insert(0) += 1;
-            }
-            m
-        })
-        .reduce(HashMap::new, |mut a, b| {
-            if a.len() < b.len() {
-                return b.into_iter().fold(a, |mut acc, (w, c)| {
-                    *acc.entry(w).or_insert(0) += c;
-                    acc
-                });
-            }
-            for (w, c) in b {
-                *a.entry(w).or_insert(0) += c;
-            }
-            a
-        });
+    vocabulary_of(source, count_words(docs, options.tokens), options)
+}
+
+/// The vocabulary `options` keep of words counted `counts`; none is an error naming `source`.
+pub(crate) fn vocabulary_of(
+    source: &Path,
+    counts: HashMap<String, u64>,
+    options: &TextOptions,
+) -> Result<Vocabulary, DataError> {
     let max_size = if options.max_vocab == 0 {
         usize::MAX
     } else {
@@ -296,15 +275,8 @@ pub fn form_rows_as(
     classes: Option<DocClasses<'_>>,
 ) -> FormedRows {
     let tokens = options.tokens;
-    let doc_ids: Vec<(Vec<u32>, u64)> = docs
-        .par_iter()
-        .map(|d| {
-            let words = tokenize(d, tokens);
-            let ids: Vec<u32> = words.iter().filter_map(|w| vocab.id(w)).collect();
-            let unknown = (words.len() - ids.len()) as u64;
-            (ids, unknown)
-        })
-        .collect();
+    let doc_ids: Vec<(Vec<u32>, u64)> =
+        docs.par_iter().map(|d| doc_ids(d, tokens, vocab)).collect();
     let mut rows = RowStore::new();
     let (mut dropped_documents, mut unknown_labels) = (0, 0);
     for (doc, (ids, _)) in doc_ids.iter().enumerate() {
@@ -313,25 +285,9 @@ pub fn form_rows_as(
         match (options.mode, class) {
             (TextMode::Bow, Some(None)) => unknown_labels += 1,
             (TextMode::Bow, _) if ids.is_empty() && drop_empty_documents => dropped_documents += 1,
-            (TextMode::Bow, Some(Some(c))) => {
-                let bag = SparseRow::bag(ids.clone()).canonical();
-                rows.push(&bag.ids, &bag.values, &[c], &[1.0]);
-            }
-            (TextMode::Bow, None) => {
-                // Distinct words with their counts, as input values and as target weights.
-                let bag = SparseRow::bag(ids.clone()).canonical();
-                rows.push(&bag.ids, &bag.values, &bag.ids, &bag.values);
-            }
-            (TextMode::Cbow, _) => {
-                let window = options.window;
-                for (i, &centre) in ids.iter().enumerate() {
-                    let lo = i.saturating_sub(window);
-                    let hi = (i + window + 1).min(ids.len());
-                    let context: Vec<u32> = (lo..hi).filter(|&j| j != i).map(|j| ids[j]).collect();
-                    let ones = vec![1.0; context.len()];
-                    rows.push(&context, &ones, &[centre], &[1.0]);
-                }
-            }
+            (_, class) => doc_rows(ids, options, class.flatten(), |a, b, c, d| {
+                rows.push(a, b, c, d)
+            }),
         }
     }
     let tokens_total: usize = doc_ids.iter().map(|(ids, _)| ids.len()).sum();
@@ -342,16 +298,60 @@ pub fn form_rows_as(
             n_classes: classes.map_or(vocab.len(), |c| c.n_classes),
             rows,
             skipped_lines,
-            notes: vec![format!(
-                "{} documents, {} in-vocabulary tokens, vocabulary of {} words",
-                docs.len(),
-                tokens_total,
-                vocab.len()
-            )],
+            notes: vec![corpus_note(docs.len(), tokens_total, vocab.len())],
         },
         unknown_tokens: doc_ids.iter().map(|(_, u)| u).sum(),
         dropped_documents,
         unknown_labels,
+    }
+}
+
+/// The note a text dataset carries: its documents, in-vocabulary tokens and vocabulary size.
+pub(crate) fn corpus_note(documents: usize, tokens: usize, words: usize) -> String {
+    format!("{documents} documents, {tokens} in-vocabulary tokens, vocabulary of {words} words")
+}
+
+/// A document's in-vocabulary word ids, in order, and how many of its words `vocab` lacks.
+pub(crate) fn doc_ids(doc: &str, tokens: TokenFormat, vocab: &Vocabulary) -> (Vec<u32>, u64) {
+    let (mut ids, mut unknown) = (Vec::new(), 0);
+    for_each_word(doc, tokens, |w| match vocab.id(w) {
+        Some(id) => ids.push(id),
+        None => unknown += 1,
+    });
+    (ids, unknown)
+}
+
+/// The rows of one document of in-vocabulary `ids` handed to `push` (input ids and values,
+/// targets and weights): in bow mode one row, targeting `class` when given, else its own bag
+/// (distinct words with their counts as values and weights); in CBOW mode a row per word, its
+/// context window targeting it.
+pub(crate) fn doc_rows(
+    ids: &[u32],
+    options: &TextOptions,
+    class: Option<u32>,
+    mut push: impl FnMut(&[u32], &[f32], &[u32], &[f32]),
+) {
+    match (options.mode, class) {
+        (TextMode::Bow, Some(c)) => {
+            let bag = SparseRow::bag(ids.to_vec()).canonical();
+            push(&bag.ids, &bag.values, &[c], &[1.0]);
+        }
+        (TextMode::Bow, None) => {
+            let bag = SparseRow::bag(ids.to_vec()).canonical();
+            push(&bag.ids, &bag.values, &bag.ids, &bag.values);
+        }
+        (TextMode::Cbow, _) => {
+            let window = options.window;
+            let mut context = Vec::with_capacity(2 * window);
+            let ones = vec![1.0; 2 * window];
+            for (i, &centre) in ids.iter().enumerate() {
+                let lo = i.saturating_sub(window);
+                let hi = (i + window + 1).min(ids.len());
+                context.clear();
+                context.extend((lo..hi).filter(|&j| j != i).map(|j| ids[j]));
+                push(&context, &ones[..context.len()], &[centre], &[1.0]);
+            }
+        }
     }
 }
 

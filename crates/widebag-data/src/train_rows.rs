@@ -166,6 +166,7 @@ mod tests {
         let options = crate::packed::PackOptions {
             block_rows: 4,
             stats_samples: 1,
+            ..Default::default()
         };
         crate::packed::pack(&loaded, "libsvm", &path, options).unwrap();
         let relabel = Relabel {

@@ -59,6 +59,7 @@ fn options(block_rows: u32) -> PackOptions {
     PackOptions {
         block_rows,
         stats_samples: 2,
+        ..PackOptions::default()
     }
 }
 

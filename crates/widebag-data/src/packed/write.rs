@@ -10,15 +10,18 @@ use crate::packed::{
     Block, DEFAULT_BLOCK_ROWS, MAGIC, PRELUDE_BYTES, PackMeta, Section, VERSION, frequencies_fit,
 };
 use crate::source::Loaded;
-use crate::{DataError, atomic, stats};
+use crate::{DataError, Progress, atomic, stats};
 
 /// How to pack.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub struct PackOptions {
     /// Rows per block (the last block may hold fewer).
     pub block_rows: u32,
     /// Batches sampled per batch size for the unique-ids statistics.
     pub stats_samples: usize,
+    /// Told the rows written ([`pack`]) or the source's bytes read (a streamed pack: each pass
+    /// over the source in turn).
+    pub progress: Progress,
 }
 
 impl Default for PackOptions {
@@ -26,6 +29,7 @@ impl Default for PackOptions {
         Self {
             block_rows: DEFAULT_BLOCK_ROWS,
             stats_samples: 20,
+            progress: Progress::NONE,
         }
     }
 }
@@ -153,6 +157,7 @@ fn write_blocks(
     store: &RowStore,
     block_rows: usize,
     at: &mut u64,
+    progress: &Progress,
 ) -> std::io::Result<Vec<Block>> {
     let mut sink = BlockSink::new(block_rows, *at);
     for r in 0..store.n_rows() {
@@ -164,7 +169,11 @@ fn write_blocks(
             weights,
         };
         sink.push(w, row)?;
+        if (r + 1) % block_rows == 0 {
+            progress.advance(block_rows as u64);
+        }
     }
+    progress.advance((store.n_rows() % block_rows) as u64);
     let (blocks, end) = sink.finish(w)?;
     *at = end;
     Ok(blocks)
@@ -263,9 +272,10 @@ pub fn pack(
     atomic::write_atomic_with(out, |w| {
         w.write_all(&[0u8; PRELUDE_BYTES])?;
         let mut at = PRELUDE_BYTES as u64;
-        meta.blocks = write_blocks(w, &d.rows, block_rows, &mut at)?;
+        let progress = &options.progress;
+        meta.blocks = write_blocks(w, &d.rows, block_rows, &mut at, progress)?;
         if let Some(test) = &loaded.test {
-            meta.test_blocks = Some(write_blocks(w, test, block_rows, &mut at)?);
+            meta.test_blocks = Some(write_blocks(w, test, block_rows, &mut at, progress)?);
         }
         let freq = || crate::frequencies::of_store(&d.rows, d.width, d.n_classes);
         finish_file(w, &mut meta, at, freq)
@@ -280,21 +290,45 @@ pub struct StreamHeader {
     pub variant: String,
     pub width: usize,
     pub n_classes: usize,
+    /// Whether the width and classes above are the shape, or the least it grows from.
+    pub extent: Extent,
     pub notes: Vec<String>,
+    /// Text: the vocabulary, `(word, count)` in id order (counted in a pass before the rows).
+    pub vocabulary: Option<Vec<(String, u64)>>,
+}
+
+/// How a streamed pack's shape is known.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Extent {
+    /// Before the rows: an id or class beyond it is an error.
+    Declared,
+    /// From the rows: the largest id and class pushed (held-out rows too) plus one, or the
+    /// header's width and classes when larger.
+    Grows,
 }
 
 /// Rows handed to a streamed pack: written a block at a time, counted for the statistics and
 /// the frequencies on the way.
 pub struct RowSink<'w, W: Write> {
     w: &'w mut W,
+    extent: Extent,
     blocks: BlockSink,
+    /// The training rows' blocks, once the held-out rows have begun ([`Self::begin_held_out`]).
+    train_blocks: Option<Vec<Block>>,
     tally: stats::Tally,
     ids: Vec<f64>,
     classes: Vec<f64>,
     skipped_lines: u64,
+    /// Notes known only once the rows are in (after the header's).
+    late_notes: Vec<String>,
 }
 
 impl<W: Write> RowSink<'_, W> {
+    /// Adds a note to the metadata's, after the header's (a figure the rows told).
+    pub fn note(&mut self, note: String) {
+        self.late_notes.push(note);
+    }
+
     /// Counts a source line skipped as bad (`skip_bad_lines`), for the metadata.
     pub fn skip_line(&mut self) {
         self.skipped_lines += 1;
@@ -303,6 +337,16 @@ impl<W: Write> RowSink<'_, W> {
     /// Writes one row; an id or a class beyond the header's shape is an error.
     pub fn push(&mut self, row: Row<'_>) -> std::io::Result<()> {
         let beyond = |keys: &[u32], n: usize| keys.iter().find(|&&k| k as usize >= n).copied();
+        if self.extent == Extent::Grows {
+            let fit = |keys: &[u32], counts: &mut Vec<f64>| {
+                let need = keys.iter().max().map_or(0, |&k| k as usize + 1);
+                if need > counts.len() {
+                    counts.resize(need, 0.0);
+                }
+            };
+            fit(row.ids, &mut self.ids);
+            fit(row.targets, &mut self.classes);
+        }
         if let Some(k) = beyond(row.ids, self.ids.len()).or(beyond(row.targets, self.classes.len()))
         {
             return Err(std::io::Error::new(
@@ -313,10 +357,29 @@ impl<W: Write> RowSink<'_, W> {
                 ),
             ));
         }
-        self.tally.add(row.ids);
-        crate::frequencies::add(&mut self.ids, row.ids, row.values);
-        crate::frequencies::add(&mut self.classes, row.targets, row.weights);
+        // Held-out rows are stored, not counted: the statistics and frequencies are the
+        // training rows' (as a pack of the source read whole counts them).
+        if self.train_blocks.is_none() {
+            self.tally.add(row.ids);
+            crate::frequencies::add(&mut self.ids, row.ids, row.values);
+            crate::frequencies::add(&mut self.classes, row.targets, row.weights);
+        }
         self.blocks.push(self.w, row)
+    }
+
+    /// Ends the training rows: the rows pushed from now on are the held-out rows (LightGCN's
+    /// test items, one row per training row), written as their own blocks.
+    pub fn begin_held_out(&mut self) -> std::io::Result<()> {
+        if self.train_blocks.is_some() {
+            return Err(std::io::Error::other(
+                "the held-out rows have begun already",
+            ));
+        }
+        let fresh = BlockSink::new(self.blocks.block_rows, 0);
+        let (blocks, at) = std::mem::replace(&mut self.blocks, fresh).finish(self.w)?;
+        self.blocks.at = at;
+        self.train_blocks = Some(blocks);
+        Ok(())
     }
 }
 
@@ -339,39 +402,51 @@ pub fn pack_rows(
         let block_rows = options.block_rows as usize;
         let mut sink = RowSink {
             w,
+            extent: header.extent,
             blocks: BlockSink::new(block_rows, PRELUDE_BYTES as u64),
+            train_blocks: None,
             tally: stats::Tally::new(0),
             ids: vec![0.0; header.width],
             classes: vec![0.0; header.n_classes],
             skipped_lines: 0,
+            late_notes: Vec::new(),
         };
         fill(&mut sink)?;
         let RowSink {
             w,
+            extent: _,
             blocks,
+            train_blocks,
             tally,
             ids,
             classes,
             skipped_lines,
+            late_notes,
         } = sink;
-        let (blocks, at) = blocks.finish(w)?;
-        let stats = tally.finish(header.width, header.n_classes, options.stats_samples, 0);
+        let (last, at) = blocks.finish(w)?;
+        let (blocks, test_blocks) = match train_blocks {
+            Some(train) => (train, Some(last)),
+            None => (last, None),
+        };
+        // The shape grown to the rows' (the frequency counts' lengths), or the declared one.
+        let (width, n_classes) = (ids.len(), classes.len());
+        let stats = tally.finish(width, n_classes, options.stats_samples, 0);
         let mut meta = PackMeta {
             version: VERSION,
             variant: header.variant.clone(),
             n_rows: stats.rows as u64,
-            width: header.width as u64,
-            n_classes: header.n_classes as u64,
+            width: width as u64,
+            n_classes: n_classes as u64,
             nnz: stats.nnz_total as u64,
             block_rows: options.block_rows,
             blocks,
-            test_blocks: None,
+            test_blocks,
             frequencies: None,
             stats,
-            vocabulary: None,
+            vocabulary: header.vocabulary.clone(),
             labels: None,
             skipped_lines,
-            notes: header.notes.clone(),
+            notes: [header.notes.clone(), late_notes].concat(),
         };
         finish_file(w, &mut meta, at, || (ids, classes))?;
         written = Some(meta);
