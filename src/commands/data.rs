@@ -180,11 +180,15 @@ fn synth_packed(stream: &widebag_data::SyntheticStream, args: &SynthArgs) -> Res
                     widebag_csr::RowTarget::Class(c) => (vec![*c], vec![1.0]),
                     widebag_csr::RowTarget::Bag(b) => (b.ids.clone(), b.values.clone()),
                 };
-                sink.push(Row {
+                let written = sink.push(Row {
                     ids: &row.ids,
                     values: &row.values,
                     targets: &targets,
                     weights: &weights,
+                });
+                written.map_err(|source| widebag_data::DataError::Io {
+                    path: args.out.clone(),
+                    source,
                 })?;
             }
         }

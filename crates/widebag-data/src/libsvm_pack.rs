@@ -13,7 +13,7 @@ use rayon::prelude::*;
 
 use crate::libsvm::{ParsedLine, bad_id, base_note, parse_line_into, read_header};
 use crate::libsvm_shape::find_shape;
-use crate::lines::{CHUNK_LINES, LineBlock, LineBlocks, LineError};
+use crate::lines::{CHUNK_LINES, LineBlock, LineBlocks, LineError, bad_line};
 use crate::packed::PackMeta;
 use crate::packed::write::{Extent, PackOptions, Row, RowSink, StreamHeader, pack_rows};
 use crate::{DataError, ReadOptions};
@@ -71,8 +71,7 @@ pub fn pack_libsvm(
     };
     let (tx, rx) = std::sync::mpsc::sync_channel::<Result<(Vec<Rows>, u64), DataError>>(READ_AHEAD);
     let mut blocks = LineBlocks::open(path)?;
-    let mut failure = None;
-    let packed = std::thread::scope(|scope| {
+    std::thread::scope(|scope| {
         // Reads and parses (rayon) the next blocks while the rows of this one are written.
         let check = &check;
         scope.spawn(move || {
@@ -89,32 +88,21 @@ pub fn pack_libsvm(
         let packed = pack_rows(stream, out, options, |sink| {
             let mut rows = 0u64;
             for block in rx.iter() {
-                let written = block.and_then(|(b, bytes)| {
-                    check.write(b, sink, &mut rows)?;
-                    progress.advance(bytes);
-                    Ok(())
-                });
-                if let Err(e) = written {
-                    failure = Some(e);
-                    return Err(std::io::Error::other("stopped"));
-                }
+                let (b, bytes) = block?;
+                check.write(b, sink, &mut rows)?;
+                progress.advance(bytes);
             }
             if rows == 0 {
-                failure = Some(DataError::Empty {
+                return Err(DataError::Empty {
                     path: path.to_path_buf(),
                 });
-                return Err(std::io::Error::other("stopped"));
             }
             Ok(())
         });
         // Unblocks the reader when the packer stopped early.
         drop(rx);
         packed
-    });
-    match (packed, failure) {
-        (_, Some(e)) => Err(e),
-        (packed, None) => packed,
-    }
+    })
 }
 
 /// What a row must satisfy, as `read_libsvm` checks it.
@@ -198,13 +186,8 @@ impl Check<'_> {
     ) -> Result<(), DataError> {
         let mut ones = Vec::new();
         for c in chunks {
-            if let Some((line, (column, message))) = c.failed {
-                return Err(DataError::Parse {
-                    path: self.path.to_path_buf(),
-                    line,
-                    column,
-                    message,
-                });
+            if let Some((line, e)) = c.failed {
+                return Err(bad_line(self.path, line, e));
             }
             (0..c.skipped).for_each(|_| sink.skip_line());
             let (mut id0, mut label0) = (0, 0);

@@ -7,7 +7,7 @@ use std::path::Path;
 use rayon::prelude::*;
 
 use crate::libsvm::{Header, MAX_WIDTH, ParsedLine, parse_line_into, read_header};
-use crate::lines::{CHUNK_LINES, LineBlocks};
+use crate::lines::{CHUNK_LINES, LineBlocks, bad_line};
 use crate::{DataError, ReadOptions};
 
 /// What a pass over a libsvm file whose shape is not declared finds: the smallest and largest
@@ -80,13 +80,8 @@ fn scan(
     while let Some(block) = blocks.next_block()? {
         let parts: Vec<_> = block.lines().par_chunks(CHUNK_LINES).map(chunk).collect();
         for (part, failed) in parts {
-            if let Some((line, (column, message))) = failed {
-                return Err(DataError::Parse {
-                    path: path.to_path_buf(),
-                    line,
-                    column,
-                    message,
-                });
+            if let Some((line, e)) = failed {
+                return Err(bad_line(path, line, e));
             }
             s.merge(part);
         }

@@ -78,64 +78,53 @@ pub fn pack_lightgcn(
         notes: Vec::new(),
         vocabulary: None,
     };
-    let mut failure = None;
     let mut fallback = false;
     let packed = pack_rows(header, out, options, |sink| {
-        let mut write = || -> Result<bool, DataError> {
-            let Some(seen) = write_training_rows(train, read, &held, sink, &progress)? else {
-                return Ok(false);
-            };
-            if seen.lines == 0 {
-                return Err(DataError::Empty {
-                    path: train.to_path_buf(),
-                });
-            }
-            // The whole read's checks, on both files' figures (the first file holding the
-            // largest user named, as it names it).
-            let users = [
-                Some((train, seen.max_user)),
-                test.map(|p| (p, held.max_user)),
-            ];
-            let lines = seen.lines + held.lines;
-            let max_item = seen.max_item.max(held.max_item);
-            let (max_user, at) = (users.iter().flatten())
-                .filter_map(|&(p, max)| max.map(|(u, line)| (u, (p, line))))
-                .fold(None::<(u32, (&Path, usize))>, |m, (u, at)| match m {
-                    Some((mu, _)) if mu >= u => m,
-                    _ => Some((u, at)),
-                })
-                .unwrap_or((0, (train, 1)));
-            let (_, n_users) = shape(train, read, max_user, max_item, lines, || at)?;
-            let io = |source| DataError::Io {
-                path: out.to_path_buf(),
-                source,
-            };
-            for _ in seen.next_user..n_users {
-                push_bag(sink, &[]).map_err(io)?;
-            }
-            if let Some(test) = test {
-                sink.begin_held_out().map_err(io)?;
-                write_rows(test, read, n_users, sink, &progress)?;
-            }
-            sink.note(format!("{n_users} users"));
-            Ok(true)
+        let Some(seen) = write_training_rows(train, read, &held, sink, &progress)? else {
+            // Not streamable: the pack is abandoned (the error stands for it) and read whole.
+            fallback = true;
+            return Err(DataError::Empty {
+                path: train.to_path_buf(),
+            });
         };
-        match write() {
-            Ok(true) => Ok(()),
-            Ok(false) => {
-                fallback = true;
-                Err(std::io::Error::other("read whole"))
-            }
-            Err(e) => {
-                failure = Some(e);
-                Err(std::io::Error::other("stopped"))
-            }
+        if seen.lines == 0 {
+            return Err(DataError::Empty {
+                path: train.to_path_buf(),
+            });
         }
+        // The whole read's checks, on both files' figures (the first file holding the largest
+        // user named, as it names it).
+        let users = [
+            Some((train, seen.max_user)),
+            test.map(|p| (p, held.max_user)),
+        ];
+        let lines = seen.lines + held.lines;
+        let max_item = seen.max_item.max(held.max_item);
+        let (max_user, at) = (users.iter().flatten())
+            .filter_map(|&(p, max)| max.map(|(u, line)| (u, (p, line))))
+            .fold(None::<(u32, (&Path, usize))>, |m, (u, at)| match m {
+                Some((mu, _)) if mu >= u => m,
+                _ => Some((u, at)),
+            })
+            .unwrap_or((0, (train, 1)));
+        let (_, n_users) = shape(train, read, max_user, max_item, lines, || at)?;
+        let io = |source| DataError::Io {
+            path: out.to_path_buf(),
+            source,
+        };
+        for _ in seen.next_user..n_users {
+            push_bag(sink, &[]).map_err(io)?;
+        }
+        if let Some(test) = test {
+            sink.begin_held_out().map_err(io)?;
+            write_rows(test, read, n_users, sink, &progress)?;
+        }
+        sink.note(format!("{n_users} users"));
+        Ok(())
     });
-    match (packed, failure) {
-        (_, Some(e)) => Err(e),
+    match packed {
         _ if fallback => Ok(None),
-        (packed, None) => packed.map(Some),
+        packed => packed.map(Some),
     }
 }
 

@@ -121,6 +121,16 @@ impl<R: Read> LineBlocks<R> {
 /// A line parser's failure: 1-based byte column and message.
 pub type LineError = (usize, String);
 
+/// The error naming `path`, `line` and the failure's column.
+pub fn bad_line(path: &Path, line: usize, (column, message): LineError) -> DataError {
+    DataError::Parse {
+        path: path.to_path_buf(),
+        line,
+        column,
+        message,
+    }
+}
+
 /// Parses every line of `path` with `parse` (blocks read in order, lines of a block in parallel
 /// with rayon). Returns `(line_number, item)` for lines that yield an item, and the number of
 /// lines skipped as bad when `skip_bad_lines` is set; otherwise the first bad line is an error
@@ -179,14 +189,7 @@ pub fn for_each_parsed<T: Send>(
                     Ok(Some(item)) => items.push((line, item)),
                     Ok(None) => {}
                     Err(_) if skip_bad_lines => skipped += 1,
-                    Err((column, message)) => {
-                        return Err(DataError::Parse {
-                            path: path.to_path_buf(),
-                            line,
-                            column,
-                            message,
-                        });
-                    }
+                    Err(e) => return Err(bad_line(path, line, e)),
                 }
             }
             each(items, bytes)?;

@@ -9,7 +9,7 @@ use std::path::Path;
 
 use rayon::prelude::*;
 
-use crate::lines::{CHUNK_LINES, LineBlocks, LineError, for_each_parsed};
+use crate::lines::{CHUNK_LINES, LineBlocks, LineError, bad_line, for_each_parsed};
 use crate::packed::PackMeta;
 use crate::packed::write::{Extent, PackOptions, Row, StreamHeader, pack_rows};
 use crate::text::{TextOptions, corpus_note, doc_ids, doc_rows, parse_document_str, vocabulary_of};
@@ -45,13 +45,8 @@ fn count_corpus(
     while let Some(block) = blocks.next_block()? {
         let parts: Vec<Part> = block.lines().par_chunks(CHUNK_LINES).map(chunk).collect();
         for (part, docs, failed) in parts {
-            if let Some((line, (column, message))) = failed {
-                return Err(DataError::Parse {
-                    path: path.to_path_buf(),
-                    line,
-                    column,
-                    message,
-                });
+            if let Some((line, e)) = failed {
+                return Err(bad_line(path, line, e));
             }
             counts = add_counts(counts, part);
             documents += docs;
@@ -92,13 +87,12 @@ pub fn pack_text(
         let doc = parse_document_str(line)?;
         Ok(Some(doc_ids(doc, text.tokens, &vocab).0))
     };
-    let mut failure = None;
-    let packed = pack_rows(header, out, options, |sink| {
+    pack_rows(header, out, options, |sink| {
         let io = |source| DataError::Io {
             path: out.to_path_buf(),
             source,
         };
-        let written = for_each_parsed(path, read.skip_bad_lines, ids, |docs, bytes| {
+        let skipped = for_each_parsed(path, read.skip_bad_lines, ids, |docs, bytes| {
             for (_, doc) in docs {
                 let mut pushed = Ok(());
                 doc_rows(&doc, text, None, |ids, values, targets, weights| {
@@ -115,24 +109,11 @@ pub fn pack_text(
             }
             progress.advance(bytes);
             Ok(())
-        });
-        match written {
-            Ok(skipped) => {
-                for _ in 0..skipped {
-                    sink.skip_line();
-                }
-                Ok(())
-            }
-            Err(e) => {
-                failure = Some(e);
-                Err(std::io::Error::other("stopped"))
-            }
-        }
-    });
-    match (packed, failure) {
-        (_, Some(e)) => Err(e),
-        (packed, None) => packed.map(Some),
-    }
+        })?;
+        (0..skipped).for_each(|_| sink.skip_line());
+        Ok(())
+    })
+    .map(Some)
 }
 
 #[cfg(test)]

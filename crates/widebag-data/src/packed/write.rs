@@ -384,12 +384,13 @@ impl<W: Write> RowSink<'_, W> {
 }
 
 /// Packs rows streamed by `fill` into `out`, in memory bounded by a block, the width and
-/// [`stats::SAMPLE_ROWS`] (not by the number of rows), atomically as [`pack`].
+/// [`stats::SAMPLE_ROWS`] (not by the number of rows), atomically as [`pack`]. An error `fill`
+/// returns (a bad source line) is returned as it is, with no output left.
 pub fn pack_rows(
     header: StreamHeader,
     out: &Path,
     options: PackOptions,
-    fill: impl FnOnce(&mut RowSink<'_, std::io::BufWriter<&std::fs::File>>) -> std::io::Result<()>,
+    fill: impl FnOnce(&mut RowSink<'_, std::io::BufWriter<&std::fs::File>>) -> Result<(), DataError>,
 ) -> Result<PackMeta, DataError> {
     check_options(&options)?;
     let io = |source| DataError::Io {
@@ -397,6 +398,7 @@ pub fn pack_rows(
         source,
     };
     let mut written = None;
+    let mut failed = None;
     atomic::write_atomic_with(out, |w| {
         w.write_all(&[0u8; PRELUDE_BYTES])?;
         let block_rows = options.block_rows as usize;
@@ -411,7 +413,11 @@ pub fn pack_rows(
             skipped_lines: 0,
             late_notes: Vec::new(),
         };
-        fill(&mut sink)?;
+        // The rows' own error (the source's file and line) is returned as it is.
+        if let Err(e) = fill(&mut sink) {
+            failed = Some(e);
+            return Err(std::io::Error::other("the rows failed"));
+        }
         let RowSink {
             w,
             extent: _,
@@ -452,6 +458,6 @@ pub fn pack_rows(
         written = Some(meta);
         Ok(())
     })
-    .map_err(io)?;
+    .map_err(|e| failed.take().unwrap_or_else(|| io(e)))?;
     Ok(written.expect("written when the file is"))
 }
