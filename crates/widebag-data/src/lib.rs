@@ -7,6 +7,7 @@ pub mod dataset;
 pub mod dictd;
 pub mod frequencies;
 pub mod held_out;
+pub mod key_sums;
 pub mod labels;
 pub mod libsvm;
 pub mod libsvm_pack;

@@ -316,6 +316,24 @@ mod tests {
     }
 
     #[test]
+    fn a_huge_declared_width_costs_memory_in_proportion_to_the_data() {
+        // Before the frequencies were summed in [`crate::key_sums::KeySums`], this width took a
+        // 32 GB array and aborted the process.
+        let d = dir("huge");
+        let file = d.join("rows.svm");
+        std::fs::write(&file, "1 3:1 7:2\n0 3999999999:1\n1 5:1\n").unwrap();
+        let read = ReadOptions {
+            width: Some(4_000_000_000),
+            zero_based: Some(true),
+            ..ReadOptions::default()
+        };
+        let meta = same_as_whole(&file, &read).unwrap();
+        assert_eq!((meta.width, meta.stats.ids_used), (4_000_000_000, 4));
+        assert!(meta.frequencies.is_none());
+        let _ = std::fs::remove_dir_all(d);
+    }
+
+    #[test]
     fn a_file_without_a_declared_shape_is_found_by_a_pass_first() {
         let d = dir("undeclared");
         let file = d.join("rows.svm");

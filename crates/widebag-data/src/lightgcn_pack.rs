@@ -320,6 +320,32 @@ mod tests {
     }
 
     #[test]
+    fn a_far_item_costs_memory_in_proportion_to_the_data_and_the_bytes_are_the_same() {
+        let d = dir("far");
+        let tr = d.join("train.txt");
+        // User 0 names an item past the dense floor before the rows that bring the width within
+        // reach of the data (the frequency section is written: its sums start sparse), then a
+        // far item no data reaches (no frequency section).
+        let far = crate::key_sums::DENSE_FLOOR + 10;
+        for (first, last) in [(far, 5), (far, 100_000_000)] {
+            let mut train = format!("0 3 {first} 7\n");
+            for u in 1..11_000 {
+                let items: Vec<String> = (0..23).map(|k| ((u * 7 + k) % 900).to_string()).collect();
+                train.push_str(&format!("{u} {} {first}\n", items.join(" ")));
+            }
+            train.push_str(&format!("11000 {last}\n"));
+            std::fs::write(&tr, &train).unwrap();
+            same_bytes(&tr, None, &ReadOptions::default(), 256);
+            let meta = crate::packed::read::PackedFile::open(&d.join("streamed.wbp"))
+                .unwrap()
+                .meta
+                .clone();
+            assert_eq!(meta.frequencies.is_some(), last == 5, "{last}");
+            assert_eq!(meta.width as usize, far.max(last) + 1);
+        }
+    }
+
+    #[test]
     fn unordered_users_are_read_whole_and_bad_input_leaves_nothing() {
         let d = dir("bad");
         let (tr, out) = (d.join("train.txt"), d.join("out.wbp"));

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::DataError;
 use crate::dataset::{Dataset, Shape};
+use crate::key_sums::KeySums;
 use crate::rng::{SplitMix64, hash2};
 use crate::source::{Source, fingerprint, save_sidecar, sidecar_path};
 
@@ -266,8 +267,8 @@ fn summarise(
 /// Rows kept for the unique-ids samples of rows counted one at a time ([`Tally`]).
 pub const SAMPLE_ROWS: usize = 65_536;
 
-/// The statistics of rows seen one at a time, in memory bounded by the width and
-/// [`SAMPLE_ROWS`]: every count is exact; unique ids per batch are sampled from a uniform
+/// The statistics of rows seen one at a time, in memory bounded by the width (or the data's
+/// size, when an id claims more: [`KeySums`]) and [`SAMPLE_ROWS`]: every count is exact; unique ids per batch are sampled from a uniform
 /// reservoir of rows (all of them, in order, when there are at most [`SAMPLE_ROWS`], which gives
 /// [`compute`]'s figures).
 pub struct Tally {
@@ -278,7 +279,7 @@ pub struct Tally {
     /// per row), the rest in `nnz`.
     short: Vec<u64>,
     nnz: BTreeMap<usize, u64>,
-    counts: Vec<u64>,
+    counts: KeySums<u64>,
     sample: Vec<Vec<u32>>,
     rng: SplitMix64,
 }
@@ -294,7 +295,7 @@ impl Tally {
             empty_rows: 0,
             short: vec![0; SHORT_ROWS],
             nnz: BTreeMap::new(),
-            counts: Vec::new(),
+            counts: KeySums::new(),
             sample: Vec::new(),
             rng: SplitMix64::new(hash2(seed, 0x7a11)),
         }
@@ -315,10 +316,7 @@ impl Tally {
             None => *self.nnz.entry(ids.len()).or_insert(0) += 1,
         }
         for &id in ids {
-            if id as usize >= self.counts.len() {
-                self.counts.resize(id as usize + 1, 0);
-            }
-            self.counts[id as usize] += 1;
+            self.counts.add(id, 1);
         }
         if self.sample.len() < SAMPLE_ROWS {
             self.sample.push(ids.to_vec());
@@ -348,8 +346,7 @@ impl Tally {
             .iter()
             .map(|&b| (b, mean_unique_ids(&sample, b, n_samples, seed)))
             .collect();
-        let mut counts = self.counts;
-        counts.retain(|&c| c > 0);
+        let mut counts = self.counts.into_nonzero();
         counts.par_sort_unstable_by(|a, b| b.cmp(a));
         let shape = Shape {
             rows: self.rows,

@@ -6,6 +6,7 @@ use std::io::{Seek, SeekFrom, Write};
 use std::path::Path;
 
 use crate::dataset::RowStore;
+use crate::key_sums::KeySums;
 use crate::packed::{
     Block, DEFAULT_BLOCK_ROWS, MAGIC, PRELUDE_BYTES, PackMeta, Section, VERSION, frequencies_fit,
 };
@@ -316,8 +317,12 @@ pub struct RowSink<'w, W: Write> {
     /// The training rows' blocks, once the held-out rows have begun ([`Self::begin_held_out`]).
     train_blocks: Option<Vec<Block>>,
     tally: stats::Tally,
-    ids: Vec<f64>,
-    classes: Vec<f64>,
+    /// The shape: the header's, or grown to the rows' ([`Extent::Grows`]).
+    width: usize,
+    n_classes: usize,
+    /// Each id's and each class's summed `|value|` (the frequency section).
+    ids: KeySums<f64>,
+    classes: KeySums<f64>,
     skipped_lines: u64,
     /// Notes known only once the rows are in (after the header's).
     late_notes: Vec<String>,
@@ -336,33 +341,34 @@ impl<W: Write> RowSink<'_, W> {
 
     /// Writes one row; an id or a class beyond the header's shape is an error.
     pub fn push(&mut self, row: Row<'_>) -> std::io::Result<()> {
-        let beyond = |keys: &[u32], n: usize| keys.iter().find(|&&k| k as usize >= n).copied();
-        if self.extent == Extent::Grows {
-            let fit = |keys: &[u32], counts: &mut Vec<f64>| {
-                let need = keys.iter().max().map_or(0, |&k| k as usize + 1);
-                if need > counts.len() {
-                    counts.resize(need, 0.0);
-                }
-            };
-            fit(row.ids, &mut self.ids);
-            fit(row.targets, &mut self.classes);
-        }
-        if let Some(k) = beyond(row.ids, self.ids.len()).or(beyond(row.targets, self.classes.len()))
-        {
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::InvalidData,
-                format!(
-                    "row {}: id or class {k} beyond the declared shape",
-                    self.tally.rows()
-                ),
-            ));
+        let end = |keys: &[u32]| keys.iter().max().map_or(0, |&k| k as usize + 1);
+        let (width, n_classes) = (end(row.ids), end(row.targets));
+        match self.extent {
+            Extent::Grows => {
+                self.width = self.width.max(width);
+                self.n_classes = self.n_classes.max(n_classes);
+            }
+            Extent::Declared if width > self.width || n_classes > self.n_classes => {
+                let beyond =
+                    |keys: &[u32], n: usize| keys.iter().copied().find(|&k| k as usize >= n);
+                let k = beyond(row.ids, self.width).or(beyond(row.targets, self.n_classes));
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::InvalidData,
+                    format!(
+                        "row {}: id or class {} beyond the declared shape",
+                        self.tally.rows(),
+                        k.unwrap_or_default()
+                    ),
+                ));
+            }
+            Extent::Declared => {}
         }
         // Held-out rows are stored, not counted: the statistics and frequencies are the
         // training rows' (as a pack of the source read whole counts them).
         if self.train_blocks.is_none() {
             self.tally.add(row.ids);
-            crate::frequencies::add(&mut self.ids, row.ids, row.values);
-            crate::frequencies::add(&mut self.classes, row.targets, row.weights);
+            self.ids.add_magnitudes(row.ids, row.values);
+            self.classes.add_magnitudes(row.targets, row.weights);
         }
         self.blocks.push(self.w, row)
     }
@@ -383,8 +389,9 @@ impl<W: Write> RowSink<'_, W> {
     }
 }
 
-/// Packs rows streamed by `fill` into `out`, in memory bounded by a block, the width and
-/// [`stats::SAMPLE_ROWS`] (not by the number of rows), atomically as [`pack`]. An error `fill`
+/// Packs rows streamed by `fill` into `out`, in memory bounded by a block, the width (or the
+/// data's size, when an id claims more: [`KeySums`]) and [`stats::SAMPLE_ROWS`] (not by the
+/// number of rows), atomically as [`pack`]. An error `fill`
 /// returns (a bad source line) is returned as it is, with no output left.
 pub fn pack_rows(
     header: StreamHeader,
@@ -408,8 +415,10 @@ pub fn pack_rows(
             blocks: BlockSink::new(block_rows, PRELUDE_BYTES as u64),
             train_blocks: None,
             tally: stats::Tally::new(0),
-            ids: vec![0.0; header.width],
-            classes: vec![0.0; header.n_classes],
+            width: header.width,
+            n_classes: header.n_classes,
+            ids: KeySums::new(),
+            classes: KeySums::new(),
             skipped_lines: 0,
             late_notes: Vec::new(),
         };
@@ -424,6 +433,8 @@ pub fn pack_rows(
             blocks,
             train_blocks,
             tally,
+            width,
+            n_classes,
             ids,
             classes,
             skipped_lines,
@@ -434,8 +445,6 @@ pub fn pack_rows(
             Some(train) => (train, Some(last)),
             None => (last, None),
         };
-        // The shape grown to the rows' (the frequency counts' lengths), or the declared one.
-        let (width, n_classes) = (ids.len(), classes.len());
         let stats = tally.finish(width, n_classes, options.stats_samples, 0);
         let mut meta = PackMeta {
             version: VERSION,
@@ -454,7 +463,8 @@ pub fn pack_rows(
             skipped_lines,
             notes: [header.notes.clone(), late_notes].concat(),
         };
-        finish_file(w, &mut meta, at, || (ids, classes))?;
+        let frequencies = || (ids.into_dense(width), classes.into_dense(n_classes));
+        finish_file(w, &mut meta, at, frequencies)?;
         written = Some(meta);
         Ok(())
     })
