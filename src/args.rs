@@ -201,8 +201,9 @@ pub enum ObjectiveArg {
 }
 
 /// The flags that shape one plan, which `--grid` and `--calibrate` do not use.
-const ONE_PLAN_FLAGS: [&str; 13] = [
+const ONE_PLAN_FLAGS: [&str; 14] = [
     "config",
+    "host_budget",
     "ranks",
     "overrides",
     "budget",
@@ -229,6 +230,11 @@ pub struct PlanArgs {
     /// is per rank; the report says what each rank holds and the bytes each step moves.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub ranks: Option<u32>,
+    /// The host's memory for the process (e.g. 4GiB): the plan's host side (the data's rows,
+    /// order and batches, the host tier, the process's baseline, and on flex the device's
+    /// tensors) is priced, and a plan over it is refused (exit 3).
+    #[arg(long, value_name = "BYTES")]
+    pub host_budget: Option<String>,
     /// Print one JSON object (batch_size, optimizer, predicted_peak_bytes, budget_bytes, fits, …).
     #[arg(long)]
     pub json: bool,

@@ -155,6 +155,20 @@ unsafe impl GlobalAlloc for Counting {
     }
 }
 
+/// Gives the memory the process freed back to the kernel: the blocks the cache keeps, and what
+/// glibc keeps of its heaps (`malloc_trim`). Called once the data is prepared, so that what
+/// reading it freed (parsed line blocks, merged parts, samples) is not resident through the
+/// run: the host side the ledger prices is then what the process holds.
+pub fn give_back_freed() {
+    free_evicted(&CACHE.drain());
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    #[allow(unsafe_code, reason = "malloc_trim has no safe wrapper")]
+    // SAFETY: malloc_trim only returns free pages of glibc's heaps to the kernel.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
 /// Bytes of the heap's live allocations now.
 pub fn in_use_bytes() -> u64 {
     LIVE_BYTES.load(Ordering::Relaxed)

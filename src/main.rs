@@ -9,6 +9,7 @@ mod data_args;
 mod device_args;
 mod failure;
 mod heap;
+mod host_memory;
 mod malloc_policy;
 mod measure;
 mod output;

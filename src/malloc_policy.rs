@@ -22,7 +22,8 @@
 
 /// The largest block served from the heaps: glibc's maximum mmap threshold on 64-bit
 /// (`HEAP_MAX_SIZE / 2`).
-pub const HEAP_BLOCK_MAX_BYTES: usize = 32 << 20;
+/// The ledger prices the blocks above it as kept by size (`widebag_ledger::heap`).
+pub const HEAP_BLOCK_MAX_BYTES: usize = widebag_ledger::heap::KEPT_BLOCK_BYTES as usize;
 
 /// Free memory a heap keeps at its top before giving it back to the kernel.
 pub const KEPT_FREE_BYTES: usize = 1 << 30;

@@ -6,6 +6,7 @@ use anyhow::Context;
 use widebag_collective::partition::local_rows;
 use widebag_config::DeviceChoice;
 use widebag_config::units::format_bytes;
+use widebag_ledger::host_side::HostSide;
 use widebag_ledger::step::{BatchFacts, DeviceFacts, StepSpec};
 use widebag_ledger::{Ledger, Placement};
 use widebag_model::{Compute, open_device};
@@ -18,11 +19,21 @@ pub const SAMPLED_BATCHES: usize = 8;
 
 /// Opens the device, printing the fallback notice when `auto` fell back to the CPU.
 pub fn open_compute(device: DeviceChoice) -> Result<Compute, Failure> {
-    let compute = open_device(device)
+    let compute = crate::host_memory::opening(|| open_primed(device))
         .context("opening the device")
         .map_err(Failure::run)?;
     if let Some(notice) = &compute.fallback_notice {
         eprintln!("widebag: {notice}");
+    }
+    Ok(compute)
+}
+
+/// Opens the device; flex runs small products on every thread first, so that the state it keeps
+/// once it has run (its threads' matrix-product scratch) is part of the process's baseline.
+fn open_primed(device: DeviceChoice) -> Result<Compute, widebag_model::ModelError> {
+    let compute = open_device(device)?;
+    if compute.backend == widebag_model::BackendKind::Flex {
+        widebag_model::train::group::prime_backend(&compute.device);
     }
     Ok(compute)
 }
@@ -32,7 +43,7 @@ pub fn open_compute(device: DeviceChoice) -> Result<Compute, Failure> {
 /// GPU, which has no allocator counters), and falls back as `auto` does when wgpu cannot open.
 pub fn open_measurable(device: DeviceChoice) -> Result<Compute, Failure> {
     if device == DeviceChoice::Auto
-        && let Ok(compute) = open_device(DeviceChoice::Wgpu)
+        && let Ok(compute) = crate::host_memory::opening(|| open_primed(DeviceChoice::Wgpu))
     {
         return Ok(compute);
     }
@@ -80,6 +91,21 @@ pub fn predict_batches(
     Ok((spec, ledger))
 }
 
+/// The host side of `spec`'s step (device ledger `ledger`) on `prepared`'s data, with the
+/// process's measured baseline; `batches_in_flight` is the run's (a measured run reads all of
+/// its batches ahead).
+pub fn host_side(
+    prepared: &Prepared,
+    spec: &StepSpec,
+    ledger: &Ledger,
+    batches_in_flight: u64,
+) -> HostSide {
+    let mut facts = prepared.host_facts(crate::host_memory::baseline_bytes(), batches_in_flight);
+    let itemized = facts.rows_bytes + facts.eval_bytes + facts.order_bytes + facts.maps_bytes;
+    facts.retained_bytes = crate::host_memory::reading_retained_bytes(itemized);
+    widebag_ledger::host_side::host_side(spec, ledger, facts)
+}
+
 /// Refuses a step (or its evaluation pass) whose largest allocation exceeds the device's buffer
 /// limit, with the numbers.
 pub fn check_fits(ledger: &Ledger, spec: &StepSpec) -> anyhow::Result<()> {
@@ -109,15 +135,17 @@ pub fn check_fits(ledger: &Ledger, spec: &StepSpec) -> anyhow::Result<()> {
 
 /// Refuses a step whose predicted peak exceeds the memory the device computes in, where that is
 /// known (system memory for flex and for a CPU adapter: there the device's tensors and the host
-/// tier share it, so both count). Names the ledger's peak, where it falls and its largest parts.
-pub fn check_memory(ledger: &Ledger, compute: &Compute) -> anyhow::Result<()> {
-    check_memory_shared(ledger, compute, 1)
+/// side (`host`: the data, the batches, the host tier, the process) share it, so both count).
+/// Names the ledger's peak, where it falls and its largest parts.
+pub fn check_memory(ledger: &Ledger, host: &HostSide, compute: &Compute) -> anyhow::Result<()> {
+    check_memory_shared(ledger, host, compute, 1)
 }
 
 /// [`check_memory`] for `sharing` ranks of a multi-process run that share this machine's memory,
-/// each holding about what `ledger` (rank 0's, the largest) predicts.
+/// each holding about what `ledger` and `host` (rank 0's, the largest) predict.
 pub fn check_memory_shared(
     ledger: &Ledger,
+    host: &HostSide,
     compute: &Compute,
     sharing: usize,
 ) -> anyhow::Result<()> {
@@ -125,7 +153,7 @@ pub fn check_memory_shared(
         return Ok(());
     };
     let device = ledger.peak(Placement::Device);
-    let host = ledger.peak(Placement::Host).bytes;
+    let host = host.host_peak_bytes();
     let one = device.bytes.saturating_add(host);
     let need = one.saturating_mul(sharing.max(1) as u64);
     if need <= memory {
@@ -134,7 +162,7 @@ pub fn check_memory_shared(
     if sharing > 1 {
         anyhow::bail!(
             "does not fit: {sharing} ranks on this machine each need about {} (rank 0's ledger: {} \
-             on the device at `{}`, {} on the host tier), {} in all, more than the {} of memory {} \
+             on the device at `{}`, {} on the host side), {} in all, more than the {} of memory {} \
              computes in; `widebag plan --ranks N --budget` finds a layout that fits",
             format_bytes(one),
             format_bytes(device.bytes),
@@ -157,7 +185,7 @@ pub fn check_memory_shared(
         .collect();
     anyhow::bail!(
         "does not fit: the ledger predicts a peak of {} ({} on the device at `{}`, {} on the host \
-         tier), more than the {} of memory {} computes in (largest: {}); `widebag plan --budget` \
+         side), more than the {} of memory {} computes in (largest: {}); `widebag plan --budget` \
          finds a layout that fits",
         format_bytes(need),
         format_bytes(device.bytes),

@@ -11,6 +11,7 @@ pub const FORCED_PANIC_ENV: &str = "WIDEBAG_TEST_PANIC_IN_THREAD";
 /// Runs first in `main`, while the process has one thread.
 pub fn set_up() {
     crate::malloc_policy::keep_freed_memory();
+    crate::host_memory::record_start();
     restore_sigpipe();
     quiet_mesa();
     // flex's tensors live on the heap: a meter can read them there (`MemoryMeter::on_heap`).

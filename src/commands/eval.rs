@@ -22,7 +22,10 @@ struct Output {
 
 pub fn run(args: &EvalArgs) -> Outcome {
     let saved = saved_run(&args.run)?;
-    let mut config = saved.config.clone();
+    // A run on a packed dataset named by its path alone: the format its header records.
+    let mut config = widebag_prepare::with_packed_settings(&saved.config)
+        .map_err(Failure::usage)?
+        .unwrap_or_else(|| saved.config.clone());
     if let Some(data) = &args.data {
         let Some(train_format) = config.data.format else {
             return Err(Failure::usage(anyhow::anyhow!(

@@ -26,7 +26,10 @@ pub fn run(args: &PredictArgs) -> Outcome {
         )));
     }
     let saved = saved_run(&args.run)?;
-    let mut config = saved.config.clone();
+    // A run on a packed dataset named by its path alone: the format its header records.
+    let mut config = widebag_prepare::with_packed_settings(&saved.config)
+        .map_err(Failure::usage)?
+        .unwrap_or_else(|| saved.config.clone());
     if config.data.format.is_none() {
         return Err(Failure::usage(anyhow::anyhow!(
             "--data: the run trained on synthetic data, with no file format to read rows in"

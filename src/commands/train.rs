@@ -12,6 +12,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use widebag_collective::Collective;
 use widebag_collective::local::Local;
 use widebag_config::units::format_bytes;
+use widebag_ledger::host_side::BATCHES_IN_FLIGHT;
 use widebag_model::train::group::{rank_dir, refused_across_ranks};
 use widebag_model::{CheckpointPlan, Ranks, Resume, RunOptions, RunSummary, run_training_in};
 use widebag_prepare::Prepared;
@@ -21,7 +22,7 @@ use crate::commands::summary::render_summary;
 use crate::commands::{explain, launch};
 use crate::failure::{Failure, Outcome};
 use crate::prerun::{
-    check_fits, check_memory_shared, device_facts, open_compute, predict, predict_rank,
+    check_fits, check_memory_shared, device_facts, host_side, open_compute, predict, predict_rank,
 };
 use crate::request::TrainRequest;
 use crate::run_dir::{MetricsLog, RunDir};
@@ -78,8 +79,10 @@ pub fn run(req: &TrainRequest) -> Outcome {
 
 /// The run's data and bands (each process of an MPI run prepares its own; threads share one).
 fn prepare(req: &TrainRequest) -> Result<Prepared, Failure> {
-    widebag_prepare::open_data(&req.config, &widebag_prepare::PrepareOptions::TRAIN)
-        .map_err(Failure::usage)
+    let prepared = widebag_prepare::open_data(&req.config, &widebag_prepare::PrepareOptions::TRAIN)
+        .map_err(Failure::usage)?;
+    crate::host_memory::data_ready();
+    Ok(prepared)
 }
 
 /// Rank `comm.rank()`'s run: prepare, open the device, plan its part (`--budget`), refuse what
@@ -125,7 +128,8 @@ fn train_as(
     }
     .map_err(Failure::usage)?;
     check_fits(&ledger, &spec).map_err(Failure::does_not_fit)?;
-    check_memory_shared(&ledger, &compute, launch::local_ranks(comm))
+    let host = host_side(&prepared, &spec, &ledger, BATCHES_IN_FLIGHT);
+    check_memory_shared(&ledger, &host, &compute, launch::local_ranks(comm))
         .map_err(Failure::does_not_fit)?;
     if lead {
         crate::heap::set_context(expectation(&ledger, &compute));
@@ -165,7 +169,8 @@ fn train_as(
         && !resuming
     {
         dir.write_config(&saved_config).map_err(Failure::run)?;
-        let report = explain::report(spec, ledger, &compute.adapter, None);
+        let mut report = explain::report(spec, ledger, &compute.adapter, None);
+        report.host = Some(explain::host::host_report(host, None));
         dir.write_json("ledger.json", &report)
             .map_err(Failure::run)?;
         if let Some(p) = &planned {

@@ -111,6 +111,8 @@ pub struct OnePlan {
     pub search: bool,
     pub tolerance_pct: f64,
     pub steps: usize,
+    /// `--host-budget` as typed, and in bytes.
+    pub host_budget: Option<(String, u64)>,
 }
 
 /// `widebag plan --grid NAME` (clap refuses the flags it does not use).
@@ -200,6 +202,15 @@ pub fn plan(args: &PlanArgs) -> Result<PlanRequest, Failure> {
         search: args.search,
         tolerance_pct: args.tolerance,
         steps: args.steps,
+        host_budget: args
+            .host_budget
+            .as_ref()
+            .map(|t| {
+                parse_bytes(t)
+                    .map(|b| (t.clone(), b))
+                    .map_err(|e| Failure::usage(anyhow::anyhow!("--host-budget: {e}")))
+            })
+            .transpose()?,
     })))
 }
 

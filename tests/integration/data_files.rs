@@ -462,6 +462,28 @@ fn a_packed_dataset_trains_as_the_file_it_was_packed_from() {
                 "{format} {extra:?}"
             );
         }
+        // Named by its path alone, the packed file is read with the settings it records: the
+        // same losses and the same evaluation as with its format and mode given.
+        let run = |with_settings: bool| -> serde_json::Value {
+            let set = format!("data.path={}", s(&packed));
+            let fmt = format!("data.format={format}");
+            let mut a = vec!["train", "--device", "cpu", "--json", "--set", &set];
+            let m = mode.get(1).map(|m| format!("data.mode={m}"));
+            if with_settings {
+                a.extend(["--set", &fmt]);
+                if let Some(m) = &m {
+                    a.extend(["--set", m]);
+                }
+            }
+            a.extend(["--set", "train.steps=6", "--set", "train.batch_size=32"]);
+            serde_json::from_slice(&ok(&a).stdout).unwrap()
+        };
+        let (alone, given) = (run(false), run(true));
+        assert_eq!(common::losses(&alone), common::losses(&given), "{format}");
+        assert_eq!(
+            alone["eval"], given["eval"],
+            "{format}: the same task and metrics"
+        );
         if format == "libsvm" {
             // Held-out rows named in place, and head/tail bands renumbered by the stored
             // frequencies.

@@ -15,6 +15,7 @@ mod docs;
 mod faults;
 mod frontier;
 mod headtail;
+mod host_side;
 mod kept_logits;
 mod kernels;
 mod ledger;

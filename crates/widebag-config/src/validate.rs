@@ -191,10 +191,13 @@ pub fn validate(c: &Config) -> Result<(), (&'static str, String)> {
         "must be within [0, 1]",
     )?;
     match (&d.path, d.format) {
+        // A packed dataset says how its rows were formed.
         (Some(_), None) => check(
-            false,
+            d.resolved_path()
+                .is_some_and(|p| widebag_kinds::is_packed(&p)),
             "data.format",
-            "must be set with data.path: libsvm, npz, lightgcn, text or dictd",
+            "must be set with data.path (unless it is a packed dataset, `widebag data pack`): \
+             libsvm, npz, lightgcn, text or dictd",
         )?,
         (None, Some(_)) => check(false, "data.path", "must be set with data.format")?,
         _ => {}

@@ -216,6 +216,20 @@ impl CsrBatch {
         }
     }
 
+    /// Bytes this batch holds on the heap: the matrix's row pointers, ids and values, the copy
+    /// of its row pointers, the targets, the unique ids (a sorted copy of the ids, deduplicated
+    /// in place: it keeps their capacity) and each entry's place among them.
+    pub fn heap_bytes(&self) -> u64 {
+        let word = size_of::<usize>();
+        let t = &self.targets;
+        let bytes = (self.matrix.indptr().len() + self.row_ptr.capacity() + t.row_ptr.capacity())
+            * word
+            + self.nnz() * (4 + 4)
+            + (t.classes.capacity() + t.weights.capacity()) * 4
+            + (self.unique_ids.capacity() + self.local_pos.capacity()) * 4;
+        bytes as u64
+    }
+
     pub fn n_rows(&self) -> usize {
         self.matrix.rows()
     }

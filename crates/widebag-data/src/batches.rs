@@ -181,6 +181,32 @@ impl EpochBatches {
     pub fn order_rows(&self) -> usize {
         self.order.len()
     }
+
+    /// Bytes the epoch's order holds at most: every training row's index (`rows`), or the
+    /// block permutation and the largest window's rows (`blocks`).
+    pub fn order_bytes(&self) -> u64 {
+        let word = size_of::<usize>() as u64;
+        match self.shuffle.mode {
+            ShuffleMode::Rows => self.data.n_rows() as u64 * word,
+            ShuffleMode::Blocks => {
+                let n_blocks = self.data.n_all().div_ceil(self.block_rows());
+                let window = (self.blocks_per_window() * self.block_rows()).min(self.data.n_all());
+                (n_blocks + window) as u64 * word
+            }
+        }
+    }
+}
+
+/// What a batch source holds in host memory, in bytes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Resident {
+    /// Rows on the heap (a file read whole).
+    pub rows_bytes: u64,
+    /// The epoch's order.
+    pub order_bytes: u64,
+    /// Maps beside the rows: renumbering, a packed file's block table, the synthetic
+    /// generator's Zipf tables.
+    pub maps_bytes: u64,
 }
 
 /// Where a batch source stands: what a checkpoint keeps to continue the same sequence of
@@ -239,6 +265,24 @@ pub enum BatchSource {
 }
 
 impl BatchSource {
+    /// What it holds in host memory.
+    pub fn resident(&self) -> Resident {
+        match self {
+            BatchSource::Synthetic(s) => Resident {
+                maps_bytes: s.heap_bytes(),
+                ..Resident::default()
+            },
+            BatchSource::Rows(r) => {
+                let (rows_bytes, maps_bytes) = r.data.resident_bytes();
+                Resident {
+                    rows_bytes,
+                    order_bytes: r.order_bytes(),
+                    maps_bytes,
+                }
+            }
+        }
+    }
+
     pub fn position(&self) -> DataPosition {
         match self {
             BatchSource::Synthetic(s) => DataPosition::Synthetic {

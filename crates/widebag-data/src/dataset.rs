@@ -18,6 +18,15 @@ pub struct RowStore {
 }
 
 impl RowStore {
+    /// Bytes its rows occupy on the heap: the buffers' lengths (a buffer's capacity past its
+    /// length was never written, and pages never written are not resident).
+    pub fn heap_bytes(&self) -> u64 {
+        let word = size_of::<usize>();
+        ((self.row_ptr.len() + self.target_ptr.len()) * word
+            + (self.ids.len() + self.values.len()) * 4
+            + (self.targets.len() + self.target_weights.len()) * 4) as u64
+    }
+
     pub fn new() -> Self {
         Self {
             row_ptr: vec![0],

@@ -31,7 +31,7 @@ pub mod words;
 
 use std::path::PathBuf;
 
-pub use batches::{BatchSource, DataPosition, EpochBatches, Shuffle, ShuffleMode};
+pub use batches::{BatchSource, DataPosition, EpochBatches, Resident, Shuffle, ShuffleMode};
 pub use dataset::{Dataset, RowStore};
 pub use held_out::{HeldOut, load_held_out};
 pub use labels::{LABELS_SUFFIX, LabelOptions};

@@ -67,6 +67,15 @@ pub struct Relabel {
 }
 
 impl Relabel {
+    /// Bytes its maps hold on the heap.
+    pub fn heap_bytes(&self) -> u64 {
+        [&self.ids, &self.classes]
+            .into_iter()
+            .flatten()
+            .map(|r| r.new_of_old.capacity() as u64 * 4)
+            .sum()
+    }
+
     pub fn is_empty(&self) -> bool {
         self.ids.is_none() && self.classes.is_none()
     }

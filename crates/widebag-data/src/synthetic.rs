@@ -99,6 +99,12 @@ pub struct SyntheticStream {
 }
 
 impl SyntheticStream {
+    /// Bytes it holds on the heap: the ids' and the classes' Zipf tables and the renumbering.
+    pub fn heap_bytes(&self) -> u64 {
+        ((self.ids.cdf.capacity() + self.classes.cdf.capacity()) * 8) as u64
+            + self.relabel.as_ref().map_or(0, |r| r.heap_bytes())
+    }
+
     pub fn new(spec: SyntheticSpec) -> Result<Self, DataError> {
         let bad = |key, message: &str| {
             Err(DataError::InvalidSpec {

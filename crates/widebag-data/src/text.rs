@@ -28,6 +28,14 @@ pub struct Vocabulary {
 }
 
 impl Vocabulary {
+    /// Bytes it holds on the heap: each word twice (the list and the index), the counts, and
+    /// the index's table (about one entry's size again per word).
+    pub fn heap_bytes(&self) -> u64 {
+        let text: usize = self.words.iter().map(|(w, _)| 2 * w.capacity()).sum();
+        let entry = size_of::<(String, u64)>() + 2 * size_of::<(String, u32)>();
+        (text + self.words.len() * entry) as u64
+    }
+
     /// Keeps words seen at least `min_count` times, at most `max_size` of them.
     pub fn from_counts(counts: HashMap<String, u64>, min_count: u64, max_size: usize) -> Self {
         let mut words: Vec<(String, u64)> = counts

@@ -59,6 +59,17 @@ impl TrainRows {
         self
     }
 
+    /// Bytes of the rows resident on the heap (a dataset in memory; none for a packed file,
+    /// whose pages are the file's) and of the maps beside them (renumbering, block table), with
+    /// the list of held-out rows.
+    pub fn resident_bytes(&self) -> (u64, u64) {
+        let held = self.held.len() as u64 * 8;
+        match &self.store {
+            Store::Memory(d) => (d.rows.heap_bytes(), held),
+            Store::Mapped { file, relabel } => (0, held + file.heap_bytes() + relabel.heap_bytes()),
+        }
+    }
+
     /// Every row, held out or not.
     pub fn n_all(&self) -> usize {
         match &self.store {

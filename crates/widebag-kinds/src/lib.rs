@@ -117,3 +117,18 @@ impl LabelMode {
         }
     }
 }
+
+/// The first eight bytes of widebag's packed dataset (`widebag data pack`): a file that starts
+/// with them is recognised whatever its name, with no `data.format` needed.
+pub const PACKED_MAGIC: &[u8; 8] = b"WIDEBAGP";
+
+/// Whether `path` is a packed dataset (it starts with [`PACKED_MAGIC`]); `false` for a
+/// directory, a short or unreadable file.
+pub fn is_packed(path: &std::path::Path) -> bool {
+    use std::io::Read;
+    let mut head = [0u8; 8];
+    std::fs::File::open(path)
+        .and_then(|mut f| f.read_exact(&mut head))
+        .is_ok()
+        && &head == PACKED_MAGIC
+}

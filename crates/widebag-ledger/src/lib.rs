@@ -12,6 +12,8 @@
 //! the sparse or the dense layout.
 
 pub mod alloc;
+pub mod heap;
+pub mod host_side;
 pub mod shapes;
 pub mod step;
 
@@ -125,10 +127,15 @@ pub enum Category {
     Communication,
     /// Bytes the allocator adds to round each allocation up to the device's alignment.
     AllocatorPadding,
+    /// The data's rows, order and maps resident in host memory (the host side only).
+    Data,
+    /// The process's own memory before its data: start-up and the backend's context (the host
+    /// side only).
+    Process,
 }
 
 impl Category {
-    pub const ALL: [Category; 10] = [
+    pub const ALL: [Category; 12] = [
         Category::Parameters,
         Category::DenseGradients,
         Category::RowGradients,
@@ -139,6 +146,8 @@ impl Category {
         Category::Temporaries,
         Category::Communication,
         Category::AllocatorPadding,
+        Category::Data,
+        Category::Process,
     ];
 
     pub fn name(self) -> &'static str {
@@ -153,6 +162,8 @@ impl Category {
             Category::Temporaries => "temporaries",
             Category::Communication => "communication",
             Category::AllocatorPadding => "allocator_padding",
+            Category::Data => "data",
+            Category::Process => "process",
         }
     }
 }

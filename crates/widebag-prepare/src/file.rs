@@ -83,10 +83,45 @@ fn reads_in_place(src: &Source) -> bool {
 
 /// Opens the configured data (a file, or the synthetic stream) and prepares the run.
 pub fn open_data(config: &Config, options: &PrepareOptions) -> Result<Prepared, PrepareError> {
+    let formed = with_packed_settings(config)?;
+    let config = formed.as_ref().unwrap_or(config);
     match crate::source::source(&config.data) {
         Some(src) => open_file(config, &src, options),
         None => crate::prepared::open_synthetic(config),
     }
+}
+
+/// A packed dataset named by `data.path` alone (no `data.format`): the config with the format
+/// and row-forming settings its header records (`Source::settings_of` its variant), so the run
+/// is prepared, evaluated and saved as one on the source it was packed from. `None` when
+/// `data.format` is set or there is no file.
+pub fn with_packed_settings(config: &Config) -> Result<Option<Config>, PrepareError> {
+    let d = &config.data;
+    let Some(path) = d.resolved_path().filter(|_| d.format.is_none()) else {
+        return Ok(None);
+    };
+    let meta =
+        widebag_data::packed::read::read_meta(&path).map_err(PrepareError::data("data.path"))?;
+    let Some((format, text, label)) = Source::settings_of(&meta.variant) else {
+        return Err(PrepareError::setting(
+            "data.format",
+            format!(
+                "{} records its rows as `{}`, which this widebag does not know: set data.format",
+                path.display(),
+                meta.variant
+            ),
+        ));
+    };
+    let mut c = config.clone();
+    c.data.format = Some(format);
+    if format.is_text() {
+        c.data.mode = Some(text.mode);
+        (c.data.window, c.data.min_count, c.data.max_vocab) =
+            (text.window, text.min_count, text.max_vocab);
+    }
+    c.data.label = label.mode;
+    c.data.label_chars = [label.start, label.end];
+    Ok(Some(c))
 }
 
 /// Opens `src` for `config` and prepares the run.

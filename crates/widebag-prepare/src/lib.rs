@@ -11,7 +11,7 @@ mod split;
 
 pub use bands::{AUTO_BANDS, BandReport};
 pub use error::PrepareError;
-pub use file::open_data;
+pub use file::{open_data, with_packed_settings};
 pub use prepared::{
     DataSummary, PrepareOptions, Prepared, SYNTHETIC_EVAL_FIRST_ROW, Sidecars, stats_for,
 };

@@ -9,6 +9,7 @@ use widebag_config::bands::ModelBands;
 use widebag_csr::CsrBatch;
 use widebag_data::stats::{self, DataStats};
 use widebag_data::{BatchSource, Relabel, SyntheticStream, source};
+use widebag_ledger::host_side::HostFacts;
 
 use crate::PrepareError;
 use crate::bands::{BandReport, Frequencies, resolve_bands, wants_frequencies};
@@ -97,6 +98,40 @@ pub struct Prepared {
     pub vocabulary: Option<widebag_data::Vocabulary>,
     /// `data.label = "file_name"`: class id → label.
     pub labels: Option<Vec<String>>,
+}
+
+impl Prepared {
+    /// What the run's data holds in host memory, for the ledger's host side: the rows, the
+    /// evaluation's rows and seen items, the epoch's order, the maps and vocabulary.
+    /// `baseline_bytes` and `batches_in_flight` are the caller's (measured; the run's mode), as
+    /// is `retained_bytes` (measured, left 0 here).
+    pub fn host_facts(&self, baseline_bytes: u64, batches_in_flight: u64) -> HostFacts {
+        let resident = self.batches.resident();
+        let seen: u64 = (self.eval_seen.iter().flatten())
+            .map(|items| items.len() as u64 * 4 + 24)
+            .sum();
+        let eval_bytes = self.eval.iter().map(CsrBatch::heap_bytes).sum::<u64>()
+            + seen
+            + self.eval_users.as_ref().map_or(0, |u| u.len() as u64 * 4);
+        let labels: u64 = self
+            .labels
+            .iter()
+            .flatten()
+            .map(|l| l.len() as u64 + 24)
+            .sum();
+        HostFacts {
+            baseline_bytes,
+            rows_bytes: resident.rows_bytes,
+            eval_bytes,
+            order_bytes: resident.order_bytes,
+            maps_bytes: resident.maps_bytes
+                + self.relabel.heap_bytes()
+                + self.vocabulary.as_ref().map_or(0, |v| v.heap_bytes())
+                + labels,
+            retained_bytes: 0,
+            batches_in_flight,
+        }
+    }
 }
 
 /// Statistics of `source`: a packed dataset's header, or the saved file when it still matches

@@ -3,7 +3,8 @@
 
 use serde::Serialize;
 
-use super::report::{BAR_PCT, report};
+use super::bar::BAR_PCT;
+use super::report::report;
 use crate::failure::{Failure, Outcome};
 use crate::measure::measure;
 use crate::output::emit_rows;

@@ -2,7 +2,9 @@
 //! `--measure` the allocator's readings beside it and an SVG chart; `--grid` runs the accuracy
 //! grid.
 
+mod bar;
 pub mod grid;
+pub mod host;
 mod per_rank;
 mod render;
 mod report;
@@ -10,11 +12,12 @@ mod report;
 pub use report::report;
 
 use anyhow::Context;
+use widebag_ledger::host_side::BATCHES_IN_FLIGHT;
 
 use crate::failure::{Failure, Outcome};
 use crate::measure::measure;
 use crate::prerun::{
-    check_fits, device_facts, open_compute, open_measurable, predict, predict_batches,
+    check_fits, device_facts, host_side, open_compute, open_measurable, predict, predict_batches,
 };
 use crate::request::{ExplainRequest, OneExplain};
 
@@ -32,6 +35,7 @@ fn explain_one(req: &OneExplain) -> Outcome {
     let prepared =
         widebag_prepare::open_data(&req.config, &widebag_prepare::PrepareOptions::READ_ONLY)
             .map_err(Failure::usage)?;
+    crate::host_memory::data_ready();
     let compute = if req.measure {
         open_measurable(req.config.train.device)?
     } else {
@@ -39,17 +43,26 @@ fn explain_one(req: &OneExplain) -> Outcome {
     };
     let device = device_facts(&compute);
     let (mut spec, mut ledger) = predict(&prepared, device).map_err(Failure::usage)?;
-    let measured = if req.measure {
+    let (measured, side) = if req.measure {
         check_fits(&ledger, &spec).map_err(Failure::does_not_fit)?;
         // Compared with the steps it reads: predicted from those steps' batches.
         let steps = req.steps.max(2);
         (spec, ledger) =
             predict_batches(&prepared, device, 1, steps - 1).map_err(Failure::usage)?;
-        Some(measure(prepared, &compute, req.steps).map_err(Failure::run)?)
+        // A measured run on the heap reads all of its batches ahead.
+        let in_flight = match crate::measure::reads_the_heap(&compute) {
+            true => steps as u64,
+            false => BATCHES_IN_FLIGHT,
+        };
+        let side = host_side(&prepared, &spec, &ledger, in_flight);
+        let measured = measure(prepared, &compute, req.steps).map_err(Failure::run)?;
+        (Some(measured), side)
     } else {
-        None
+        let side = host_side(&prepared, &spec, &ledger, BATCHES_IN_FLIGHT);
+        (None, side)
     };
-    let report = report(spec, ledger, &compute.adapter, measured.as_ref());
+    let mut report = report(spec, ledger, &compute.adapter, measured.as_ref());
+    report.host = Some(host::host_report(side, measured.as_ref()));
     if req.json {
         println!(
             "{}",

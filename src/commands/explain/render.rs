@@ -9,7 +9,9 @@ use plotters::prelude::SeriesLabelPosition;
 use widebag_config::units::format_bytes;
 use widebag_ledger::{Category, Phase, Placement, Point};
 
-use super::report::{BAR_PCT, Report, pct};
+use super::bar::{BAR_PCT, HOST_BAR_PCT, pct};
+use super::host::HostReport;
+use super::report::Report;
 use crate::chart::{StackedChart, StackedColumn, write_stacked};
 
 /// The report as the terminal shows it.
@@ -101,17 +103,22 @@ fn write_report(out: &mut String, r: &Report) -> std::fmt::Result {
             r.measured_peak_point.map_or("-", Point::name)
         )?;
     }
-    let host = r.ledger_host_bytes();
-    if host > 0 {
-        let (up, down) = r.spec.host_traffic_bytes();
-        writeln!(
-            out,
-            "Host memory    {} (bands placed on the host and host-side state); per step at most \
-             {} to the device and {} back",
-            format_bytes(host),
-            format_bytes(up),
-            format_bytes(down)
-        )?;
+    match &r.host {
+        Some(h) => write_host(out, r, h)?,
+        None => {
+            let host = r.ledger_host_bytes();
+            if host > 0 {
+                let (up, down) = r.spec.host_traffic_bytes();
+                writeln!(
+                    out,
+                    "Host memory    {} (bands placed on the host and host-side state); per step \
+                     at most {} to the device and {} back",
+                    format_bytes(host),
+                    format_bytes(up),
+                    format_bytes(down)
+                )?;
+            }
+        }
     }
     write!(
         out,
@@ -126,6 +133,43 @@ fn write_report(out: &mut String, r: &Report) -> std::fmt::Result {
         ),
         None => writeln!(out),
     }
+}
+
+/// The host side: each part at the process's predicted peak, the total, and the process's
+/// anonymous memory read beside it when measured on flex.
+fn write_host(out: &mut String, r: &Report, h: &HostReport) -> std::fmt::Result {
+    let on_heap = match h.side.device_on_host {
+        true => ", with the device's tensors on the same heap",
+        false => "",
+    };
+    writeln!(
+        out,
+        "Host side      {} of the process's own memory; {} of anonymous memory at `{}`{on_heap}:",
+        format_bytes(h.predicted_host_bytes),
+        format_bytes(h.predicted_anonymous_bytes),
+        h.predicted_anonymous_point.name()
+    )?;
+    for (name, bytes) in &h.parts {
+        writeln!(out, "  {:<32} {:>12}", name, format_bytes(*bytes))?;
+    }
+    let (up, down) = r.spec.host_traffic_bytes();
+    if up + down > 0 {
+        writeln!(
+            out,
+            "  host tier: per step at most {} to the device and {} back",
+            format_bytes(up),
+            format_bytes(down)
+        )?;
+    }
+    if let (Some(m), Some(e)) = (h.measured_anonymous_bytes, h.error_pct) {
+        writeln!(
+            out,
+            "  measured anonymous memory (RssAnon) {} at `{}`: error {e:.2}% (bar {HOST_BAR_PCT}%)",
+            format_bytes(m),
+            h.measured_anonymous_point.map_or("-", Point::name)
+        )?;
+    }
+    Ok(())
 }
 
 /// The entries alive at the predicted peak, grouped by category and layer.

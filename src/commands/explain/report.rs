@@ -8,8 +8,7 @@ use widebag_ledger::step::StepSpec;
 use widebag_ledger::{Ledger, Phase, Placement, Point};
 use widebag_model::RunSummary;
 
-/// The accuracy bar: |predicted − measured| ≤ 3 % of measured, at the peak.
-pub const BAR_PCT: f64 = 3.0;
+use super::bar::pct;
 
 /// One point of the step, predicted and (when measured) read.
 #[derive(Clone, Debug, Serialize)]
@@ -62,6 +61,9 @@ pub struct Report {
     /// What `model.checkpointing` saves (sparse layout).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub checkpointing: Option<widebag_ledger::step::CheckpointEffect>,
+    /// The host side: the process's own memory (set where the data is at hand).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host: Option<super::host::HostReport>,
     pub ledger: Ledger,
 }
 
@@ -70,11 +72,6 @@ impl Report {
     pub fn ledger_host_bytes(&self) -> u64 {
         self.ledger.peak(Placement::Host).bytes
     }
-}
-
-/// |predicted − measured| as a % of measured.
-pub fn pct(predicted: u64, measured: u64) -> f64 {
-    (predicted as f64 - measured as f64).abs() / (measured.max(1) as f64) * 100.0
 }
 
 /// Builds the report from the ledger and, when given, a measured run on `adapter`.
@@ -146,6 +143,7 @@ pub fn report(
         profile: measured.map(|m| m.profile.clone()),
         eval: widebag_ledger::step::eval_peak(&spec, &ledger, 20),
         checkpointing: widebag_ledger::step::checkpoint_effect(&spec),
+        host: None,
         spec,
         ledger,
     }

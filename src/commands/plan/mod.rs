@@ -4,6 +4,7 @@
 
 mod calibrate;
 mod grid;
+mod host;
 mod per_rank;
 pub mod planner;
 mod report;
@@ -30,6 +31,7 @@ fn plan_one(req: &OnePlan) -> Outcome {
     let mut prepared =
         widebag_prepare::open_data(&req.config, &widebag_prepare::PrepareOptions::READ_ONLY)
             .map_err(Failure::usage)?;
+    crate::host_memory::data_ready();
     for w in &prepared.warnings {
         eprintln!("widebag: {w}");
     }
@@ -61,6 +63,12 @@ fn plan_one(req: &OnePlan) -> Outcome {
         planned_ms,
     } = make_plan(&mut prepared, &req.solver, &req.overrides, compute.as_ref())
         .map_err(Failure::usage)?;
+    if let Some(budget) = &req.host_budget
+        && report.fits
+    {
+        let side = planned_host_side(&prepared, &report).map_err(Failure::usage)?;
+        report.host = Some(host::HostCheck::of(&side, budget));
+    }
     let compute_for_runs = || {
         compute
             .as_ref()
@@ -113,6 +121,10 @@ fn plan_one(req: &OnePlan) -> Outcome {
         let f = Failure::does_not_fit(anyhow::anyhow!("{}", report.plan.refusal()));
         return Err(if req.json { f.reported() } else { f });
     }
+    if let Some(h) = report.host.as_ref().filter(|h| !h.fits) {
+        let f = Failure::does_not_fit(anyhow::anyhow!("{}", h.refusal()));
+        return Err(if req.json { f.reported() } else { f });
+    }
     if let Some(v) = &report.verify
         && !v.under_budget
     {
@@ -124,4 +136,25 @@ fn plan_one(req: &OnePlan) -> Outcome {
         return Err(if req.json { f.reported() } else { f });
     }
     Ok(())
+}
+
+/// The host side of `report`'s plan on `prepared`'s data (prepared again when the plan cuts a
+/// side into bands: the bands and the numbering come from that).
+fn planned_host_side(
+    prepared: &widebag_prepare::Prepared,
+    report: &Report,
+) -> anyhow::Result<widebag_ledger::host_side::HostSide> {
+    let mut planned = prepared.clone();
+    planned.config = report.plan.apply_to(&prepared.config);
+    if planner::cuts_bands(&report.plan) {
+        planned = widebag_prepare::open_data(
+            &planned.config,
+            &widebag_prepare::PrepareOptions::READ_ONLY,
+        )?;
+    }
+    let (spec, ledger) = crate::prerun::predict(&planned, report.device)?;
+    let in_flight = widebag_ledger::host_side::BATCHES_IN_FLIGHT;
+    Ok(crate::prerun::host_side(
+        &planned, &spec, &ledger, in_flight,
+    ))
 }

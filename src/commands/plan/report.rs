@@ -45,6 +45,9 @@ pub struct Report {
     pub verify: Option<Verify>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub search: Option<Search>,
+    /// `--host-budget`: the plan's host side against it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host: Option<super::host::HostCheck>,
 }
 
 impl Report {
@@ -65,6 +68,7 @@ impl Report {
             plan,
             verify: None,
             search: None,
+            host: None,
         }
     }
 }
@@ -81,6 +85,9 @@ pub fn optimizers(layout: Layout, t: TableOptim, d: DenseOptim) -> String {
 pub fn render(r: &Report, planned_ms: f64) -> String {
     let mut s = String::new();
     write_plan(&mut s, r).expect("writing to a String");
+    if let Some(h) = &r.host {
+        h.write(&mut s).expect("writing to a String");
+    }
     super::per_rank::write_ranks(&mut s, &r.plan.ranks).expect("writing to a String");
     write_checks(&mut s, r).expect("writing to a String");
     writeln!(

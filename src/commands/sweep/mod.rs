@@ -17,7 +17,9 @@ use widebag_solver::Calibration;
 use crate::commands::explain;
 use crate::commands::plan::planner::{budget, make_plan};
 use crate::failure::{Failure, Outcome};
-use crate::prerun::{check_fits, check_memory, device_facts, open_compute, predict};
+use widebag_ledger::host_side::BATCHES_IN_FLIGHT;
+
+use crate::prerun::{check_fits, check_memory, device_facts, host_side, open_compute, predict};
 use crate::request::{SolverFlags, SweepRequest};
 use crate::run_dir::RunDir;
 use results::{RunRow, Status};
@@ -79,11 +81,11 @@ fn run_point(
         .into_iter()
         .map(|(c, b)| (c.name().to_string(), b))
         .collect();
-    let fits = check_fits(&ledger, &spec).and_then(|()| check_memory(&ledger, compute));
-    run_dir.write_json(
-        "ledger.json",
-        &explain::report(spec, ledger, &compute.adapter, None),
-    )?;
+    let host = host_side(&prepared, &spec, &ledger, BATCHES_IN_FLIGHT);
+    let fits = check_fits(&ledger, &spec).and_then(|()| check_memory(&ledger, &host, compute));
+    let mut report = explain::report(spec, ledger, &compute.adapter, None);
+    report.host = Some(explain::host::host_report(host, None));
+    run_dir.write_json("ledger.json", &report)?;
     if let Err(e) = fits {
         row.error = Some(format!("{e:#}"));
         return Ok(row);

@@ -26,7 +26,6 @@ pub mod gather;
 pub mod read;
 pub mod write;
 
-use std::io::Read;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
@@ -37,7 +36,7 @@ pub use read::PackedFile;
 pub use write::{PackOptions, pack};
 
 /// The first eight bytes of a packed dataset.
-pub const MAGIC: &[u8; 8] = b"WIDEBAGP";
+pub const MAGIC: &[u8; 8] = widebag_kinds::PACKED_MAGIC;
 /// The layout's version; a reader refuses any other.
 pub const VERSION: u32 = 3;
 /// Bytes before the first block.
@@ -107,11 +106,7 @@ pub fn frequencies_fit(meta: &PackMeta) -> bool {
 /// Whether `path` is a packed dataset (its first bytes are [`MAGIC`]); `false` for a directory,
 /// a short or unreadable file.
 pub fn is_packed(path: &Path) -> bool {
-    let mut head = [0u8; 8];
-    std::fs::File::open(path)
-        .and_then(|mut f| f.read_exact(&mut head))
-        .is_ok()
-        && &head == MAGIC
+    widebag_kinds::is_packed(path)
 }
 
 #[cfg(test)]

@@ -52,6 +52,20 @@ pub struct PackedFile {
     checked: Vec<AtomicBool>,
 }
 
+impl PackedFile {
+    /// Bytes it holds on the heap (its pages are the file's, not anonymous memory): the block
+    /// table, the checked flags, the vocabulary and the class names.
+    pub fn heap_bytes(&self) -> u64 {
+        let m = &self.meta;
+        let blocks = m.blocks.len() + m.test_blocks.as_ref().map_or(0, Vec::len);
+        let words: usize = (m.vocabulary.iter().flatten())
+            .map(|(w, _)| w.len() + size_of::<(String, u64)>())
+            .sum();
+        let labels: usize = m.labels.iter().flatten().map(|l| l.len() + 24).sum();
+        (blocks * (size_of::<Block>() + 1) + words + labels) as u64
+    }
+}
+
 fn damaged(path: &Path, member: impl Into<String>, offset: u64, message: String) -> DataError {
     DataError::Archive {
         path: path.to_path_buf(),

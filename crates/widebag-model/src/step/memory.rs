@@ -36,6 +36,15 @@ pub struct MemorySample {
     pub reserved_bytes: u64,
 }
 
+/// The process's anonymous resident memory (Linux `RssAnon`: its heap, stacks and private
+/// mappings, not the file-backed pages of a memory-mapped dataset), where it can be read.
+pub fn anon_rss_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("RssAnon:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
 /// The process's heap counter (live bytes), registered by the binary that counts them.
 static HEAP_COUNTER: OnceLock<fn() -> u64> = OnceLock::new();
 
@@ -54,6 +63,9 @@ pub struct MemoryMeter {
     pub peak_reserved_bytes: u64,
     pub phase_peak_in_use_bytes: BTreeMap<Phase, u64>,
     pub point_peak_in_use_bytes: BTreeMap<Point, u64>,
+    /// [`MeterMode::Detailed`]: the process's anonymous memory ([`anon_rss_bytes`]) at each
+    /// point, its largest reading (what the ledger's host side is compared with).
+    pub point_anon_rss_bytes: BTreeMap<Point, u64>,
     pub n_samples: usize,
     /// Bytes in use before the run built anything (left by earlier work in the process); every
     /// reading is taken relative to it.
@@ -77,6 +89,7 @@ impl MemoryMeter {
             peak_reserved_bytes: 0,
             phase_peak_in_use_bytes: BTreeMap::new(),
             point_peak_in_use_bytes: BTreeMap::new(),
+            point_anon_rss_bytes: BTreeMap::new(),
             n_samples: 0,
             baseline_bytes: device
                 .memory_pool_usage()
@@ -133,6 +146,12 @@ impl MemoryMeter {
         *p = (*p).max(s.in_use_bytes);
         let p = self.point_peak_in_use_bytes.entry(point).or_default();
         *p = (*p).max(s.in_use_bytes);
+        if self.mode == MeterMode::Detailed
+            && let Some(anon) = anon_rss_bytes()
+        {
+            let p = self.point_anon_rss_bytes.entry(point).or_default();
+            *p = (*p).max(anon);
+        }
         Some(s)
     }
 

@@ -91,7 +91,7 @@ pub fn refused_across_ranks(config: &widebag_config::Config) -> Option<(&'static
 /// baseline is read: the thread pools, and each thread's matrix-product scratch (the `gemm`
 /// crate keeps an L2-sized buffer per thread that has multiplied, about 1 MiB here; with one
 /// pool thread, products of the step run on the pool's thread that the caller's never reach).
-pub(crate) fn prime_backend(device: &burn::tensor::Device) {
+pub fn prime_backend(device: &burn::tensor::Device) {
     let products = |device: &burn::tensor::Device| {
         for (n, k, m) in [
             (64, 64, 64),

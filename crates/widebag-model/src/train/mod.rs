@@ -405,6 +405,7 @@ pub fn run_training_in(
         pool_high_water_bytes: meter.pool_high_water_bytes(),
         phase_peak_in_use_bytes: meter.phase_peak_in_use_bytes.clone(),
         point_peak_in_use_bytes: meter.point_peak_in_use_bytes.clone(),
+        point_anon_rss_bytes: meter.point_anon_rss_bytes.clone(),
         setup_s,
         train_s,
         output: config.model.output,

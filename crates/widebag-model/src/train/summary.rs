@@ -47,6 +47,10 @@ pub struct RunSummary {
     pub pool_high_water_bytes: Option<u64>,
     pub phase_peak_in_use_bytes: BTreeMap<Phase, u64>,
     pub point_peak_in_use_bytes: BTreeMap<Point, u64>,
+    /// Detailed metering: the process's anonymous memory (`RssAnon`) at each point, its largest
+    /// reading over the steps after the warm-up.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub point_anon_rss_bytes: BTreeMap<Point, u64>,
     pub setup_s: f64,
     pub train_s: f64,
     /// `model.output`.
