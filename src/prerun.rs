@@ -19,7 +19,16 @@ pub const SAMPLED_BATCHES: usize = 8;
 
 /// Opens the device, printing the fallback notice when `auto` fell back to the CPU.
 pub fn open_compute(device: DeviceChoice) -> Result<Compute, Failure> {
-    let compute = crate::host_memory::opening(|| open_primed(device))
+    open_with(device, open_device)
+}
+
+/// Opens the device with `open`, keeping what opening it added to the process's memory (the
+/// host side's baseline), and prints the fallback notice when `auto` fell back to the CPU.
+fn open_with(
+    device: DeviceChoice,
+    open: impl FnOnce(DeviceChoice) -> Result<Compute, widebag_model::ModelError>,
+) -> Result<Compute, Failure> {
+    let compute = crate::host_memory::opening(|| open(device))
         .context("opening the device")
         .map_err(Failure::run)?;
     if let Some(notice) = &compute.fallback_notice {
@@ -28,8 +37,10 @@ pub fn open_compute(device: DeviceChoice) -> Result<Compute, Failure> {
     Ok(compute)
 }
 
-/// Opens the device; flex runs small products on every thread first, so that the state it keeps
-/// once it has run (its threads' matrix-product scratch) is part of the process's baseline.
+/// Opens the device for a measured run; flex runs small products on every thread first, so that
+/// the state it keeps once it has run (its threads' matrix-product scratch) is in the process's
+/// baseline, not in the steps' readings. Only measured runs pay for it (about 40 ms and 13 MB on
+/// this project's 2-core machine).
 fn open_primed(device: DeviceChoice) -> Result<Compute, widebag_model::ModelError> {
     let compute = open_device(device)?;
     if compute.backend == widebag_model::BackendKind::Flex {
@@ -40,14 +51,15 @@ fn open_primed(device: DeviceChoice) -> Result<Compute, widebag_model::ModelErro
 
 /// Opens a device whose allocator can be read, for the commands that measure memory: `auto` asks
 /// for wgpu (a software adapter included: `auto` alone would take flex on a machine without a
-/// GPU, which has no allocator counters), and falls back as `auto` does when wgpu cannot open.
+/// GPU, which has no allocator counters), and falls back as `auto` does when wgpu cannot open;
+/// flex is primed ([`open_primed`]).
 pub fn open_measurable(device: DeviceChoice) -> Result<Compute, Failure> {
     if device == DeviceChoice::Auto
-        && let Ok(compute) = crate::host_memory::opening(|| open_primed(DeviceChoice::Wgpu))
+        && let Ok(compute) = crate::host_memory::opening(|| open_device(DeviceChoice::Wgpu))
     {
         return Ok(compute);
     }
-    open_compute(device)
+    open_with(device, open_primed)
 }
 
 /// What the device tells the ledger.
