@@ -237,10 +237,10 @@ fn pack(args: &PackArgs) -> Outcome {
         let template = format!("{{bar:30}} {unit}  {{msg}}  [{{elapsed}}<{{eta}}]");
         bar.set_style(ProgressStyle::with_template(&template).expect("valid template"));
     };
-    // A libsvm file, LightGCN lists one line per user in order and a one-document-per-line
-    // corpus are packed as they are read (in a pass or two more for what the rows need first:
-    // libsvm's shape when undeclared, the users, the vocabulary); npz, dictd, a directory of
-    // documents and labelled documents are read whole first.
+    // A libsvm file, LightGCN lists one line per user in order and a corpus (a document per
+    // line, or per file of a directory) are packed as they are read (in a pass or two more for
+    // what the rows need first: libsvm's shape when undeclared, the users, the vocabulary);
+    // npz, dictd and documents labelled by file name are read whole first.
     let streamed = match (source.format, &source.test_path) {
         (widebag_data::Format::Libsvm, None) => {
             let passes = widebag_data::libsvm_shape::passes(&source.path, &source.read);
@@ -269,7 +269,8 @@ fn pack(args: &PackArgs) -> Outcome {
             .map_err(failed)?
         }
         (widebag_data::Format::Text, None) if !source.label.is_file_name() => {
-            set_bar(2 * size(&source.path), "{bytes}/{total_bytes} read");
+            let bytes = widebag_data::text_pack::corpus_bytes(&source.path);
+            set_bar(2 * bytes, "{bytes}/{total_bytes} read");
             widebag_data::text_pack::pack_text(
                 &source.path,
                 &source.read,

@@ -41,7 +41,7 @@ pub fn run(req: &TrainRequest) -> Outcome {
     let finished = match launch::wanted(req) {
         None => train_as(req, &Local, None)?,
         Some(ranks) => {
-            if let Some((key, message)) = refused_across_ranks(&req.config) {
+            if let Some((key, message)) = refused_across_ranks(&req.config, ranks) {
                 return Err(Failure::usage(anyhow::anyhow!("{key}: {message}")));
             }
             match launch::mpi_world_size() {

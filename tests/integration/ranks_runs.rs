@@ -3,7 +3,8 @@
 //! same N from the newest step every rank has a good checkpoint of, with the losses of the run
 //! that never stopped; another N is refused naming the one that wrote it; `--budget` plans each
 //! rank's part; each rank reads only its rows of a data file's batches (epochs, short batches,
-//! input dropout) and trains as one process.
+//! input dropout) and trains as one process; over a `blocks` shuffle's streams each reads only
+//! its streams' blocks.
 
 use crate::common::{json, widebag};
 
@@ -200,6 +201,49 @@ fn each_rank_reads_its_rows_of_a_file_and_drops_out_as_one_process() {
             );
         }
     }
+    // Packed, shuffled in blocks over 6 streams: each rank reads only its streams' blocks and
+    // the run is the single process's with the same streams, at 2, 3 and 6 ranks.
+    let packed = dir.join("rows.wbp");
+    let o = widebag(&[
+        "data",
+        "pack",
+        file.to_str().unwrap(),
+        packed.to_str().unwrap(),
+        "--format",
+        "libsvm",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let mut sets = sets;
+    sets[0] = format!("data.path=\"{}\"", packed.display());
+    sets.remove(1);
+    sets.extend([
+        "data.shuffle=\"blocks\"".into(),
+        "data.shuffle_block_rows=8".into(),
+        "data.shuffle_rows=16".into(),
+        "data.shuffle_streams=6".into(),
+    ]);
+    let one = run_losses(&sets, None);
+    for n in ["2", "3", "6"] {
+        let many = run_losses(&sets, Some(n));
+        for (a, b) in many.iter().zip(&one) {
+            assert!(
+                (a - b).abs() <= 1e-5 * b.abs(),
+                "{n} ranks over 6 streams: {many:?} against {one:?}"
+            );
+        }
+    }
+    // Four ranks cannot share six streams: refused by key before anything runs.
+    let mut a: Vec<&str> = vec!["train", "--device", "cpu", "--ranks", "4"];
+    for s in &sets {
+        a.extend(["--set", s.as_str()]);
+    }
+    let o = widebag(&a);
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("data.shuffle_streams") && err.contains("divide"),
+        "{err}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 

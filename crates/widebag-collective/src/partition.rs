@@ -6,13 +6,15 @@
 
 use std::ops::Range;
 
-/// Rank `rank`'s rows of a global batch of `global_rows` over `ranks`: the first
-/// `global_rows % ranks` ranks take one row more. Every row belongs to exactly one rank.
+/// Rank `rank`'s rows of a global batch of `global_rows` over `ranks`:
+/// `⌈n·rank/ranks⌉..⌈n·(rank+1)/ranks⌉`. Every row belongs to exactly one rank, rank 0 takes
+/// the most (`⌈n/ranks⌉`, what a plan prices), and the split nests: with `ranks` dividing `S`,
+/// rank `r`'s rows are the union of parts `r·S/ranks..(r+1)·S/ranks` of the split into `S`
+/// (the streams of a `blocks` shuffle, `widebag_data::streams`).
 pub fn local_rows(global_rows: usize, rank: usize, ranks: usize) -> Range<usize> {
     let ranks = ranks.max(1);
-    let (base, extra) = (global_rows / ranks, global_rows % ranks);
-    let start = rank * base + rank.min(extra);
-    start..start + base + usize::from(rank < extra)
+    let at = |k: usize| (global_rows * k).div_ceil(ranks);
+    at(rank)..at(rank + 1)
 }
 
 /// Rank `rank`'s classes of `n_classes` (consecutive blocks, as [`crate::route::BlockSharding`]
@@ -93,6 +95,16 @@ mod tests {
                     next = part.end;
                 }
                 assert_eq!(next, rows);
+                assert_eq!(local_rows(rows, 0, ranks).len(), rows.div_ceil(ranks));
+                // Nested: over `ranks · k` parts, rank r's rows are parts r·k..(r+1)·k.
+                for k in 1..=4 {
+                    for r in 0..ranks {
+                        let (first, last) = (r * k, (r + 1) * k - 1);
+                        let joined = local_rows(rows, first, ranks * k).start
+                            ..local_rows(rows, last, ranks * k).end;
+                        assert_eq!(joined, local_rows(rows, r, ranks), "{rows} {ranks} {k}");
+                    }
+                }
             }
         }
         assert_eq!(class_block(240_000, 2, 3), 160_000..240_000);

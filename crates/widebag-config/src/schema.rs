@@ -77,6 +77,11 @@ pub struct DataConfig {
     /// for a file and its packed form, whatever the packed blocks' size, so both shuffle
     /// alike; packed blocks of this size read each shuffled block from one place).
     pub shuffle_block_rows: usize,
+    /// `shuffle = "blocks"`: streams the file's blocks are cut into (contiguous spans, each
+    /// shuffled on its own; every batch takes an equal share of each, whole batches only). A
+    /// run across N ranks (N dividing it) then has each rank read only its streams' blocks,
+    /// and trains as one process with the same streams does. 1: one walk over every block.
+    pub shuffle_streams: usize,
 }
 
 impl Default for DataConfig {
@@ -105,6 +110,7 @@ impl Default for DataConfig {
             shuffle: ShuffleMode::Rows,
             shuffle_rows: 65_536,
             shuffle_block_rows: 4096,
+            shuffle_streams: 1,
         }
     }
 }

@@ -1,6 +1,6 @@
 //! Range checks of a built configuration; each failure names the key and why.
 
-use widebag_kinds::LabelMode;
+use widebag_kinds::{LabelMode, ShuffleMode};
 
 use crate::{
     BandPlacement, Checkpointing, Config, DataConfig, Format, Layout, ModelConfig, OutputKind,
@@ -222,6 +222,16 @@ pub fn validate(c: &Config) -> Result<(), (&'static str, String)> {
         "must be at least 1",
     )?;
     check(d.min_count >= 1, "data.min_count", "must be at least 1")?;
+    check(
+        d.shuffle_streams >= 1,
+        "data.shuffle_streams",
+        "must be at least 1",
+    )?;
+    check(
+        d.shuffle_streams == 1 || d.shuffle == ShuffleMode::Blocks,
+        "data.shuffle_streams",
+        "streams cut the blocks of data.shuffle = \"blocks\"",
+    )?;
     let m = &c.model;
     check(m.dim >= 1, "model.dim", "must be at least 1")?;
     check(

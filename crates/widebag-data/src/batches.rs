@@ -1,5 +1,4 @@
-//! Batches for training: the synthetic stream, or a data file's training rows walked in seeded
-//! shuffled epochs (every row once per epoch; the last batch of an epoch may be short, as
+//! Batches for training from a data file: its training rows walked in seeded shuffled epochs (every row once per epoch; the last batch of an epoch may be short, as
 //! PyTorch's `DataLoader(shuffle=True, drop_last=False)`).
 //!
 //! Two shuffles ([`ShuffleMode`]): `rows`, one permutation of every row; `blocks`, a
@@ -8,15 +7,17 @@
 //! one window's indices and reads the file a window at a time, so it trains on data larger than
 //! memory; both are fixed by the seed and the epoch, and a position (epoch, row of the epoch) is
 //! found again without reading any row, so a resumed run sees the batches it would have.
+//! `blocks` over several streams (`Shuffle::streams`) is [`crate::streams`]: each stream an
+//! [`EpochBatches`] over its own span of the file.
 
 use std::sync::Arc;
 
 use widebag_csr::CsrBatch;
 pub use widebag_kinds::ShuffleMode;
 
+use crate::DataError;
 use crate::rng::{SplitMix64, hash2};
 use crate::train_rows::TrainRows;
-use crate::{DataError, SyntheticStream};
 
 /// How an epoch's order is drawn.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -26,6 +27,9 @@ pub struct Shuffle {
     pub block_rows: usize,
     /// `blocks`: rows in a window (whole blocks, at least one).
     pub window_rows: usize,
+    /// `blocks`: streams the file's blocks are cut into (1: one walk over every block; more:
+    /// [`crate::streams::Streams`], each rank of a run reading only its streams' blocks).
+    pub streams: usize,
 }
 
 impl Default for Shuffle {
@@ -34,6 +38,7 @@ impl Default for Shuffle {
             mode: ShuffleMode::Rows,
             block_rows: 4096,
             window_rows: 65_536,
+            streams: 1,
         }
     }
 }
@@ -45,10 +50,32 @@ fn permute<T>(items: &mut [T], rng: &mut SplitMix64) {
     }
 }
 
+/// Bytes an epoch's order over `span` (holding `n_rows` training rows) holds at most.
+pub(crate) fn order_bytes_over(
+    shuffle: &Shuffle,
+    span: &std::ops::Range<usize>,
+    n_rows: usize,
+) -> u64 {
+    let word = size_of::<usize>() as u64;
+    match shuffle.mode {
+        ShuffleMode::Rows => n_rows as u64 * word,
+        ShuffleMode::Blocks => {
+            let per = shuffle.block_rows.max(1);
+            let n_blocks = span.end.div_ceil(per) - span.start / per;
+            let window = ((shuffle.window_rows / per).max(1) * per).min(span.len());
+            (n_blocks + window) as u64 * word
+        }
+    }
+}
+
 /// Shuffled epochs over a dataset's training rows.
 #[derive(Clone)]
 pub struct EpochBatches {
     data: Arc<TrainRows>,
+    /// The places in the file walked (every row, or one stream's whole blocks).
+    span: std::ops::Range<usize>,
+    /// Training rows in `span`.
+    n_rows: usize,
     seed: u64,
     shuffle: Shuffle,
     epoch: u64,
@@ -63,8 +90,22 @@ pub struct EpochBatches {
 
 impl EpochBatches {
     pub fn new(data: Arc<TrainRows>, seed: u64, shuffle: Shuffle) -> Self {
+        let span = 0..data.n_all();
+        Self::over(data, span, seed, shuffle)
+    }
+
+    /// Epochs over the rows of `span` alone (places in the file; whole blocks but at the end).
+    pub(crate) fn over(
+        data: Arc<TrainRows>,
+        span: std::ops::Range<usize>,
+        seed: u64,
+        shuffle: Shuffle,
+    ) -> Self {
+        let n_rows = span.len() - data.held_in(span.clone());
         let mut me = Self {
             data,
+            span,
+            n_rows,
             seed,
             shuffle,
             epoch: 0,
@@ -92,12 +133,12 @@ impl EpochBatches {
         (self.base, self.next, self.window) = (0, 0, 0);
         match self.shuffle.mode {
             ShuffleMode::Rows => {
-                self.order = self.data.train_rows_in(0..self.data.n_all()).collect();
+                self.order = self.data.train_rows_in(self.span.clone()).collect();
                 permute(&mut self.order, &mut rng);
             }
             ShuffleMode::Blocks => {
-                let n_blocks = self.data.n_all().div_ceil(self.block_rows());
-                self.blocks = (0..n_blocks).collect();
+                let per = self.block_rows();
+                self.blocks = (self.span.start / per..self.span.end.div_ceil(per)).collect();
                 permute(&mut self.blocks, &mut rng);
                 self.order.clear();
             }
@@ -114,7 +155,7 @@ impl EpochBatches {
     /// Training rows in block `b`.
     fn block_range(&self, b: usize) -> std::ops::Range<usize> {
         let per = self.block_rows();
-        b * per..((b + 1) * per).min(self.data.n_all())
+        (b * per).max(self.span.start)..((b + 1) * per).min(self.span.end)
     }
 
     /// `blocks`: moves `base` past the current window and draws the next one's order.
@@ -164,7 +205,7 @@ impl EpochBatches {
         batch_size: usize,
         part: impl Fn(usize) -> std::ops::Range<usize>,
     ) -> Result<(CsrBatch, usize), DataError> {
-        let n_rows = self.data.n_rows();
+        let n_rows = self.n_rows;
         if self.next >= n_rows {
             self.epoch += 1;
             self.start_epoch();
@@ -177,6 +218,32 @@ impl EpochBatches {
         Ok((self.data.batch(&rows)?, n))
     }
 
+    /// The next `n` rows (places in the file), the epochs following one another without a
+    /// break: one stream's share of a batch.
+    pub(crate) fn take_rows(&mut self, n: usize) -> Vec<usize> {
+        let mut out = Vec::with_capacity(n);
+        while out.len() < n && self.n_rows > 0 {
+            if self.next >= self.n_rows {
+                self.epoch += 1;
+                self.start_epoch();
+            }
+            let m = (n - out.len()).min(self.n_rows - self.next);
+            out.extend(self.take(self.next..self.next + m));
+            self.next += m;
+        }
+        out
+    }
+
+    /// Training rows walked each epoch.
+    pub fn n_rows(&self) -> usize {
+        self.n_rows
+    }
+
+    /// The rows walked, as a batch source holds them.
+    pub(crate) fn data(&self) -> &Arc<TrainRows> {
+        &self.data
+    }
+
     /// Row indices held now: one per row of the epoch (`rows`) or of one window (`blocks`).
     pub fn order_rows(&self) -> usize {
         self.order.len()
@@ -185,32 +252,12 @@ impl EpochBatches {
     /// Bytes the epoch's order holds at most: every training row's index (`rows`), or the
     /// block permutation and the largest window's rows (`blocks`).
     pub fn order_bytes(&self) -> u64 {
-        let word = size_of::<usize>() as u64;
-        match self.shuffle.mode {
-            ShuffleMode::Rows => self.data.n_rows() as u64 * word,
-            ShuffleMode::Blocks => {
-                let n_blocks = self.data.n_all().div_ceil(self.block_rows());
-                let window = (self.blocks_per_window() * self.block_rows()).min(self.data.n_all());
-                (n_blocks + window) as u64 * word
-            }
-        }
+        order_bytes_over(&self.shuffle, &self.span, self.n_rows)
     }
 }
 
-/// What a batch source holds in host memory, in bytes.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Resident {
-    /// Rows on the heap (a file read whole).
-    pub rows_bytes: u64,
-    /// The epoch's order.
-    pub order_bytes: u64,
-    /// Maps beside the rows: renumbering, a packed file's block table, the synthetic
-    /// generator's Zipf tables.
-    pub maps_bytes: u64,
-}
-
 /// Where a batch source stands: what a checkpoint keeps to continue the same sequence of
-/// batches.
+/// batches (streams: the rows taken, as the epoch and the row within it).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum DataPosition {
@@ -233,7 +280,7 @@ impl EpochBatches {
     pub fn seek(&mut self, epoch: u64, next: usize) {
         self.epoch = epoch;
         self.start_epoch();
-        let next = next.min(self.data.n_rows());
+        let next = next.min(self.n_rows);
         if self.shuffle.mode == ShuffleMode::Blocks {
             let mut skipped = 0;
             while !self.window_blocks(self.window).is_empty() {
@@ -257,95 +304,13 @@ impl EpochBatches {
     }
 }
 
-/// Where training batches come from.
-#[derive(Clone)]
-pub enum BatchSource {
-    Synthetic(SyntheticStream),
-    Rows(EpochBatches),
-}
-
-impl BatchSource {
-    /// What it holds in host memory.
-    pub fn resident(&self) -> Resident {
-        match self {
-            BatchSource::Synthetic(s) => Resident {
-                maps_bytes: s.heap_bytes(),
-                ..Resident::default()
-            },
-            BatchSource::Rows(r) => {
-                let (rows_bytes, maps_bytes) = r.data.resident_bytes();
-                Resident {
-                    rows_bytes,
-                    order_bytes: r.order_bytes(),
-                    maps_bytes,
-                }
-            }
-        }
-    }
-
-    pub fn position(&self) -> DataPosition {
-        match self {
-            BatchSource::Synthetic(s) => DataPosition::Synthetic {
-                next_row: s.next_row(),
-            },
-            BatchSource::Rows(r) => r.position(),
-        }
-    }
-
-    /// Continues from `position`; an error when it belongs to the other kind of source.
-    pub fn seek(&mut self, position: DataPosition) -> Result<(), DataError> {
-        match (self, position) {
-            (BatchSource::Synthetic(s), DataPosition::Synthetic { next_row }) => {
-                s.seek(next_row);
-                Ok(())
-            }
-            (BatchSource::Rows(r), DataPosition::Rows { epoch, next }) => {
-                r.seek(epoch, next);
-                Ok(())
-            }
-            (_, p) => Err(DataError::InvalidSpec {
-                key: "data",
-                message: format!("a saved data position {p:?} does not fit this run's data"),
-            }),
-        }
-    }
-
-    pub fn next_batch(&mut self, batch_size: usize) -> Result<CsrBatch, DataError> {
-        match self {
-            BatchSource::Synthetic(s) => s.next_batch(batch_size),
-            BatchSource::Rows(r) => r.next_batch(batch_size),
-        }
-    }
-
-    /// Rows `part(n)` of the next batch (of `n` rows), built without the others, and `n`; the
-    /// source moves past the whole batch. A rank of a multi-process run reads its rows of each
-    /// global batch this way: the ranks' parts are disjoint and together the batch
-    /// [`Self::next_batch`] would give, whatever the number of ranks.
-    pub fn next_batch_part(
-        &mut self,
-        batch_size: usize,
-        part: impl Fn(usize) -> std::ops::Range<usize>,
-    ) -> Result<(CsrBatch, usize), DataError> {
-        match self {
-            BatchSource::Synthetic(s) => {
-                let first = s.next_row();
-                let mine = part(batch_size);
-                let b = s.batch_at(first + mine.start as u64, mine.len())?;
-                s.seek(first + batch_size as u64);
-                Ok((b, batch_size))
-            }
-            BatchSource::Rows(r) => r.next_batch_part(batch_size, part),
-        }
-    }
-}
-
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::{Dataset, RowStore};
 
     /// `n` rows, row `r` holding id `r` and class `r`.
-    fn rows(n: u32, held: Vec<usize>) -> Arc<TrainRows> {
+    pub(crate) fn rows(n: u32, held: Vec<usize>) -> Arc<TrainRows> {
         let mut rows = RowStore::new();
         for r in 0..n {
             rows.push(&[r, (r + 3) % n], &[1.0, 2.0], &[r], &[1.0]);
@@ -361,11 +326,12 @@ mod tests {
         Arc::new(TrainRows::memory(data).hold_out(held))
     }
 
-    fn blocks(block_rows: usize, window_rows: usize) -> Shuffle {
+    pub(crate) fn blocks(block_rows: usize, window_rows: usize) -> Shuffle {
         Shuffle {
             mode: ShuffleMode::Blocks,
             block_rows,
             window_rows,
+            streams: 1,
         }
     }
 
@@ -424,56 +390,6 @@ mod tests {
             got.sort_unstable();
             let want: Vec<u32> = (0..20).filter(|r| !held.contains(&(*r as usize))).collect();
             assert_eq!(got, want, "{shuffle:?}");
-        }
-    }
-
-    #[test]
-    fn a_source_sought_to_a_position_continues_as_the_uninterrupted_one() {
-        for shuffle in [Shuffle::default(), blocks(4, 8), blocks(4, 1)] {
-            let data = rows(37, vec![3, 9, 10, 11, 30]);
-            let mut whole = BatchSource::Rows(EpochBatches::new(Arc::clone(&data), 9, shuffle));
-            for step in 0..20 {
-                let at = whole.position();
-                let mut resumed =
-                    BatchSource::Rows(EpochBatches::new(Arc::clone(&data), 9, shuffle));
-                resumed.seek(at).unwrap();
-                let (a, b) = (whole.next_batch(5).unwrap(), resumed.next_batch(5).unwrap());
-                assert_eq!(a.targets(), b.targets(), "{shuffle:?} step {step}");
-                assert_eq!(whole.position(), resumed.position());
-            }
-        }
-    }
-
-    #[test]
-    fn the_parts_of_a_batch_are_the_batch() {
-        for shuffle in [Shuffle::default(), blocks(2, 4)] {
-            let mut whole = BatchSource::Rows(EpochBatches::new(rows(10, vec![]), 7, shuffle));
-            let mut parts = [whole.clone(), whole.clone(), whole.clone()];
-            // Three epochs of batches of 4 (the last of each epoch short), in three parts.
-            for _ in 0..9 {
-                let b = whole.next_batch(4).unwrap();
-                let mut got = Vec::new();
-                for (k, p) in parts.iter_mut().enumerate() {
-                    let (part, n) = p
-                        .next_batch_part(4, |n| (n * k / 3)..(n * (k + 1) / 3))
-                        .unwrap();
-                    assert_eq!(n, b.n_rows());
-                    got.push(part);
-                }
-                let rows: Vec<usize> = got.iter().map(|p| p.n_rows()).collect();
-                assert_eq!(rows.iter().sum::<usize>(), b.n_rows());
-                let mut at = 0;
-                for (p, &n) in got.iter().zip(&rows) {
-                    let want = b.row_range(at..at + n);
-                    assert_eq!(
-                        (p.row_ptr(), p.ids(), p.values()),
-                        (want.row_ptr(), want.ids(), want.values())
-                    );
-                    assert_eq!(p.targets(), want.targets());
-                    at += n;
-                }
-                assert_eq!(parts[0].position(), whole.position());
-            }
         }
     }
 }

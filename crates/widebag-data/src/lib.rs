@@ -2,6 +2,7 @@
 //! (libsvm, scipy npz, LightGCN interaction lists, text corpora, dictd), statistics, conversion.
 
 pub mod atomic;
+pub mod batch_source;
 pub mod batches;
 pub mod dataset;
 pub mod dictd;
@@ -23,6 +24,7 @@ pub mod progress;
 pub mod rng;
 pub mod source;
 pub mod stats;
+pub mod streams;
 pub mod synthetic;
 pub mod text;
 pub mod text_pack;
@@ -31,7 +33,8 @@ pub mod words;
 
 use std::path::PathBuf;
 
-pub use batches::{BatchSource, DataPosition, EpochBatches, Resident, Shuffle, ShuffleMode};
+pub use batch_source::{BatchSource, Resident};
+pub use batches::{DataPosition, EpochBatches, Shuffle, ShuffleMode};
 pub use dataset::{Dataset, RowStore};
 pub use held_out::{HeldOut, load_held_out};
 pub use labels::{LABELS_SUFFIX, LabelOptions};
@@ -39,6 +42,7 @@ pub use open::load;
 pub use order::{Relabel, Renumbering};
 pub use progress::Progress;
 pub use source::{Loaded, Source};
+pub use streams::Streams;
 pub use text::{TextOptions, Vocabulary};
 pub use train_rows::TrainRows;
 pub use widebag_kinds::{Format, LabelMode, TargetKind, TextMode, TokenFormat};

@@ -135,7 +135,7 @@ pub fn line_documents(
 }
 
 /// Files under `dir`, recursively, in path order; names starting with `.` are left out.
-fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), DataError> {
+pub(crate) fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), DataError> {
     let io = |source| DataError::Io {
         path: dir.to_path_buf(),
         source,
@@ -162,6 +162,24 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), DataError> {
     Ok(())
 }
 
+/// The document that the file `path` is: its text, or an error naming its line and column when
+/// it is not UTF-8.
+pub(crate) fn read_document(path: &Path) -> Result<String, DataError> {
+    let bytes = std::fs::read(path).map_err(|source| DataError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    match decode_utf8(&bytes) {
+        Ok(text) => Ok(text.to_string()),
+        Err((line, column)) => Err(DataError::Parse {
+            path: path.to_path_buf(),
+            line,
+            column,
+            message: "the file is not valid UTF-8".into(),
+        }),
+    }
+}
+
 /// One document per file under `dir` (recursively, path order). A file that is not UTF-8 is an
 /// error naming it, its line and column, or is skipped and counted under `skip_bad_lines`.
 pub fn file_documents(dir: &Path, skip_bad_lines: bool) -> Result<(Vec<String>, usize), DataError> {
@@ -178,21 +196,7 @@ pub fn named_file_documents(
     walk(dir, &mut files)?;
     let read: Vec<Result<(PathBuf, String), DataError>> = files
         .into_par_iter()
-        .map(|p| {
-            let bytes = std::fs::read(&p).map_err(|source| DataError::Io {
-                path: p.clone(),
-                source,
-            })?;
-            match decode_utf8(&bytes) {
-                Ok(text) => Ok((p, text.to_string())),
-                Err((line, column)) => Err(DataError::Parse {
-                    path: p,
-                    line,
-                    column,
-                    message: "the file is not valid UTF-8".into(),
-                }),
-            }
-        })
+        .map(|p| read_document(&p).map(|d| (p, d)))
         .collect();
     let mut docs = Vec::with_capacity(read.len());
     let mut skipped = 0;

@@ -1,18 +1,22 @@
-//! A one-document-per-line text corpus packed in two streamed passes, in memory bounded by a line
-//! block and the vocabulary, whatever the corpus' size: the first counts the words (the
+//! A text corpus (one document per line of a file, or one per file of a directory) packed in two
+//! streamed passes, in memory bounded by a line block (a few files) and the vocabulary, whatever
+//! the corpus' size: the first counts the words (the
 //! vocabulary), the second forms each block's bag-of-words or CBOW rows over it as the block
 //! comes (the language-model case: context bags built while streaming, never a whole-corpus
 //! token array). The packed bytes are those of the corpus read whole and packed.
 
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use rayon::prelude::*;
 
 use crate::lines::{CHUNK_LINES, LineBlocks, LineError, bad_line, for_each_parsed};
 use crate::packed::PackMeta;
-use crate::packed::write::{Extent, PackOptions, Row, StreamHeader, pack_rows};
-use crate::text::{TextOptions, corpus_note, doc_ids, doc_rows, parse_document_str, vocabulary_of};
+use crate::packed::write::{Extent, PackOptions, Row, RowSink, StreamHeader, pack_rows};
+use crate::text::{
+    TextOptions, Vocabulary, corpus_note, doc_ids, doc_rows, parse_document_str, read_document,
+    vocabulary_of, walk,
+};
 use crate::words::{add_counts, count_into};
 use crate::{DataError, Progress, ReadOptions};
 
@@ -56,9 +60,23 @@ fn count_corpus(
     Ok((counts, documents))
 }
 
-/// Packs the corpus file `path` (one document per line) into `out` streamed (atomically, as
-/// `pack_rows`), or `Ok(None)` for a directory of documents (read whole first).
-/// `options.progress` is told the bytes of each pass (two over the file).
+/// Files a directory's passes read at a time (each a document, read and decoded in parallel).
+const FILES_AT_ONCE: usize = 64;
+
+/// The bytes a pass over the corpus `path` reads: the file's, or every document file's under a
+/// directory.
+pub fn corpus_bytes(path: &Path) -> u64 {
+    let size = |p: &Path| std::fs::metadata(p).map_or(0, |m| m.len());
+    let mut files = Vec::new();
+    match path.is_dir() && walk(path, &mut files).is_ok() {
+        true => files.iter().map(|f| size(f)).sum(),
+        false => size(path),
+    }
+}
+
+/// Packs the corpus `path` into `out` streamed (atomically, as `pack_rows`): one document per
+/// line of a file, or one per file of a directory (recursively, path order), in two passes
+/// whose `options.progress` is told the bytes read.
 pub fn pack_text(
     path: &Path,
     read: &ReadOptions,
@@ -68,44 +86,21 @@ pub fn pack_text(
     options: PackOptions,
 ) -> Result<Option<PackMeta>, DataError> {
     if path.is_dir() {
-        return Ok(None);
+        return pack_text_dir(path, read, text, variant, out, options).map(Some);
     }
     let progress = options.progress.clone();
     let (counts, documents) = count_corpus(path, read, text, &progress)?;
     let vocab = vocabulary_of(path, counts, text)?;
-    let tokens: u64 = vocab.words.iter().map(|(_, c)| c).sum();
-    let header = StreamHeader {
-        variant: variant.to_string(),
-        width: vocab.len(),
-        n_classes: vocab.len(),
-        extent: Extent::Declared,
-        notes: vec![corpus_note(documents, tokens as usize, vocab.len())],
-        vocabulary: Some(vocab.words.clone()),
-    };
+    let header = header_of(&vocab, documents, variant);
     // Each line parsed straight to its in-vocabulary ids (no text kept), on the reader's side.
     let ids = |line: &[u8]| -> Result<Option<Vec<u32>>, LineError> {
         let doc = parse_document_str(line)?;
         Ok(Some(doc_ids(doc, text.tokens, &vocab).0))
     };
     pack_rows(header, out, options, |sink| {
-        let io = |source| DataError::Io {
-            path: out.to_path_buf(),
-            source,
-        };
         let skipped = for_each_parsed(path, read.skip_bad_lines, ids, |docs, bytes| {
             for (_, doc) in docs {
-                let mut pushed = Ok(());
-                doc_rows(&doc, text, None, |ids, values, targets, weights| {
-                    if pushed.is_ok() {
-                        pushed = sink.push(Row {
-                            ids,
-                            values,
-                            targets,
-                            weights,
-                        });
-                    }
-                });
-                pushed.map_err(io)?;
+                push_document(sink, &doc, text, out)?;
             }
             progress.advance(bytes);
             Ok(())
@@ -116,13 +111,119 @@ pub fn pack_text(
     .map(Some)
 }
 
+/// The streamed header of a corpus of `documents` over `vocab`.
+fn header_of(vocab: &Vocabulary, documents: usize, variant: &str) -> StreamHeader {
+    let tokens: u64 = vocab.words.iter().map(|(_, c)| c).sum();
+    StreamHeader {
+        variant: variant.to_string(),
+        width: vocab.len(),
+        n_classes: vocab.len(),
+        extent: Extent::Declared,
+        notes: vec![corpus_note(documents, tokens as usize, vocab.len())],
+        vocabulary: Some(vocab.words.clone()),
+    }
+}
+
+/// The rows of one document of in-vocabulary `ids` written to `sink` (`out` names a failed
+/// write).
+fn push_document<W: std::io::Write>(
+    sink: &mut RowSink<'_, W>,
+    ids: &[u32],
+    text: &TextOptions,
+    out: &Path,
+) -> Result<(), DataError> {
+    let mut pushed = Ok(());
+    doc_rows(ids, text, None, |ids, values, targets, weights| {
+        if pushed.is_ok() {
+            pushed = sink.push(Row {
+                ids,
+                values,
+                targets,
+                weights,
+            });
+        }
+    });
+    pushed.map_err(|source| DataError::Io {
+        path: out.to_path_buf(),
+        source,
+    })
+}
+
+/// The documents of `files`, read and decoded in parallel; `None` for a file that is not UTF-8
+/// under `skip_bad_lines` (an error naming it, its line and column otherwise).
+fn read_documents(
+    files: &[PathBuf],
+    skip_bad_lines: bool,
+) -> Result<Vec<Option<String>>, DataError> {
+    (files.par_iter())
+        .map(|p| match read_document(p) {
+            Ok(doc) => Ok(Some(doc)),
+            Err(DataError::Parse { .. }) if skip_bad_lines => Ok(None),
+            Err(e) => Err(e),
+        })
+        .collect()
+}
+
+/// A directory of documents packed in two passes over its files, [`FILES_AT_ONCE`] at a time:
+/// memory bounded by those files, the file list and the vocabulary.
+fn pack_text_dir(
+    dir: &Path,
+    read: &ReadOptions,
+    text: &TextOptions,
+    variant: &str,
+    out: &Path,
+    options: PackOptions,
+) -> Result<PackMeta, DataError> {
+    let progress = options.progress.clone();
+    let mut files = Vec::new();
+    walk(dir, &mut files)?;
+    let bytes = |files: &[PathBuf]| -> u64 {
+        (files.iter())
+            .map(|f| std::fs::metadata(f).map_or(0, |m| m.len()))
+            .sum()
+    };
+    let (mut counts, mut documents) = (HashMap::new(), 0);
+    for chunk in files.chunks(FILES_AT_ONCE) {
+        let docs = read_documents(chunk, read.skip_bad_lines)?;
+        let part = (docs.par_iter().flatten())
+            .fold(HashMap::new, |mut c, doc| {
+                count_into(&mut c, doc, text.tokens);
+                c
+            })
+            .reduce(HashMap::new, add_counts);
+        counts = add_counts(counts, part);
+        documents += docs.iter().flatten().count();
+        progress.advance(bytes(chunk));
+    }
+    let vocab = vocabulary_of(dir, counts, text)?;
+    let header = header_of(&vocab, documents, variant);
+    pack_rows(header, out, options, |sink| {
+        let mut skipped = 0;
+        for chunk in files.chunks(FILES_AT_ONCE) {
+            let docs: Vec<Option<Vec<u32>>> = (read_documents(chunk, read.skip_bad_lines)?)
+                .par_iter()
+                .map(|d| d.as_deref().map(|d| doc_ids(d, text.tokens, &vocab).0))
+                .collect();
+            for doc in docs {
+                match doc {
+                    Some(ids) => push_document(sink, &ids, text, out)?,
+                    None => skipped += 1,
+                }
+            }
+            progress.advance(bytes(chunk));
+        }
+        (0..skipped).for_each(|_| sink.skip_line());
+        Ok(())
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::packed::write::pack;
     use crate::{Format, Source, TextMode, TokenFormat};
 
-    fn dir(name: &str) -> std::path::PathBuf {
+    fn dir(name: &str) -> PathBuf {
         let d =
             std::env::temp_dir().join(format!("widebag-text-pack-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&d);
@@ -167,7 +268,7 @@ mod tests {
         };
         let meta = pack_text(path, read, &text, &source.variant(), &a, options())
             .unwrap()
-            .expect("a file streams");
+            .expect("a corpus streams");
         let loaded = crate::open::load(&source).unwrap();
         let whole = pack(&loaded, &source.variant(), &b, options()).unwrap();
         assert_eq!(meta, whole);
@@ -212,6 +313,62 @@ mod tests {
         )
         .unwrap_err();
         assert!(matches!(e, DataError::Parse { line: 60_001, .. }), "{e}");
+        assert!(!out.exists());
+    }
+
+    #[test]
+    fn a_directory_streams_to_the_whole_reads_pack_byte_for_byte() {
+        let d = dir("tree");
+        let tree = d.join("docs");
+        std::fs::create_dir_all(tree.join("sub")).unwrap();
+        // 150 documents (three passes' chunks of files), one nested, one hidden, one empty.
+        let words = [
+            "the", "of", "cat", "sat", "on", "mat", "a", "dog", "ran", "far",
+        ];
+        for f in 0..150usize {
+            let text: Vec<&str> = (0..f % 23).map(|k| words[(f * 7 + k * k) % 10]).collect();
+            let at = if f % 50 == 3 {
+                tree.join("sub")
+            } else {
+                tree.clone()
+            };
+            std::fs::write(at.join(format!("doc{f:03}.txt")), text.join(" ")).unwrap();
+        }
+        std::fs::write(tree.join(".hidden"), "zebra zebra").unwrap();
+        let cbow = TextOptions {
+            mode: TextMode::Cbow,
+            window: 2,
+            ..TextOptions::default()
+        };
+        same_bytes(&tree, cbow, &ReadOptions::default());
+        same_bytes(&tree, TextOptions::default(), &ReadOptions::default());
+        assert_eq!(corpus_bytes(&tree), {
+            let mut files = Vec::new();
+            walk(&tree, &mut files).unwrap();
+            files
+                .iter()
+                .map(|f| std::fs::metadata(f).unwrap().len())
+                .sum::<u64>()
+        });
+        // A file that is not UTF-8: skipped and counted alike, or an error naming it and its
+        // line, with no output.
+        std::fs::write(tree.join("sub/bad.txt"), b"cat\nsat \xff").unwrap();
+        let skip = ReadOptions {
+            skip_bad_lines: true,
+            ..ReadOptions::default()
+        };
+        same_bytes(&tree, TextOptions::default(), &skip);
+        let out = d.join("bad.wbp");
+        let e = pack_text(
+            &tree,
+            &ReadOptions::default(),
+            &TextOptions::default(),
+            "t",
+            &out,
+            PackOptions::default(),
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("bad.txt:2:5"), "{e}");
         assert!(!out.exists());
     }
 }

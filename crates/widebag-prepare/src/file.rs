@@ -13,8 +13,7 @@ use widebag_data::packed::PackedFile;
 use widebag_data::packed::read::Part;
 use widebag_data::stats::{self, DataStats};
 use widebag_data::{
-    BatchSource, Dataset, EpochBatches, HeldOut, Relabel, Shuffle, Source, TrainRows, Vocabulary,
-    source,
+    BatchSource, Dataset, HeldOut, Relabel, Shuffle, Source, TrainRows, Vocabulary, source,
 };
 
 use crate::PrepareError;
@@ -225,12 +224,14 @@ fn open_file(
         mode: config.data.shuffle,
         block_rows: config.data.shuffle_block_rows,
         window_rows: config.data.shuffle_rows,
+        streams: config.data.shuffle_streams,
     };
-    let batches = EpochBatches::new(Arc::new(train), config.train.seed, shuffle);
+    let batches = BatchSource::rows(Arc::new(train), config.train.seed, shuffle)
+        .map_err(PrepareError::data("data.shuffle_streams"))?;
     let model_bands = model_bands(&resolved)?;
     Ok(Prepared {
         config: resolved,
-        batches: BatchSource::Rows(batches),
+        batches,
         data: Some(summary),
         warnings,
         eval,

@@ -46,7 +46,10 @@ pub fn explain_ranks(req: &OneExplain) -> Outcome {
              prints every rank's part)"
         )));
     }
-    if let Some((key, message)) = refused_across_ranks(&req.config) {
+    if let Some((key, message)) = refused_across_ranks(
+        &req.config,
+        crate::commands::launch::mpi_world_size().unwrap_or(1),
+    ) {
         return Err(Failure::usage(anyhow::anyhow!("{key}: {message}")));
     }
     let report = crate::commands::launch::on_mpi_world(|comm| measure_rank(req, comm))??;

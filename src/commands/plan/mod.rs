@@ -42,7 +42,8 @@ fn plan_one(req: &OnePlan) -> Outcome {
                  process's allocator)"
             )));
         }
-        if let Some((key, message)) = widebag_model::train::group::refused_across_ranks(&req.config)
+        if let Some((key, message)) =
+            widebag_model::train::group::refused_across_ranks(&req.config, req.solver.ranks)
         {
             return Err(Failure::usage(anyhow::anyhow!("{key}: {message}")));
         }

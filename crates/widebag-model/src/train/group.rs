@@ -65,8 +65,21 @@ pub(crate) fn resume_point(
     }
 }
 
-/// Why a configuration cannot train across ranks yet, naming the key; `None` when it can.
-pub fn refused_across_ranks(config: &widebag_config::Config) -> Option<(&'static str, String)> {
+/// Why a configuration cannot train across `ranks` ranks, naming the key; `None` when it can.
+pub fn refused_across_ranks(
+    config: &widebag_config::Config,
+    ranks: usize,
+) -> Option<(&'static str, String)> {
+    let streams = config.data.shuffle_streams;
+    if streams > 1 && !streams.is_multiple_of(ranks.max(1)) {
+        return Some((
+            "data.shuffle_streams",
+            format!(
+                "{ranks} ranks cannot share {streams} streams: the number of ranks must divide \
+                 it (each rank reads its streams' blocks alone)"
+            ),
+        ));
+    }
     if config.model.layout != Layout::Sparse {
         return Some((
             "model.layout",

@@ -150,7 +150,8 @@ pub fn run_training_in(
         size: comm.size(),
     };
     let alone = ranks.size == 1;
-    if let Some((key, message)) = group::refused_across_ranks(config).filter(|_| !alone) {
+    if let Some((key, message)) = group::refused_across_ranks(config, ranks.size).filter(|_| !alone)
+    {
         return Err(ModelError::Unsupported { key, message });
     }
     let transform = InputTransform::of(config);
