@@ -230,11 +230,7 @@ fn open_wgpu_kind(kind: Option<DeviceKind>) -> Result<Compute, ModelError> {
 /// Opens the wgpu device (`--device wgpu`): a hardware GPU when there is one, else whatever
 /// adapter the native graphics API offers, software ones included (once per process).
 pub fn open_wgpu() -> Result<Compute, ModelError> {
-    let hardware = choose_hardware(list_adapters()).map(|(kind, _)| kind);
-    if hardware.is_none() {
-        crate::software_tuning::tune_for_software_adapter();
-    }
-    open_wgpu_kind(hardware)
+    open_wgpu_kind(choose_hardware(list_adapters()).map(|(kind, _)| kind))
 }
 
 /// Opens the device the choice asks for. `Auto` takes a hardware GPU, or else flex with a

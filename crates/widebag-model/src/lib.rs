@@ -24,7 +24,6 @@ pub mod export;
 pub mod layout;
 pub mod model;
 pub mod output;
-mod software_tuning;
 pub mod step;
 pub mod table;
 pub mod tensors;
