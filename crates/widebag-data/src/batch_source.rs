@@ -23,6 +23,18 @@ pub struct Resident {
     pub maps_bytes: u64,
 }
 
+impl Resident {
+    /// A data file's rows (on the heap or mapped, with their maps) and an order of `order_bytes`.
+    fn of(data: &TrainRows, order_bytes: u64) -> Self {
+        let (rows_bytes, maps_bytes) = data.resident_bytes();
+        Self {
+            rows_bytes,
+            order_bytes,
+            maps_bytes,
+        }
+    }
+}
+
 /// Where training batches come from.
 #[derive(Clone)]
 pub enum BatchSource {
@@ -49,22 +61,8 @@ impl BatchSource {
                 maps_bytes: s.heap_bytes(),
                 ..Resident::default()
             },
-            BatchSource::Rows(r) => {
-                let (rows_bytes, maps_bytes) = r.data().resident_bytes();
-                Resident {
-                    rows_bytes,
-                    order_bytes: r.order_bytes(),
-                    maps_bytes,
-                }
-            }
-            BatchSource::Streams(s) => {
-                let (rows_bytes, maps_bytes) = s.data().resident_bytes();
-                Resident {
-                    rows_bytes,
-                    order_bytes: s.order_bytes(),
-                    maps_bytes,
-                }
-            }
+            BatchSource::Rows(r) => Resident::of(r.data(), r.order_bytes()),
+            BatchSource::Streams(s) => Resident::of(s.data(), s.order_bytes()),
         }
     }
 

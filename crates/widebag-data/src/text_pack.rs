@@ -275,6 +275,22 @@ mod tests {
         assert_eq!(std::fs::read(&a).unwrap(), std::fs::read(&b).unwrap());
     }
 
+    /// The error packing `path` (no line skipped) gives, with no output left beside it.
+    fn refused(path: &Path) -> DataError {
+        let out = path.parent().unwrap().join("bad.wbp");
+        let e = pack_text(
+            path,
+            &ReadOptions::default(),
+            &TextOptions::default(),
+            "t",
+            &out,
+            PackOptions::default(),
+        )
+        .unwrap_err();
+        assert!(!out.exists(), "{e}");
+        e
+    }
+
     #[test]
     fn streamed_pack_is_the_whole_reads_pack_byte_for_byte() {
         let d = dir("same");
@@ -302,18 +318,8 @@ mod tests {
             ..ReadOptions::default()
         };
         same_bytes(&path, TextOptions::default(), &skip);
-        let out = d.join("bad.wbp");
-        let e = pack_text(
-            &path,
-            &ReadOptions::default(),
-            &TextOptions::default(),
-            "t",
-            &out,
-            PackOptions::default(),
-        )
-        .unwrap_err();
+        let e = refused(&path);
         assert!(matches!(e, DataError::Parse { line: 60_001, .. }), "{e}");
-        assert!(!out.exists());
     }
 
     #[test]
@@ -358,17 +364,7 @@ mod tests {
             ..ReadOptions::default()
         };
         same_bytes(&tree, TextOptions::default(), &skip);
-        let out = d.join("bad.wbp");
-        let e = pack_text(
-            &tree,
-            &ReadOptions::default(),
-            &TextOptions::default(),
-            "t",
-            &out,
-            PackOptions::default(),
-        )
-        .unwrap_err();
+        let e = refused(&tree);
         assert!(e.to_string().contains("bad.txt:2:5"), "{e}");
-        assert!(!out.exists());
     }
 }
