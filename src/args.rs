@@ -5,7 +5,8 @@
 use std::path::PathBuf;
 
 pub use crate::data_args::{
-    ConvertArgs, FormatArg, ModeArg, OutFormat, PackArgs, SourceArgs, StatsArgs, TokensArg,
+    ConvertArgs, FormatArg, LabelArg, ModeArg, OutFormat, PackArgs, SourceArgs, StatsArgs,
+    TokensArg,
 };
 pub use crate::device_args::{DeviceArg, DeviceArgs};
 pub use crate::run_args::{EvalArgs, ExportArgs, PredictArgs, RunArgs};

@@ -35,6 +35,14 @@ pub enum TokensArg {
 }
 
 #[derive(Clone, Copy, ValueEnum)]
+pub enum LabelArg {
+    /// Each document's own bag of words is its target.
+    Bag,
+    /// Each file of a text directory targets one class, cut from its name (`--label-chars`).
+    FileName,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
 pub enum OutFormat {
     Libsvm,
     Npz,
@@ -65,6 +73,13 @@ pub struct SourceArgs {
     /// text/dictd: token format.
     #[arg(long, value_enum, default_value = "plain")]
     pub tokens: TokensArg,
+    /// text directory: how documents are labelled (`data.label`).
+    #[arg(long, value_enum, default_value = "bag")]
+    pub label: LabelArg,
+    /// --label file-name: the characters START,END of each file name that are its class
+    /// (`data.label_chars`; Brown: 1,2, the genre letter of `ca01`); 0,0 takes the whole name.
+    #[arg(long, value_delimiter = ',', default_values_t = [0, 0])]
+    pub label_chars: Vec<usize>,
     /// lightgcn: the held-out file loaded alongside.
     #[arg(long)]
     pub test: Option<PathBuf>,

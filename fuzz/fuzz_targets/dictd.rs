@@ -1,5 +1,5 @@
 //! dictd databases: an `.index` and a `.dict` (or, by the first byte, a `.dict.dz` gzip member)
-//! cut from the input at its first NUL.
+//! cut from the input at its first NUL, read whole and packed streamed.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -17,4 +17,7 @@ fuzz_target!(|data: &[u8]| {
     let mut s = Source::new(&index, Format::Dictd);
     s.read.skip_bad_lines = mode & 2 != 0;
     let _ = load(&s);
+    let out = widebag_fuzz::scratch().join("d.wbp");
+    let options = widebag_data::packed::PackOptions::default();
+    let _ = widebag_data::documents_pack::pack_dictd(&index, &s.read, &s.text, "d", &out, options);
 });

@@ -167,6 +167,7 @@ fn synth_packed(stream: &widebag_data::SyntheticStream, args: &SynthArgs) -> Res
         extent: Extent::Declared,
         notes: vec![format!("synthetic (seed {})", stream.spec().seed)],
         vocabulary: None,
+        labels: None,
     };
     let options = widebag_data::packed::PackOptions {
         block_rows: args.block_rows,
@@ -237,41 +238,65 @@ fn pack(args: &PackArgs) -> Outcome {
         let template = format!("{{bar:30}} {unit}  {{msg}}  [{{elapsed}}<{{eta}}]");
         bar.set_style(ProgressStyle::with_template(&template).expect("valid template"));
     };
-    // A libsvm file, LightGCN lists one line per user in order and a corpus (a document per
-    // line, or per file of a directory) are packed as they are read (in a pass or two more for
-    // what the rows need first: libsvm's shape when undeclared, the users, the vocabulary);
-    // npz, dictd and documents labelled by file name are read whole first.
-    let streamed = match (source.format, &source.test_path) {
-        (widebag_data::Format::Libsvm, None) => {
+    // Every format is packed as it is read, in a pass or two more for what the rows need first
+    // (libsvm's shape when undeclared, the users, the vocabulary and the classes): the bar
+    // counts the source bytes of every pass. LightGCN lists whose users are not one line each
+    // in ascending order are read whole first (`None`).
+    let streamed = match source.format {
+        widebag_data::Format::Libsvm => {
             let passes = widebag_data::libsvm_shape::passes(&source.path, &source.read);
             set_bar(passes * size(&source.path), "{bytes}/{total_bytes} read");
-            let meta = widebag_data::libsvm_pack::pack_libsvm(
+            widebag_data::libsvm_pack::pack_libsvm(
                 &source.path,
-                &source.read,
-                &source.variant(),
-                &args.out,
-                options.clone(),
-            );
-            Some(meta.map_err(failed)?)
-        }
-        (widebag_data::Format::Lightgcn, test) => {
-            // The held-out file is read twice, the training file once.
-            let passes = size(&source.path) + 2 * test.as_deref().map_or(0, size);
-            set_bar(passes, "{bytes}/{total_bytes} read");
-            widebag_data::lightgcn_pack::pack_lightgcn(
-                &source.path,
-                test.as_deref(),
                 &source.read,
                 &source.variant(),
                 &args.out,
                 options.clone(),
             )
-            .map_err(failed)?
+            .map(Some)
         }
-        (widebag_data::Format::Text, None) if !source.label.is_file_name() => {
+        widebag_data::Format::Lightgcn => {
+            // The held-out file is read twice, the training file once.
+            let test = source.test_path.as_deref();
+            let passes = size(&source.path) + 2 * test.map_or(0, size);
+            set_bar(passes, "{bytes}/{total_bytes} read");
+            widebag_data::lightgcn_pack::pack_lightgcn(
+                &source.path,
+                test,
+                &source.read,
+                &source.variant(),
+                &args.out,
+                options.clone(),
+            )
+        }
+        widebag_data::Format::Npz => {
+            set_bar(size(&source.path), "{bytes}/{total_bytes} read");
+            widebag_data::npz::pack_npz(
+                &source.path,
+                &source.read,
+                &source.variant(),
+                &args.out,
+                options.clone(),
+            )
+            .map(Some)
+        }
+        widebag_data::Format::Text => {
             let bytes = widebag_data::text_pack::corpus_bytes(&source.path);
             set_bar(2 * bytes, "{bytes}/{total_bytes} read");
             widebag_data::text_pack::pack_text(
+                &source.path,
+                &source.read,
+                (&source.text, &source.label),
+                &source.variant(),
+                &args.out,
+                options.clone(),
+            )
+            .map(Some)
+        }
+        widebag_data::Format::Dictd => {
+            let dict = widebag_data::dictd::locate(&source.path).map(|f| size(&f.dict));
+            set_bar(2 * dict.unwrap_or(0), "{bytes}/{total_bytes} read");
+            widebag_data::documents_pack::pack_dictd(
                 &source.path,
                 &source.read,
                 &source.text,
@@ -279,10 +304,10 @@ fn pack(args: &PackArgs) -> Outcome {
                 &args.out,
                 options.clone(),
             )
-            .map_err(failed)?
+            .map(Some)
         }
-        _ => None,
-    };
+    }
+    .map_err(failed)?;
     let how = if streamed.is_some() { ", streamed" } else { "" };
     let meta = match streamed {
         Some(meta) => meta,

@@ -11,8 +11,8 @@ use widebag_data::{Format, Source, TextMode, TextOptions, TokenFormat};
 use widebag_solver::Calibration;
 
 use crate::args::{
-    BenchArgs, ConfigArgs, DeviceArg, DeviceArgs, ExplainArgs, FormatArg, ModeArg, SourceArgs,
-    SweepArgs, TokensArg, TrainArgs,
+    BenchArgs, ConfigArgs, DeviceArg, DeviceArgs, ExplainArgs, FormatArg, LabelArg, ModeArg,
+    SourceArgs, SweepArgs, TokensArg, TrainArgs,
 };
 use crate::failure::Failure;
 
@@ -361,5 +361,13 @@ pub fn source(args: &SourceArgs) -> Result<Source, Failure> {
             TokensArg::Tagged => TokenFormat::Tagged,
         },
     };
+    if let LabelArg::FileName = args.label {
+        let [start, end] = args.label_chars[..] else {
+            return Err(Failure::usage(anyhow::anyhow!(
+                "--label-chars takes START,END (two numbers)"
+            )));
+        };
+        s.label = widebag_data::labels::LabelOptions::file_name(start, end);
+    }
     Ok(s)
 }

@@ -81,6 +81,12 @@ fn scipy_npz_files_read_exactly() {
         let npz = root().join("tests/data/npz").join(name);
         convert(&npz, "npz", "libsvm", &out);
         assert_eq!(std::fs::read_to_string(&out).unwrap(), expected, "{name}");
+        // Packed streamed (each member from the map), it holds the same rows.
+        let packed = dir.join(format!("{name}.wbp"));
+        ok(&["data", "pack", s(&npz), "--format", "npz", s(&packed)]);
+        let again = dir.join(format!("{name}.wbp.svm"));
+        convert(&packed, "npz", "libsvm", &again);
+        assert_eq!(std::fs::read_to_string(&again).unwrap(), expected, "{name}");
     }
 }
 
@@ -395,13 +401,49 @@ fn a_packed_dataset_trains_as_the_file_it_was_packed_from() {
         dir.join("docs.txt"),
         dir.join("tiny.index"),
     );
-    let cases: [(&Path, &str, &[&str]); 4] = [
-        (&svm, "libsvm", &[]),
-        (&train, "lightgcn", &[]),
-        (&docs, "text", &["--mode", "cbow"]),
-        (&index, "dictd", &["--mode", "bow"]),
+    let npz = dir.join("s.npz");
+    convert(&svm, "libsvm", "npz", &npz);
+    // Documents labelled by the second character of their file names (Brown's genre letter).
+    let brown = dir.join("brown");
+    std::fs::create_dir_all(&brown).unwrap();
+    let words = [
+        "The/at", "cat/nn", "sat/vbd", "on/in", "a/at", "mat/nn", "dog/nn", "./.",
     ];
-    for (i, (file, format, mode)) in cases.into_iter().enumerate() {
+    for f in 0..90usize {
+        let text: Vec<&str> = (0..3 + f % 17)
+            .map(|k| words[(f * 3 + k * k) % 8])
+            .collect();
+        let genre = (b'a' + (f % 5) as u8) as char;
+        std::fs::write(brown.join(format!("c{genre}{f:02}")), text.join(" ")).unwrap();
+    }
+    let labelled = [
+        "data.tokens=\"tagged\"",
+        "data.label=\"file_name\"",
+        "data.label_chars=[1, 2]",
+    ];
+    // Each case: the file, its format, the flags `data pack` and `data stats` read it with, and
+    // the keys `train` reads it with.
+    let cases: [(&Path, &str, &[&str], &[&str]); 6] = [
+        (&svm, "libsvm", &[], &[]),
+        (&train, "lightgcn", &[], &[]),
+        (&docs, "text", &["--mode", "cbow"], &["data.mode=cbow"]),
+        (&index, "dictd", &["--mode", "bow"], &["data.mode=bow"]),
+        (&npz, "npz", &[], &[]),
+        (
+            &brown,
+            "text",
+            &[
+                "--tokens",
+                "tagged",
+                "--label",
+                "file-name",
+                "--label-chars",
+                "1,2",
+            ],
+            &labelled,
+        ),
+    ];
+    for (i, (file, format, mode, sets)) in cases.into_iter().enumerate() {
         let packed = dir.join(format!("{i}.wbp"));
         let mut args = vec!["data", "pack", s(file), "--format", format];
         args.extend(mode);
@@ -437,9 +479,8 @@ fn a_packed_dataset_trains_as_the_file_it_was_packed_from() {
             let mut a = vec![
                 "train", "--device", "cpu", "--json", "--set", &set, "--set", &fmt,
             ];
-            let m = mode.get(1).map(|m| format!("data.mode={m}"));
-            if let Some(m) = &m {
-                a.extend(["--set", m]);
+            for s in sets {
+                a.extend(["--set", s]);
             }
             a.extend(["--set", "train.steps=12", "--set", "train.batch_size=32"]);
             a.extend(["--set", "train.eval_every=0"]);
@@ -468,11 +509,10 @@ fn a_packed_dataset_trains_as_the_file_it_was_packed_from() {
             let set = format!("data.path={}", s(&packed));
             let fmt = format!("data.format={format}");
             let mut a = vec!["train", "--device", "cpu", "--json", "--set", &set];
-            let m = mode.get(1).map(|m| format!("data.mode={m}"));
             if with_settings {
                 a.extend(["--set", &fmt]);
-                if let Some(m) = &m {
-                    a.extend(["--set", m]);
+                for s in sets {
+                    a.extend(["--set", s]);
                 }
             }
             a.extend(["--set", "train.steps=6", "--set", "train.batch_size=32"]);

@@ -133,8 +133,10 @@ fn check_label(d: &DataConfig) -> Result<(), (&'static str, String)> {
     if d.mode.unwrap_or_default() != TextMode::Bow {
         return err("\"file_name\" needs mode = \"bow\" (one row per document)");
     }
-    // A path that is not there yet is left to the reader, which names it.
-    if d.format.is_some() && d.resolved_path().is_some_and(|p| p.is_file()) {
+    // A path that is not there yet is left to the reader, which names it; a packed dataset
+    // (`data pack --label file-name`) is a file that holds the labelled documents' rows.
+    let file = |p: &std::path::Path| p.is_file() && !widebag_kinds::is_packed(p);
+    if d.format.is_some() && d.resolved_path().is_some_and(|p| file(&p)) {
         return err(
             "\"file_name\" needs data.path to be a directory of documents (one per file), not a file",
         );

@@ -178,7 +178,8 @@ pub fn read_labelled(
         Some(classes),
     );
     let mut dataset = formed.dataset;
-    dataset.notes.push(classes_note(label, &names, &dataset));
+    let counts = class_counts(names.len(), &dataset);
+    dataset.notes.push(classes_note(label, &names, &counts));
     Ok((dataset, vocab, names))
 }
 
@@ -213,7 +214,7 @@ pub fn held_out_documents(
     })
 }
 
-fn class_index(names: &[String]) -> HashMap<String, u32> {
+pub(crate) fn class_index(names: &[String]) -> HashMap<String, u32> {
     names
         .iter()
         .enumerate()
@@ -234,13 +235,13 @@ fn class_counts(n_classes: usize, dataset: &Dataset) -> Vec<u64> {
     counts
 }
 
-/// "15 classes from file names (characters 1..2): a 44, b 27, …" (the first 30 classes).
-fn classes_note(label: &LabelOptions, names: &[String], dataset: &Dataset) -> String {
+/// "15 classes from file names (characters 1..2): a 44, b 27, …" (the first 30 classes), from
+/// each class's document `counts`.
+pub(crate) fn classes_note(label: &LabelOptions, names: &[String], counts: &[u64]) -> String {
     const SHOWN: usize = 30;
-    let counts = class_counts(names.len(), dataset);
     let mut listed: Vec<String> = names
         .iter()
-        .zip(&counts)
+        .zip(counts)
         .take(SHOWN)
         .map(|(n, c)| format!("{n} {c}"))
         .collect();

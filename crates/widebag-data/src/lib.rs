@@ -6,6 +6,7 @@ pub mod batch_source;
 pub mod batches;
 pub mod dataset;
 pub mod dictd;
+pub mod documents_pack;
 pub mod frequencies;
 pub mod held_out;
 pub mod key_sums;

@@ -60,6 +60,7 @@ pub fn pack_libsvm(
         extent: Extent::Declared,
         notes: vec![base_note(zero_based, base_set)],
         vocabulary: None,
+        labels: None,
     };
     let check = Check {
         path,

@@ -77,6 +77,7 @@ pub fn pack_lightgcn(
         extent: Extent::Grows,
         notes: Vec::new(),
         vocabulary: None,
+        labels: None,
     };
     let mut fallback = false;
     let packed = pack_rows(header, out, options, |sink| {

@@ -6,19 +6,19 @@
 //! token array). The packed bytes are those of the corpus read whole and packed.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use rayon::prelude::*;
 
+use crate::documents_pack::{header_of, pack_directory, push_document};
+use crate::labels::LabelOptions;
 use crate::lines::{CHUNK_LINES, LineBlocks, LineError, bad_line, for_each_parsed};
 use crate::packed::PackMeta;
-use crate::packed::write::{Extent, PackOptions, Row, RowSink, StreamHeader, pack_rows};
-use crate::text::{
-    TextOptions, Vocabulary, corpus_note, doc_ids, doc_rows, parse_document_str, read_document,
-    vocabulary_of, walk,
-};
+use crate::packed::write::{PackOptions, pack_rows};
+use crate::text::{TextOptions, doc_ids, parse_document_str, vocabulary_of, walk};
 use crate::words::{add_counts, count_into};
 use crate::{DataError, Progress, ReadOptions};
+use widebag_kinds::Format;
 
 /// The words of a corpus file counted in parallel chunks of each line block, borrowing the
 /// block's text (a word allocated once per chunk, when first seen), and its documents (lines);
@@ -30,38 +30,49 @@ fn count_corpus(
     progress: &Progress,
 ) -> Result<(HashMap<String, u64>, usize), DataError> {
     type Part = (HashMap<String, u64>, usize, Option<(usize, LineError)>);
-    let chunk = |lines: &[(usize, &[u8])]| -> Part {
-        let (mut counts, mut documents) = (HashMap::new(), 0);
+    // Lines counted into a map per rayon split, the splits' maps merged in parallel: a block
+    // costs one merge here, not one per chunk of lines.
+    let chunk = |mut part: Part, lines: &[(usize, &[u8])]| -> Part {
         for &(n, line) in lines {
+            if part.2.is_some() {
+                break;
+            }
             match parse_document_str(line) {
                 Ok(doc) => {
-                    documents += 1;
-                    count_into(&mut counts, doc, text.tokens);
+                    part.1 += 1;
+                    count_into(&mut part.0, doc, text.tokens);
                 }
                 Err(_) if read.skip_bad_lines => {}
-                Err(e) => return (counts, documents, Some((n, e))),
+                Err(e) => part.2 = Some((n, e)),
             }
         }
-        (counts, documents, None)
+        part
     };
+    let merge = |a: Part, b: Part| -> Part {
+        // The first failing line (the lower line number) is the one reported.
+        let failed = match (a.2, b.2) {
+            (Some(x), Some(y)) => Some(if x.0 <= y.0 { x } else { y }),
+            (x, y) => x.or(y),
+        };
+        (add_counts(a.0, b.0), a.1 + b.1, failed)
+    };
+    let fresh = || (HashMap::new(), 0, None);
     let mut blocks = LineBlocks::open(path)?;
     let (mut counts, mut documents) = (HashMap::new(), 0);
     while let Some(block) = blocks.next_block()? {
-        let parts: Vec<Part> = block.lines().par_chunks(CHUNK_LINES).map(chunk).collect();
-        for (part, docs, failed) in parts {
-            if let Some((line, e)) = failed {
-                return Err(bad_line(path, line, e));
-            }
-            counts = add_counts(counts, part);
-            documents += docs;
+        let lines = block.lines();
+        let (part, docs, failed) = (lines.par_chunks(CHUNK_LINES))
+            .fold(fresh, chunk)
+            .reduce(fresh, merge);
+        if let Some((line, e)) = failed {
+            return Err(bad_line(path, line, e));
         }
+        counts = add_counts(counts, part);
+        documents += docs;
         progress.advance(block.bytes.len() as u64);
     }
     Ok((counts, documents))
 }
-
-/// Files a directory's passes read at a time (each a document, read and decoded in parallel).
-const FILES_AT_ONCE: usize = 64;
 
 /// The bytes a pass over the corpus `path` reads: the file's, or every document file's under a
 /// directory.
@@ -75,18 +86,20 @@ pub fn corpus_bytes(path: &Path) -> u64 {
 }
 
 /// Packs the corpus `path` into `out` streamed (atomically, as `pack_rows`): one document per
-/// line of a file, or one per file of a directory (recursively, path order), in two passes
-/// whose `options.progress` is told the bytes read.
+/// line of a file, or one per file of a directory (recursively, path order; each targeting the
+/// class its name gives under `label`), in two passes whose `options.progress` is told the
+/// bytes read.
 pub fn pack_text(
     path: &Path,
     read: &ReadOptions,
-    text: &TextOptions,
+    (text, label): (&TextOptions, &LabelOptions),
     variant: &str,
     out: &Path,
     options: PackOptions,
-) -> Result<Option<PackMeta>, DataError> {
+) -> Result<PackMeta, DataError> {
+    label.check(Format::Text, text.mode, path)?;
     if path.is_dir() {
-        return pack_text_dir(path, read, text, variant, out, options).map(Some);
+        return pack_directory(path, read, (text, label), variant, out, options);
     }
     let progress = options.progress.clone();
     let (counts, documents) = count_corpus(path, read, text, &progress)?;
@@ -100,118 +113,11 @@ pub fn pack_text(
     pack_rows(header, out, options, |sink| {
         let skipped = for_each_parsed(path, read.skip_bad_lines, ids, |docs, bytes| {
             for (_, doc) in docs {
-                push_document(sink, &doc, text, out)?;
+                push_document(sink, &doc, (text, None), out)?;
             }
             progress.advance(bytes);
             Ok(())
         })?;
-        (0..skipped).for_each(|_| sink.skip_line());
-        Ok(())
-    })
-    .map(Some)
-}
-
-/// The streamed header of a corpus of `documents` over `vocab`.
-fn header_of(vocab: &Vocabulary, documents: usize, variant: &str) -> StreamHeader {
-    let tokens: u64 = vocab.words.iter().map(|(_, c)| c).sum();
-    StreamHeader {
-        variant: variant.to_string(),
-        width: vocab.len(),
-        n_classes: vocab.len(),
-        extent: Extent::Declared,
-        notes: vec![corpus_note(documents, tokens as usize, vocab.len())],
-        vocabulary: Some(vocab.words.clone()),
-    }
-}
-
-/// The rows of one document of in-vocabulary `ids` written to `sink` (`out` names a failed
-/// write).
-fn push_document<W: std::io::Write>(
-    sink: &mut RowSink<'_, W>,
-    ids: &[u32],
-    text: &TextOptions,
-    out: &Path,
-) -> Result<(), DataError> {
-    let mut pushed = Ok(());
-    doc_rows(ids, text, None, |ids, values, targets, weights| {
-        if pushed.is_ok() {
-            pushed = sink.push(Row {
-                ids,
-                values,
-                targets,
-                weights,
-            });
-        }
-    });
-    pushed.map_err(|source| DataError::Io {
-        path: out.to_path_buf(),
-        source,
-    })
-}
-
-/// The documents of `files`, read and decoded in parallel; `None` for a file that is not UTF-8
-/// under `skip_bad_lines` (an error naming it, its line and column otherwise).
-fn read_documents(
-    files: &[PathBuf],
-    skip_bad_lines: bool,
-) -> Result<Vec<Option<String>>, DataError> {
-    (files.par_iter())
-        .map(|p| match read_document(p) {
-            Ok(doc) => Ok(Some(doc)),
-            Err(DataError::Parse { .. }) if skip_bad_lines => Ok(None),
-            Err(e) => Err(e),
-        })
-        .collect()
-}
-
-/// A directory of documents packed in two passes over its files, [`FILES_AT_ONCE`] at a time:
-/// memory bounded by those files, the file list and the vocabulary.
-fn pack_text_dir(
-    dir: &Path,
-    read: &ReadOptions,
-    text: &TextOptions,
-    variant: &str,
-    out: &Path,
-    options: PackOptions,
-) -> Result<PackMeta, DataError> {
-    let progress = options.progress.clone();
-    let mut files = Vec::new();
-    walk(dir, &mut files)?;
-    let bytes = |files: &[PathBuf]| -> u64 {
-        (files.iter())
-            .map(|f| std::fs::metadata(f).map_or(0, |m| m.len()))
-            .sum()
-    };
-    let (mut counts, mut documents) = (HashMap::new(), 0);
-    for chunk in files.chunks(FILES_AT_ONCE) {
-        let docs = read_documents(chunk, read.skip_bad_lines)?;
-        let part = (docs.par_iter().flatten())
-            .fold(HashMap::new, |mut c, doc| {
-                count_into(&mut c, doc, text.tokens);
-                c
-            })
-            .reduce(HashMap::new, add_counts);
-        counts = add_counts(counts, part);
-        documents += docs.iter().flatten().count();
-        progress.advance(bytes(chunk));
-    }
-    let vocab = vocabulary_of(dir, counts, text)?;
-    let header = header_of(&vocab, documents, variant);
-    pack_rows(header, out, options, |sink| {
-        let mut skipped = 0;
-        for chunk in files.chunks(FILES_AT_ONCE) {
-            let docs: Vec<Option<Vec<u32>>> = (read_documents(chunk, read.skip_bad_lines)?)
-                .par_iter()
-                .map(|d| d.as_deref().map(|d| doc_ids(d, text.tokens, &vocab).0))
-                .collect();
-            for doc in docs {
-                match doc {
-                    Some(ids) => push_document(sink, &ids, text, out)?,
-                    None => skipped += 1,
-                }
-            }
-            progress.advance(bytes(chunk));
-        }
         (0..skipped).for_each(|_| sink.skip_line());
         Ok(())
     })
@@ -222,6 +128,7 @@ mod tests {
     use super::*;
     use crate::packed::write::pack;
     use crate::{Format, Source, TextMode, TokenFormat};
+    use std::path::PathBuf;
 
     fn dir(name: &str) -> PathBuf {
         let d =
@@ -266,9 +173,16 @@ mod tests {
             block_rows: 500,
             ..PackOptions::default()
         };
-        let meta = pack_text(path, read, &text, &source.variant(), &a, options())
-            .unwrap()
-            .expect("a corpus streams");
+        let label = LabelOptions::default();
+        let meta = pack_text(
+            path,
+            read,
+            (&text, &label),
+            &source.variant(),
+            &a,
+            options(),
+        )
+        .unwrap();
         let loaded = crate::open::load(&source).unwrap();
         let whole = pack(&loaded, &source.variant(), &b, options()).unwrap();
         assert_eq!(meta, whole);
@@ -281,7 +195,7 @@ mod tests {
         let e = pack_text(
             path,
             &ReadOptions::default(),
-            &TextOptions::default(),
+            (&TextOptions::default(), &LabelOptions::default()),
             "t",
             &out,
             PackOptions::default(),

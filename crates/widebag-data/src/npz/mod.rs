@@ -7,8 +7,12 @@
 //! `widebag_n_classes`, which scipy ignores. A file without them gets each row's bag as target.
 //! Errors name the file, the archive member and the byte offset.
 
+mod elements;
 mod npy;
+mod stream;
 mod zip;
+
+pub use stream::pack_npz;
 
 use std::io::Write;
 use std::path::Path;
@@ -16,7 +20,7 @@ use std::path::Path;
 use crate::dataset::{Dataset, RowStore};
 use crate::{DataError, ReadOptions};
 use npy::{Npy, le_bytes, npy_bytes, parse_npy};
-use zip::{central_directory, extract, write_zip};
+use zip::{Method, central_directory, extract, write_zip};
 
 /// An error inside an archive, before the file path is attached.
 #[derive(Debug)]
@@ -81,44 +85,7 @@ fn read_npz_bytes(zip: &[u8], options: &ReadOptions) -> Result<Dataset, Fault> {
             )
         })
     };
-    let format = need("format")?;
-    let fmt = String::from_utf8_lossy(format.data)
-        .trim_end_matches('\0')
-        .to_string();
-    if fmt != "csr" {
-        return Err(fault(
-            format.name,
-            format.data_offset as u64,
-            format!("sparse format `{fmt}` is not supported; save a CSR matrix (`.tocsr()`)"),
-        ));
-    }
-    let shape = need("shape")?;
-    let dims = shape.indices(u64::MAX, "a shape dimension")?;
-    let [n_rows, n_cols] = dims[..] else {
-        return Err(fault(
-            shape.name,
-            shape.data_offset as u64,
-            "shape must have two dimensions",
-        ));
-    };
-    if n_cols > u64::from(u32::MAX) {
-        return Err(fault(
-            shape.name,
-            shape.data_offset as u64,
-            format!("width {n_cols} exceeds 2^32 - 1"),
-        ));
-    }
-    let width = match options.width {
-        Some(w) if (w as u64) < n_cols => {
-            return Err(fault(
-                shape.name,
-                shape.data_offset as u64,
-                format!("the matrix has {n_cols} columns, more than the set width {w}"),
-            ));
-        }
-        Some(w) => w,
-        None => n_cols as usize,
-    };
+    let (n_rows, n_cols, width) = csr_shape(&need("format")?, &need("shape")?, options)?;
     let values = need("data")?.values()?;
     let indices = need("indices")?.indices(n_cols, "column index")?;
     if indices.len() != values.len() {
@@ -133,8 +100,7 @@ fn read_npz_bytes(zip: &[u8], options: &ReadOptions) -> Result<Dataset, Fault> {
     let ids: Vec<u32> = indices.into_iter().map(|i| i as u32).collect();
     let (target_ptr, targets, target_weights, n_classes) = match array("widebag_target_indptr")? {
         Some(tp) => {
-            let n_classes = need("widebag_n_classes")?.indices(u64::from(u32::MAX), "n_classes")?;
-            let n_classes = *n_classes.first().unwrap_or(&0);
+            let n_classes = n_classes_of(&need("widebag_n_classes")?)?;
             let t = need("widebag_target_ids")?.indices(n_classes, "target class")?;
             let w = need("widebag_target_weights")?.values()?;
             let tp = tp.pointers(n_rows as usize, t.len())?;
@@ -165,9 +131,68 @@ fn read_npz_bytes(zip: &[u8], options: &ReadOptions) -> Result<Dataset, Fault> {
     })
 }
 
+/// A CSR matrix's rows, columns and the width read with `options` (which may widen it), from
+/// its `format` and `shape` arrays.
+fn csr_shape(format: &Npy, shape: &Npy, options: &ReadOptions) -> Result<(u64, u64, usize), Fault> {
+    let fmt = String::from_utf8_lossy(format.data)
+        .trim_end_matches('\0')
+        .to_string();
+    if fmt != "csr" {
+        return Err(fault(
+            format.name,
+            format.data_offset as u64,
+            format!("sparse format `{fmt}` is not supported; save a CSR matrix (`.tocsr()`)"),
+        ));
+    }
+    let dims = shape.indices(u64::MAX, "a shape dimension")?;
+    let [n_rows, n_cols] = dims[..] else {
+        return Err(fault(
+            shape.name,
+            shape.data_offset as u64,
+            "shape must have two dimensions",
+        ));
+    };
+    if n_cols > u64::from(u32::MAX) {
+        return Err(fault(
+            shape.name,
+            shape.data_offset as u64,
+            format!("width {n_cols} exceeds 2^32 - 1"),
+        ));
+    }
+    let width = match options.width {
+        Some(w) if (w as u64) < n_cols => {
+            return Err(fault(
+                shape.name,
+                shape.data_offset as u64,
+                format!("the matrix has {n_cols} columns, more than the set width {w}"),
+            ));
+        }
+        Some(w) => w,
+        None => n_cols as usize,
+    };
+    Ok((n_rows, n_cols, width))
+}
+
+/// The classes widebag's `widebag_n_classes` array declares (0 when it is empty).
+fn n_classes_of(array: &Npy) -> Result<u64, Fault> {
+    let n_classes = array.indices(u64::from(u32::MAX), "n_classes")?;
+    Ok(*n_classes.first().unwrap_or(&0))
+}
+
 /// Writes `dataset` as a scipy CSR `.npz` (int32 indices, int32 or int64 pointers, float32 data),
 /// adding widebag's target arrays unless every row's target is its own bag.
 pub fn write_npz(dataset: &Dataset, path: &Path) -> Result<(), DataError> {
+    let io = |source| DataError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut file = std::io::BufWriter::new(std::fs::File::create(path).map_err(io)?);
+    write_zip(&mut file, &npz_members(dataset), Method::Deflate).map_err(io)?;
+    file.flush().map_err(io)
+}
+
+/// The `.npy` members [`write_npz`] writes of `dataset`, named.
+fn npz_members(dataset: &Dataset) -> Vec<(String, Vec<u8>)> {
     let rows = &dataset.rows;
     let n_rows = rows.n_rows();
     let ptr = |p: &[usize]| -> (&'static str, Vec<u8>) {
@@ -228,13 +253,7 @@ pub fn write_npz(dataset: &Dataset, path: &Path) -> Result<(), DataError> {
             (dataset.n_classes as i64).to_le_bytes().to_vec(),
         );
     }
-    let io = |source| DataError::Io {
-        path: path.to_path_buf(),
-        source,
-    };
-    let mut file = std::io::BufWriter::new(std::fs::File::create(path).map_err(io)?);
-    write_zip(&mut file, &members).map_err(io)?;
-    file.flush().map_err(io)
+    members
 }
 
 #[cfg(test)]

@@ -74,19 +74,64 @@ pub(super) fn header_value<'h>(header: &'h str, key: &str) -> Option<&'h str> {
     Some(rest[..end].trim())
 }
 
-pub(super) fn parse_npy<'a>(name: &'a str, bytes: &'a [u8]) -> Result<Npy<'a>, Fault> {
+/// What a `.npy` header says: the element type, the element count, where the payload starts,
+/// and the header's own words for the shape and type (for messages).
+pub(super) struct Header {
+    pub(super) dtype: Dtype,
+    pub(super) len: usize,
+    pub(super) data_offset: usize,
+    pub(super) shape: String,
+    pub(super) descr: String,
+}
+
+impl Header {
+    /// The payload bytes the shape and type need.
+    pub(super) fn payload_bytes(&self) -> usize {
+        self.len.saturating_mul(self.dtype.size())
+    }
+
+    /// The fault of a payload of `held` bytes that is not the [`Self::payload_bytes`] needed.
+    pub(super) fn wrong_payload(&self, name: &str, held: usize) -> Fault {
+        let (shape, descr, want) = (&self.shape, &self.descr, self.payload_bytes());
+        fault(
+            name,
+            self.data_offset as u64,
+            format!(
+                "holds {held} payload bytes, shape {shape} of `{descr}` needs {want} (truncated?)"
+            ),
+        )
+    }
+}
+
+/// The bytes before a `.npy` header's text: `Some(header_start + header_len)` once `prefix`
+/// holds them (10 bytes for version 1, 12 for 2 and 3), `None` while it is shorter.
+pub(super) fn header_end(name: &str, prefix: &[u8]) -> Result<Option<usize>, Fault> {
     let bad = |o: usize, m: String| fault(name, o as u64, m);
-    if bytes.get(..6) != Some(b"\x93NUMPY") {
+    if prefix.len() >= 6 && prefix.get(..6) != Some(b"\x93NUMPY") {
         return Err(bad(0, "not a .npy array (bad magic)".into()));
     }
-    let (header_len, header_start) = match bytes.get(6) {
-        Some(1) => (le_u16(bytes, 8).map(usize::from), 10),
-        Some(2 | 3) => (le_u32(bytes, 8).map(|v| v as usize), 12),
+    let (header_len, header_start) = match prefix.get(6) {
+        None => return Ok(None),
+        Some(1) => (le_u16(prefix, 8).map(usize::from), 10),
+        Some(2 | 3) => (le_u32(prefix, 8).map(|v| v as usize), 12),
         v => return Err(bad(6, format!(".npy version {v:?} is not supported"))),
     };
-    let header_len = header_len.ok_or_else(|| bad(8, "truncated .npy header".into()))?;
+    Ok(header_len.map(|n| header_start + n))
+}
+
+/// Parses the header at the start of `bytes` (the payload may follow, or not).
+pub(super) fn parse_header(name: &str, bytes: &[u8]) -> Result<Header, Fault> {
+    let bad = |o: usize, m: String| fault(name, o as u64, m);
+    let header_start = match bytes.get(6) {
+        Some(1) => 10,
+        _ => 12,
+    };
+    let end = header_end(name, bytes)?.ok_or_else(|| match bytes.len() < 6 {
+        true => bad(0, "not a .npy array (bad magic)".into()),
+        false => bad(8, "truncated .npy header".into()),
+    })?;
     let header = bytes
-        .get(header_start..header_start + header_len)
+        .get(header_start..end)
         .and_then(|h| std::str::from_utf8(h).ok())
         .ok_or_else(|| bad(header_start, "truncated or non-text .npy header".into()))?;
     let descr = header_value(header, "descr")
@@ -128,58 +173,71 @@ pub(super) fn parse_npy<'a>(name: &'a str, bytes: &'a [u8]) -> Result<Npy<'a>, F
                 format!("shape {shape} has more elements than 2^64"),
             )
         })?;
-    let data_offset = header_start + header_len;
-    let want = len.saturating_mul(dtype.size());
+    Ok(Header {
+        dtype,
+        len,
+        data_offset: end,
+        shape: shape.to_string(),
+        descr: descr.to_string(),
+    })
+}
+
+pub(super) fn parse_npy<'a>(name: &'a str, bytes: &'a [u8]) -> Result<Npy<'a>, Fault> {
+    let header = parse_header(name, bytes)?;
     let data = bytes
-        .get(data_offset..)
-        .filter(|d| d.len() == want)
+        .get(header.data_offset..)
+        .filter(|d| d.len() == header.payload_bytes())
         .ok_or_else(|| {
-            bad(
-                data_offset,
-                format!(
-                    "holds {} payload bytes, shape {shape} of `{descr}` needs {want} (truncated?)",
-                    bytes.len().saturating_sub(data_offset)
-                ),
-            )
+            let held = bytes.len().saturating_sub(header.data_offset);
+            header.wrong_payload(name, held)
         })?;
     Ok(Npy {
         name,
-        dtype,
-        len,
+        dtype: header.dtype,
+        len: header.len,
         data,
-        data_offset,
+        data_offset: header.data_offset,
     })
+}
+
+impl Dtype {
+    /// One element's value (`bytes`: its [`Self::size`] little-endian bytes) as f64 (integers
+    /// exactly up to 2^53); `None` for bytes, which are not numbers.
+    pub(super) fn number(self, bytes: &[u8]) -> Option<f64> {
+        if let Dtype::Bytes(_) = self {
+            return None;
+        }
+        let mut b = [0u8; 8];
+        b[..bytes.len()].copy_from_slice(bytes);
+        Some(match self {
+            Dtype::Bool | Dtype::U8 => f64::from(b[0]),
+            Dtype::I8 => f64::from(b[0] as i8),
+            Dtype::I16 => f64::from(i16::from_le_bytes([b[0], b[1]])),
+            Dtype::U16 => f64::from(u16::from_le_bytes([b[0], b[1]])),
+            Dtype::I32 => f64::from(i32::from_le_bytes([b[0], b[1], b[2], b[3]])),
+            Dtype::U32 => f64::from(u32::from_le_bytes([b[0], b[1], b[2], b[3]])),
+            Dtype::I64 => i64::from_le_bytes(b) as f64,
+            Dtype::U64 => u64::from_le_bytes(b) as f64,
+            Dtype::F32 => f64::from(f32::from_le_bytes([b[0], b[1], b[2], b[3]])),
+            Dtype::F64 => f64::from_le_bytes(b),
+            Dtype::Bytes(_) => return None,
+        })
+    }
+
+    /// Whether elements of this type are integers (row pointers, ids, classes).
+    pub(super) fn is_integer(self) -> bool {
+        !matches!(self, Dtype::F32 | Dtype::F64 | Dtype::Bytes(_))
+    }
 }
 
 impl Npy<'_> {
     /// Elements as f64 (integers exactly up to 2^53), with each element's byte offset.
     pub(super) fn numbers(&self) -> Result<Vec<f64>, Fault> {
         let s = self.dtype.size();
-        let d = self.data;
-        let at = |i: usize| &d[i * s..(i + 1) * s];
-        let arr = |i: usize| -> [u8; 8] {
-            let mut b = [0u8; 8];
-            b[..s].copy_from_slice(at(i));
-            b
-        };
         (0..self.len)
             .map(|i| {
-                let b = arr(i);
-                Ok(match self.dtype {
-                    Dtype::Bool | Dtype::U8 => f64::from(b[0]),
-                    Dtype::I8 => f64::from(b[0] as i8),
-                    Dtype::I16 => f64::from(i16::from_le_bytes([b[0], b[1]])),
-                    Dtype::U16 => f64::from(u16::from_le_bytes([b[0], b[1]])),
-                    Dtype::I32 => f64::from(i32::from_le_bytes([b[0], b[1], b[2], b[3]])),
-                    Dtype::U32 => f64::from(u32::from_le_bytes([b[0], b[1], b[2], b[3]])),
-                    Dtype::I64 => i64::from_le_bytes(b) as f64,
-                    Dtype::U64 => u64::from_le_bytes(b) as f64,
-                    Dtype::F32 => f64::from(f32::from_le_bytes([b[0], b[1], b[2], b[3]])),
-                    Dtype::F64 => f64::from_le_bytes(b),
-                    Dtype::Bytes(_) => {
-                        return Err(self.fault(i, "holds bytes where numbers are expected"));
-                    }
-                })
+                (self.dtype.number(&self.data[i * s..(i + 1) * s]))
+                    .ok_or_else(|| self.fault(i, "holds bytes where numbers are expected"))
             })
             .collect()
     }
@@ -194,7 +252,7 @@ impl Npy<'_> {
 
     /// Non-negative integers below `limit` (checked per element).
     pub(super) fn indices(&self, limit: u64, what: &str) -> Result<Vec<u64>, Fault> {
-        if matches!(self.dtype, Dtype::F32 | Dtype::F64 | Dtype::Bytes(_)) {
+        if !self.dtype.is_integer() {
             return Err(fault(
                 self.name,
                 self.data_offset as u64,

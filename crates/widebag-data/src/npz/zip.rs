@@ -32,7 +32,7 @@ pub(super) fn le_u64(b: &[u8], at: usize) -> Option<u64> {
 pub(super) struct Entry {
     pub(super) name: String,
     pub(super) method: u16,
-    crc32: u32,
+    pub(super) crc32: u32,
     pub(super) compressed_bytes: u64,
     pub(super) uncompressed_bytes: u64,
     pub(super) local_offset: u64,
@@ -144,8 +144,9 @@ pub(super) fn central_directory(zip: &[u8]) -> Result<Vec<Entry>, Fault> {
     Ok(entries)
 }
 
-/// The uncompressed bytes of one member, CRC-checked.
-pub(super) fn extract(zip: &[u8], entry: &Entry) -> Result<Vec<u8>, Fault> {
+/// One member's bytes as the file stores them (compressed as `entry.method` says), and the
+/// offset they start at.
+pub(super) fn raw_member<'z>(zip: &'z [u8], entry: &Entry) -> Result<(usize, &'z [u8]), Fault> {
     let at = usize::try_from(entry.local_offset).unwrap_or(usize::MAX);
     let bad = |o: usize, m: &str| fault(&entry.name, o as u64, m.to_string());
     if le_u32(zip, at) != Some(LOCAL_SIG) {
@@ -167,10 +168,24 @@ pub(super) fn extract(zip: &[u8], entry: &Entry) -> Result<Vec<u8>, Fault> {
                 ),
             )
         })?;
-    let raw = &zip[start..end];
-    let data = match entry.method {
-        0 => raw.to_vec(),
-        8 => {
+    if !matches!(entry.method, 0 | 8) {
+        let m = entry.method;
+        return Err(bad(
+            at,
+            &format!("compression method {m} is not supported (only stored and deflate)"),
+        ));
+    }
+    Ok((start, &zip[start..end]))
+}
+
+/// The uncompressed bytes of one member, CRC-checked.
+pub(super) fn extract(zip: &[u8], entry: &Entry) -> Result<Vec<u8>, Fault> {
+    let (start, raw) = raw_member(zip, entry)?;
+    let bad = |o: usize, m: &str| fault(&entry.name, o as u64, m.to_string());
+    // Stored (method 0) or deflate: `raw_member` refuses the others.
+    let data = match entry.method == 8 {
+        false => raw.to_vec(),
+        true => {
             // Deflate expands at most 1032:1, so neither a claimed size nor a crafted stream
             // can make this allocate more than the member's bytes justify; one byte past the
             // claim is read so a stream longer than its directory entry is caught below.
@@ -182,12 +197,6 @@ pub(super) fn extract(zip: &[u8], entry: &Entry) -> Result<Vec<u8>, Fault> {
                 .read_to_end(&mut out)
                 .map_err(|e| bad(start, &format!("deflate data is corrupted: {e}")))?;
             out
-        }
-        m => {
-            return Err(bad(
-                at,
-                &format!("compression method {m} is not supported (only stored and deflate)"),
-            ));
         }
     };
     if data.len() as u64 != entry.uncompressed_bytes {
@@ -213,18 +222,43 @@ pub(super) fn extract(zip: &[u8], entry: &Entry) -> Result<Vec<u8>, Fault> {
     Ok(data)
 }
 
-/// Writes a zip archive of deflated members (names and contents).
+/// How members are written: deflated (scipy's `save_npz` default) or stored (numpy's `savez`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Method {
+    #[cfg_attr(
+        not(test),
+        expect(
+            dead_code,
+            reason = "numpy's savez layout: the tests write it to read it"
+        )
+    )]
+    Stored,
+    Deflate,
+}
+
+/// Writes a zip archive of members (names and contents), each written as `method` says.
 pub(super) fn write_zip(
     out: &mut impl Write,
     members: &[(String, Vec<u8>)],
+    method: Method,
 ) -> std::io::Result<()> {
     let too_big = || std::io::Error::other("an npz member of 4 GiB or more needs zip64 writing");
     let mut central = Vec::new();
     let mut offset: u64 = 0;
     for (name, data) in members {
-        let mut enc = flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::fast());
-        enc.write_all(data)?;
-        let packed = enc.finish()?;
+        let packed = match method {
+            Method::Stored => data.clone(),
+            Method::Deflate => {
+                let fast = flate2::Compression::fast();
+                let mut enc = flate2::write::DeflateEncoder::new(Vec::new(), fast);
+                enc.write_all(data)?;
+                enc.finish()?
+            }
+        };
+        let method_id: u16 = match method {
+            Method::Stored => 0,
+            Method::Deflate => 8,
+        };
         let crc = crc32fast::hash(data);
         let (packed_len, data_len) = (
             u32::try_from(packed.len()).map_err(|_| too_big())?,
@@ -234,7 +268,7 @@ pub(super) fn write_zip(
         let mut common = Vec::new();
         common.extend_from_slice(&20u16.to_le_bytes()); // version needed
         common.extend_from_slice(&0u16.to_le_bytes()); // flags
-        common.extend_from_slice(&8u16.to_le_bytes()); // deflate
+        common.extend_from_slice(&method_id.to_le_bytes());
         common.extend_from_slice(&0u16.to_le_bytes()); // time
         common.extend_from_slice(&0x21u16.to_le_bytes()); // date 1980-01-01
         common.extend_from_slice(&crc.to_le_bytes());

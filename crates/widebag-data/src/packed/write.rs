@@ -296,6 +296,8 @@ pub struct StreamHeader {
     pub notes: Vec<String>,
     /// Text: the vocabulary, `(word, count)` in id order (counted in a pass before the rows).
     pub vocabulary: Option<Vec<(String, u64)>>,
+    /// Documents labelled by file name: the class names, class id order.
+    pub labels: Option<Vec<String>>,
 }
 
 /// How a streamed pack's shape is known.
@@ -459,7 +461,7 @@ pub fn pack_rows(
             frequencies: None,
             stats,
             vocabulary: header.vocabulary.clone(),
-            labels: None,
+            labels: header.labels.clone(),
             skipped_lines,
             notes: [header.notes.clone(), late_notes].concat(),
         };

@@ -1,0 +1,326 @@
+//! An `.npz` CSR file packed streamed from a memory map: each array member is decoded as the rows
+//! need it ([`super::elements`]: a stored member straight from the map, a deflated one inflated), checked
+//! element by element as [`super::read_npz`] checks its arrays, and its CRC-32 checked at its
+//! end. Memory holds a row and each member's read buffer, never an array, whatever the file's
+//! size; the packed bytes are those of the file read whole and packed.
+
+use std::path::Path;
+
+use super::elements::{Elements, finite, integer};
+use super::zip::{Entry, central_directory, extract};
+use super::{Fault, csr_shape, fault, n_classes_of};
+use crate::dataset::RowStore;
+use crate::packed::PackMeta;
+use crate::packed::write::{Extent, PackOptions, Row, StreamHeader, pack_rows};
+use crate::{DataError, ReadOptions};
+
+/// Rows read ahead of the writer at a time, and batches of them in flight.
+const BATCH_ROWS: u64 = 16_384;
+const AHEAD: usize = 2;
+
+/// A row-pointer array read pointer by pointer: from 0, never decreasing, within the entries.
+struct Pointers<'z> {
+    elements: Elements<'z>,
+    nnz: u64,
+    last: u64,
+}
+
+impl<'z> Pointers<'z> {
+    /// The pointer array of `entry`, which must hold `n_rows + 1` integers starting at 0.
+    fn open(zip: &'z [u8], entry: &'z Entry, n_rows: u64, nnz: u64) -> Result<Self, Fault> {
+        let mut elements = Elements::open(zip, entry)?;
+        let h = &elements.header;
+        if !h.dtype.is_integer() {
+            let message = format!("a row pointer must be integers, found {:?}", h.dtype);
+            return Err(fault(&entry.name, h.data_offset as u64, message));
+        }
+        if (h.len as u64).checked_sub(1) != Some(n_rows) {
+            let message = format!(
+                "holds {} pointers, {} rows need {}",
+                h.len,
+                n_rows,
+                n_rows as u128 + 1
+            );
+            return Err(fault(&entry.name, h.data_offset as u64, message));
+        }
+        if elements.integer(u64::MAX, "a row pointer")? != 0 {
+            return Err(elements.element_fault(0, "the first row pointer must be 0"));
+        }
+        Ok(Self {
+            elements,
+            nnz,
+            last: 0,
+        })
+    }
+
+    /// The entries of the next row.
+    fn next_len(&mut self) -> Result<usize, Fault> {
+        let index = self.elements.next;
+        let p = self.elements.integer(u64::MAX, "a row pointer")?;
+        if p < self.last {
+            return Err(self.elements.element_fault(index, "row pointers decrease"));
+        }
+        if p > self.nnz {
+            let message = format!("the row pointer {p} is past the {} entries", self.nnz);
+            return Err(self.elements.element_fault(index, &message));
+        }
+        let len = p - self.last;
+        self.last = p;
+        Ok(len as usize)
+    }
+
+    /// Ends the array: its last pointer is the number of entries, its CRC-32 checked.
+    fn finish(&mut self) -> Result<(), Fault> {
+        if self.last != self.nnz {
+            let (last, nnz, index) = (self.last, self.nnz, self.elements.len() - 1);
+            let message = format!("the last row pointer is {last}, but there are {nnz} entries");
+            return Err(self.elements.element_fault(index, &message));
+        }
+        self.elements.flow.finish()
+    }
+}
+
+/// The members of a CSR `.npz`, opened and checked against each other, ready to stream.
+struct Csr<'z> {
+    n_rows: u64,
+    n_cols: u64,
+    width: usize,
+    n_classes: usize,
+    rows: Pointers<'z>,
+    ids: Elements<'z>,
+    values: Elements<'z>,
+    /// widebag's own targets; `None`: each row's bag is its target.
+    targets: Option<(Pointers<'z>, Elements<'z>, Elements<'z>)>,
+}
+
+/// The members of `zip` as [`super::read_npz`] checks them, before any row.
+fn open_csr<'z>(
+    zip: &'z [u8],
+    entries: &'z [Entry],
+    options: &ReadOptions,
+) -> Result<Csr<'z>, Fault> {
+    let member = |key: &str| -> Option<&'z Entry> {
+        entries
+            .iter()
+            .find(|e| e.name.strip_suffix(".npy").unwrap_or(&e.name) == key)
+    };
+    let need = |key: &str| -> Result<&'z Entry, Fault> {
+        member(key).ok_or_else(|| {
+            let name = format!("{key}.npy");
+            fault(&name, 0, "missing: not a scipy.sparse save_npz file")
+        })
+    };
+    // The small members whole: the format, the shape, the classes.
+    let small = |e: &'z Entry| extract(zip, e);
+    let (format, shape) = (small(need("format")?)?, small(need("shape")?)?);
+    let format = super::npy::parse_npy(&need("format")?.name, &format)?;
+    let shape = super::npy::parse_npy(&need("shape")?.name, &shape)?;
+    let (n_rows, n_cols, width) = csr_shape(&format, &shape, options)?;
+    let values = Elements::open(zip, need("data")?)?;
+    let ids = Elements::open(zip, need("indices")?)?;
+    if !ids.header.dtype.is_integer() {
+        let (h, name) = (&ids.header, &need("indices")?.name);
+        let message = format!("column index must be integers, found {:?}", h.dtype);
+        return Err(fault(name, h.data_offset as u64, message));
+    }
+    if ids.len() != values.len() {
+        let message = format!("{} indices but {} data values", ids.len(), values.len());
+        let name = &need("indices")?.name;
+        return Err(fault(name, ids.header.data_offset as u64, message));
+    }
+    let nnz = ids.len() as u64;
+    let rows = Pointers::open(zip, need("indptr")?, n_rows, nnz)?;
+    let (targets, n_classes) = match member("widebag_target_indptr") {
+        Some(tp) => {
+            let classes = need("widebag_n_classes")?;
+            let classes_bytes = small(classes)?;
+            let n_classes = n_classes_of(&super::npy::parse_npy(&classes.name, &classes_bytes)?)?;
+            let t = Elements::open(zip, need("widebag_target_ids")?)?;
+            if !t.header.dtype.is_integer() {
+                let (h, name) = (&t.header, &need("widebag_target_ids")?.name);
+                let message = format!("target class must be integers, found {:?}", h.dtype);
+                return Err(fault(name, h.data_offset as u64, message));
+            }
+            let w = Elements::open(zip, need("widebag_target_weights")?)?;
+            let tp = Pointers::open(zip, tp, n_rows, t.len() as u64)?;
+            if w.len() != t.len() {
+                let name = &need("widebag_target_weights")?.name;
+                return Err(fault(
+                    name,
+                    w.header.data_offset as u64,
+                    "one weight per target",
+                ));
+            }
+            (Some((tp, t, w)), n_classes as usize)
+        }
+        None => (None, width),
+    };
+    Ok(Csr {
+        n_rows,
+        n_cols,
+        width,
+        n_classes: options.n_classes.unwrap_or(0).max(n_classes),
+        rows,
+        ids,
+        values,
+        targets,
+    })
+}
+
+/// Reads the next `n` ids (below `limit`, named `what`) and values into `ids` and `values`.
+fn take_row(
+    (ids_in, values_in): (&mut Elements<'_>, &mut Elements<'_>),
+    n: usize,
+    (limit, what): (u64, &str),
+    (ids, values): (&mut Vec<u32>, &mut Vec<f32>),
+) -> Result<(), Fault> {
+    ids.clear();
+    values.clear();
+    ids_in.take(n, |v| integer(v, limit, what).map(|v| ids.push(v as u32)))?;
+    values_in.take(n, |v| finite(v).map(|v| values.push(v)))
+}
+
+/// Packs the CSR `.npz` at `path` into `out` streamed (atomically, as `pack_rows`), reading it
+/// through a memory map; `options.progress` is told the file's bytes as they are consumed.
+pub fn pack_npz(
+    path: &Path,
+    read: &ReadOptions,
+    variant: &str,
+    out: &Path,
+    options: PackOptions,
+) -> Result<PackMeta, DataError> {
+    let io = |source| DataError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let file = std::fs::File::open(path).map_err(io)?;
+    if file.metadata().map_err(io)?.len() == 0 {
+        return Err(DataError::Empty {
+            path: path.to_path_buf(),
+        });
+    }
+    #[allow(unsafe_code, reason = "memmap2's map is unsafe: see SAFETY")]
+    // SAFETY: the map is read only; a file changed under it by another process is the hazard
+    // every mapped reader accepts, and each member's CRC-32 is checked at its end.
+    let map = unsafe { memmap2::Mmap::map(&file) }.map_err(io)?;
+    let at = |f: Fault| f.at(path);
+    let entries = central_directory(&map).map_err(at)?;
+    let mut csr = open_csr(&map, &entries, read).map_err(at)?;
+    let header = StreamHeader {
+        variant: variant.to_string(),
+        width: csr.width,
+        n_classes: csr.n_classes,
+        extent: Extent::Declared,
+        notes: vec![format!("scipy CSR matrix {} × {}", csr.n_rows, csr.n_cols)],
+        vocabulary: None,
+        labels: None,
+    };
+    let progress = options.progress.clone();
+    pack_rows(header, out, options, |sink| {
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Result<(RowStore, u64), Fault>>(AHEAD);
+        std::thread::scope(|scope| {
+            // The members are inflated and checked a batch of rows ahead of the writer.
+            let reader = scope.spawn(move || {
+                let mut reported = 0;
+                let mut send = |rows: Result<RowStore, Fault>, csr: &Csr<'_>| {
+                    let bytes = csr.consumed_bytes();
+                    let sent = tx.send(rows.map(|rows| (rows, bytes - reported)));
+                    reported = bytes;
+                    sent.is_ok()
+                };
+                let mut r = 0;
+                while r < csr.n_rows {
+                    let n = (csr.n_rows - r).min(BATCH_ROWS);
+                    let rows = csr.rows_ahead(n);
+                    let failed = rows.is_err();
+                    if !send(rows, &csr) || failed {
+                        return;
+                    }
+                    r += n;
+                }
+                let ended = csr.finish();
+                if ended.is_err() {
+                    send(ended.map(|()| RowStore::new()), &csr);
+                }
+            });
+            let rx = rx;
+            for rows in rx.iter() {
+                let (rows, bytes) = rows.map_err(at)?;
+                for r in 0..rows.n_rows() {
+                    let ((ids, values), (targets, weights)) = (rows.row(r), rows.row_targets(r));
+                    let row = Row {
+                        ids,
+                        values,
+                        targets,
+                        weights,
+                    };
+                    sink.push(row).map_err(|source| DataError::Io {
+                        path: out.to_path_buf(),
+                        source,
+                    })?;
+                }
+                progress.advance(bytes);
+            }
+            drop(rx);
+            reader
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+            Ok(())
+        })
+    })
+}
+
+impl Csr<'_> {
+    /// The stored bytes its members have consumed (for the progress bar).
+    fn consumed_bytes(&self) -> u64 {
+        let mut streams = vec![&self.rows.elements, &self.ids, &self.values];
+        if let Some((tp, t, w)) = &self.targets {
+            streams.extend([&tp.elements, t, w]);
+        }
+        streams.iter().map(|e| e.flow.consumed_bytes()).sum()
+    }
+
+    /// The next `n` rows, read and checked.
+    fn rows_ahead(&mut self, n: u64) -> Result<RowStore, Fault> {
+        let mut rows = RowStore::new();
+        let (mut ids, mut values) = (Vec::new(), Vec::new());
+        let (mut targets, mut weights) = (Vec::new(), Vec::new());
+        let column = (self.n_cols, "column index");
+        for _ in 0..n {
+            let k = self.rows.next_len()?;
+            take_row(
+                (&mut self.ids, &mut self.values),
+                k,
+                column,
+                (&mut ids, &mut values),
+            )?;
+            match &mut self.targets {
+                Some((tp, t, w)) => {
+                    let k = tp.next_len()?;
+                    let class = (self.n_classes as u64, "target class");
+                    take_row((t, w), k, class, (&mut targets, &mut weights))?;
+                    rows.push(&ids, &values, &targets, &weights);
+                }
+                None => rows.push(&ids, &values, &ids, &values),
+            }
+        }
+        Ok(rows)
+    }
+
+    /// Ends every member: the last row pointers, each member's bytes and CRC-32.
+    fn finish(&mut self) -> Result<(), Fault> {
+        (self.rows.finish())
+            .and_then(|()| self.ids.flow.finish())
+            .and_then(|()| self.values.flow.finish())?;
+        match &mut self.targets {
+            Some((tp, t, w)) => (tp.finish())
+                .and_then(|()| t.flow.finish())
+                .and_then(|()| w.flow.finish()),
+            None => Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "stream_tests.rs"]
+mod tests;
