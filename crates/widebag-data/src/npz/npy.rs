@@ -23,7 +23,8 @@ pub(super) enum Dtype {
 
 impl Dtype {
     pub(super) fn parse(descr: &str) -> Option<Self> {
-        let (order, code) = descr.split_at(1);
+        // Checked: a header's text is the file's (an empty or non-ASCII type is refused).
+        let (order, code) = descr.split_at_checked(1)?;
         if !matches!(order, "<" | "|" | "=") {
             return None;
         }
