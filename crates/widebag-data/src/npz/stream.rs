@@ -247,17 +247,11 @@ pub fn pack_npz(
             for rows in rx.iter() {
                 let (rows, bytes) = rows.map_err(at)?;
                 for r in 0..rows.n_rows() {
-                    let ((ids, values), (targets, weights)) = (rows.row(r), rows.row_targets(r));
-                    let row = Row {
-                        ids,
-                        values,
-                        targets,
-                        weights,
-                    };
-                    sink.push(row).map_err(|source| DataError::Io {
-                        path: out.to_path_buf(),
-                        source,
-                    })?;
+                    sink.push(Row::of(&rows, r))
+                        .map_err(|source| DataError::Io {
+                            path: out.to_path_buf(),
+                            source,
+                        })?;
                 }
                 progress.advance(bytes);
             }

@@ -152,6 +152,19 @@ pub struct Row<'a> {
     pub weights: &'a [f32],
 }
 
+impl<'a> Row<'a> {
+    /// Row `r` of `store`.
+    pub fn of(store: &'a RowStore, r: usize) -> Self {
+        let ((ids, values), (targets, weights)) = (store.row(r), store.row_targets(r));
+        Self {
+            ids,
+            values,
+            targets,
+            weights,
+        }
+    }
+}
+
 /// Writes `store`'s rows as blocks of `block_rows` from offset `*at`, advancing it.
 fn write_blocks(
     w: &mut impl Write,
@@ -162,14 +175,7 @@ fn write_blocks(
 ) -> std::io::Result<Vec<Block>> {
     let mut sink = BlockSink::new(block_rows, *at);
     for r in 0..store.n_rows() {
-        let ((ids, values), (targets, weights)) = (store.row(r), store.row_targets(r));
-        let row = Row {
-            ids,
-            values,
-            targets,
-            weights,
-        };
-        sink.push(w, row)?;
+        sink.push(w, Row::of(store, r))?;
         if (r + 1) % block_rows == 0 {
             progress.advance(block_rows as u64);
         }
