@@ -89,6 +89,18 @@ fn a_frontier_trains_each_budget_within_it_writes_its_results_and_resumes() {
             "measured {measured} B over the budget: {r}"
         );
         assert_eq!(r["batch_size"], 128, "the batch is pinned: {r}");
+        // The child planned its budget as the frontier did (with the threads it ran on): the
+        // row's plan is the one that ran.
+        let dir = out.join(format!("budget-{}/run", r["budget"].as_str().unwrap()));
+        let ran: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).unwrap())
+                .unwrap();
+        let optimizers = format!(
+            "table {} + dense {}",
+            ran["table_optimizer"].as_str().unwrap(),
+            ran["dense_optimizer"].as_str().unwrap()
+        );
+        assert_eq!(r["optimizers"], optimizers.as_str(), "{r}");
         assert_eq!(r["quality"]["name"], "perplexity", "{r}");
         assert!(r["quality"]["value"].as_f64().unwrap().is_finite());
         assert!(r["table_parameters"].as_u64().unwrap() > 0);

@@ -44,16 +44,16 @@ pub fn threads_each(jobs: usize, runs: usize) -> Option<usize> {
     Some((cores / at_once).max(1))
 }
 
-/// Starts each job in order with `start` (given the threads it may use), as `fits_beside`
-/// allows, and hands each to `finish` with its exit status and wall seconds as it ends.
+/// Starts each job in order with `start` (given the `threads` each may use: [`threads_each`],
+/// as the runs were planned), as `fits_beside` allows, and hands each to `finish` with its exit
+/// status and wall seconds as it ends.
 pub fn run_side_by_side(
     queue: &[Job],
-    memory_bytes: Option<u64>,
+    (memory_bytes, threads): (Option<u64>, Option<usize>),
     jobs: usize,
     mut start: impl FnMut(&Job, Option<usize>) -> anyhow::Result<Child>,
     mut finish: impl FnMut(&Job, std::io::Result<ExitStatus>, f64),
 ) -> anyhow::Result<()> {
-    let threads = threads_each(jobs, queue.len());
     let mut running: Vec<(Job, Child, Instant)> = Vec::new();
     let mut next = 0;
     while next < queue.len() || !running.is_empty() {

@@ -36,7 +36,21 @@ pub fn run(req: &FrontierRequest) -> Outcome {
         req.out.display(),
         compute.adapter
     );
-    let mut rows = plan_all(req, &out, &compute)?;
+    // Each run is planned with the threads it will have (flex's per-thread scratch is in its
+    // ledger), so the plan a child makes for its budget is the one planned here.
+    let unfinished = (req.budgets.iter())
+        .filter(|(text, _)| finished(&point_dir(&req.out, text)).is_none())
+        .count();
+    let threads = jobs::threads_each(req.jobs, unfinished);
+    let mut rows = match threads {
+        Some(t) => rayon::ThreadPoolBuilder::new()
+            .num_threads(t)
+            .build()
+            .context("starting the planning threads")
+            .map_err(Failure::run)?
+            .install(|| plan_all(req, &out, &compute))?,
+        None => plan_all(req, &out, &compute)?,
+    };
     let queue: Vec<Job> = rows
         .iter()
         .enumerate()
@@ -56,7 +70,7 @@ pub fn run(req: &FrontierRequest) -> Outcome {
     let n = rows.len();
     jobs::run_side_by_side(
         &queue,
-        memory,
+        (memory, threads),
         req.jobs,
         |job, threads| {
             let budget = &req.budgets[job.index].0;

@@ -187,7 +187,13 @@ pub fn run_training_in(
         false => {
             let meter = MemoryMeter::with_mode(&compute.device, first_mode);
             match options.heap_meter && alone && !meter.available() {
-                true => MemoryMeter::on_heap(&compute.device, first_mode).unwrap_or(meter),
+                // The baseline is taken once the backend's lasting state (its threads'
+                // matrix-product scratch) exists, as a measured run takes it: that state is
+                // the process's, as a GPU's context is, not the step's.
+                true => {
+                    group::prime_backend(&compute.device);
+                    MemoryMeter::on_heap(&compute.device, first_mode).unwrap_or(meter)
+                }
                 false => meter,
             }
         }
