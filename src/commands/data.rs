@@ -158,7 +158,8 @@ fn synth(args: &SynthArgs) -> Outcome {
 
 /// Synthetic rows streamed into a packed file, generated in parallel a chunk at a time.
 fn synth_packed(stream: &widebag_data::SyntheticStream, args: &SynthArgs) -> Result<u64, Failure> {
-    use widebag_data::packed::write::{Extent, Row, StreamHeader, pack_rows};
+    use widebag_data::packed::stream::{Extent, StreamHeader, pack_rows};
+    use widebag_data::packed::write::Row;
     const CHUNK_ROWS: usize = 1 << 16;
     let header = StreamHeader {
         variant: "synthetic".into(),

@@ -39,6 +39,18 @@ impl RowStore {
         self.row_ptr.len() - 1
     }
 
+    /// Drops every row, keeping the buffers' capacity.
+    pub fn clear(&mut self) {
+        for v in [&mut self.row_ptr, &mut self.target_ptr] {
+            v.clear();
+            v.push(0);
+        }
+        self.ids.clear();
+        self.values.clear();
+        self.targets.clear();
+        self.target_weights.clear();
+    }
+
     pub fn nnz(&self) -> usize {
         self.ids.len()
     }

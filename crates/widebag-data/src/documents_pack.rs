@@ -10,14 +10,17 @@ use std::path::{Path, PathBuf};
 
 use rayon::prelude::*;
 
+use crate::dataset::RowStore;
 use crate::dictd::{DictdFiles, for_each_entry, index_entries, locate};
 use crate::labels::{LabelOptions, class_index, classes_note};
 use crate::packed::PackMeta;
-use crate::packed::write::{Extent, PackOptions, Row, RowSink, StreamHeader, pack_rows};
+use crate::packed::stream::{Extent, StreamHeader, pack_rows};
+use crate::packed::write::PackOptions;
 use crate::text::{
-    TextOptions, Vocabulary, corpus_note, doc_ids, doc_rows, read_document, vocabulary_of, walk,
+    TextOptions, Vocabulary, corpus_note, doc_ids_into, doc_rows, read_document, vocabulary_of,
+    walk,
 };
-use crate::words::{add_counts, count_into};
+use crate::words::ThreadCounts;
 use crate::{DataError, ReadOptions};
 
 /// Text a pass gathers before counting or forming it in parallel: a dictd database's entries,
@@ -165,26 +168,24 @@ fn pack_documents(
     skipped: usize,
 ) -> Result<PackMeta, DataError> {
     let progress = options.progress.clone();
-    let (mut counts, mut documents, mut labels) = (HashMap::new(), 0, BTreeSet::new());
+    let (mut documents, mut labels) = (0, BTreeSet::new());
     // Each batch's words counted (and labels listed) ahead, merged here.
+    let counts = ThreadCounts::new();
+    // Each batch's words counted ahead (into a map per rayon thread kept over the pass), its
+    // labels listed here.
     let count = |batch: Vec<Doc>| {
-        let part = (batch.par_iter().filter_map(|d| d.text.as_deref()))
-            .fold(HashMap::new, |mut c, doc| {
-                count_into(&mut c, doc, text.tokens);
-                c
-            })
-            .reduce(HashMap::new, add_counts);
+        (batch.par_iter().filter_map(|d| d.text.as_deref()))
+            .for_each(|doc| counts.count(doc, text.tokens));
         let kept = batch.into_iter().filter(|d| d.text.is_some());
-        let labels: Vec<Option<String>> = kept.map(|d| d.label).collect();
-        (part, labels)
+        kept.map(|d| d.label).collect::<Vec<Option<String>>>()
     };
-    pipelined(docs, count, |(part, batch_labels), bytes| {
-        counts = add_counts(std::mem::take(&mut counts), part);
+    pipelined(docs, count, |batch_labels, bytes| {
         documents += batch_labels.len();
         labels.extend(batch_labels.into_iter().flatten());
         progress.advance(bytes);
         Ok(())
     })?;
+    let counts = counts.into_counts();
     let vocab = vocabulary_of(source, counts, text)?;
     let mut header = header_of(&vocab, documents, variant);
     let names: Vec<String> = labels.into_iter().collect();
@@ -194,27 +195,26 @@ fn pack_documents(
         header.labels = Some(names.clone());
     }
     let mut per_class = vec![0u64; names.len()];
-    // Each batch's documents turned into ids (and classes) ahead, their rows written here.
-    let form = |batch: Vec<Doc>| -> Vec<Option<(Vec<u32>, Option<u32>)>> {
-        (batch.par_iter())
-            .map(|d| {
-                let ids = doc_ids(d.text.as_deref()?, text.tokens, &vocab).0;
-                Some((ids, d.label.as_ref().and_then(|l| index.get(l).copied())))
-            })
+    // Each batch's documents formed into rows (and classes) ahead, a chunk of documents at a
+    // time in parallel; here each chunk's rows are taken whole.
+    let form = |batch: Vec<Doc>| -> Vec<FormedDocs> {
+        (batch.par_chunks(CHUNK_DOCS))
+            .map(|docs| form_docs(docs, text, &vocab, &index))
             .collect()
     };
     pack_rows(header, out, options, |sink| {
         let mut skipped = skipped;
         pipelined(docs, form, |formed, bytes| {
-            for doc in formed {
-                let Some((ids, class)) = doc else {
-                    skipped += 1;
-                    continue;
-                };
-                if let Some(c) = class {
+            for chunk in formed {
+                skipped += chunk.skipped;
+                for c in chunk.classes {
                     per_class[c as usize] += 1;
                 }
-                push_document(sink, &ids, (text, class), out)?;
+                sink.push_rows(&chunk.rows)
+                    .map_err(|source| DataError::Io {
+                        path: out.to_path_buf(),
+                        source,
+                    })?;
             }
             progress.advance(bytes);
             Ok(())
@@ -299,29 +299,44 @@ pub(crate) fn header_of(vocab: &Vocabulary, documents: usize, variant: &str) -> 
     }
 }
 
-/// The rows of one document of in-vocabulary `ids` written to `sink`, targeting `class` when
-/// given (`out` names a failed write).
-pub(crate) fn push_document<W: std::io::Write>(
-    sink: &mut RowSink<'_, W>,
-    ids: &[u32],
-    (text, class): (&TextOptions, Option<u32>),
-    out: &Path,
-) -> Result<(), DataError> {
-    let mut pushed = Ok(());
-    doc_rows(ids, text, class, |ids, values, targets, weights| {
-        if pushed.is_ok() {
-            pushed = sink.push(Row {
-                ids,
-                values,
-                targets,
-                weights,
-            });
-        }
-    });
-    pushed.map_err(|source| DataError::Io {
-        path: out.to_path_buf(),
-        source,
-    })
+/// Documents formed into rows per chunk (in parallel): at most this many each.
+const CHUNK_DOCS: usize = 64;
+
+/// A chunk of documents formed into rows: their rows in order, the documents skipped as bad,
+/// and the class each labelled document targets.
+struct FormedDocs {
+    rows: RowStore,
+    skipped: usize,
+    classes: Vec<u32>,
+}
+
+/// The rows `text` forms of each document of `docs` over `vocab`, each targeting the class its
+/// label names in `index` (a label, when the documents are labelled).
+fn form_docs(
+    docs: &[Doc],
+    text: &TextOptions,
+    vocab: &Vocabulary,
+    index: &HashMap<String, u32>,
+) -> FormedDocs {
+    let mut formed = FormedDocs {
+        rows: RowStore::new(),
+        skipped: 0,
+        classes: Vec::new(),
+    };
+    let mut ids = Vec::new();
+    for d in docs {
+        let Some(doc) = d.text.as_deref() else {
+            formed.skipped += 1;
+            continue;
+        };
+        ids.clear();
+        doc_ids_into(doc, text.tokens, vocab, &mut ids);
+        let class = d.label.as_ref().and_then(|l| index.get(l).copied());
+        formed.classes.extend(class);
+        let rows = &mut formed.rows;
+        doc_rows(&ids, text, class, |a, b, c, d| rows.push(a, b, c, d));
+    }
+    formed
 }
 
 #[cfg(test)]

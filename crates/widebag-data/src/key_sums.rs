@@ -44,6 +44,14 @@ impl<T: Copy + Default + AddAssign + PartialEq> KeySums<T> {
 
     /// [`Self::add`] for a key past the dense array: it grows to the key when the data's size
     /// allows, else the key is summed in the map.
+    /// Adds `x` to each of `keys`' sums, in order (as [`Self::add`] one at a time).
+    #[inline]
+    pub fn add_each(&mut self, keys: &[u32], x: T) {
+        for &k in keys {
+            self.add(k, x);
+        }
+    }
+
     #[cold]
     fn add_beyond(&mut self, key: u32, x: T) {
         let k = key as usize;

@@ -15,7 +15,8 @@ use crate::libsvm::{ParsedLine, bad_id, base_note, parse_line_into, read_header}
 use crate::libsvm_shape::find_shape;
 use crate::lines::{CHUNK_LINES, LineBlock, LineBlocks, LineError, bad_line};
 use crate::packed::PackMeta;
-use crate::packed::write::{Extent, PackOptions, Row, RowSink, StreamHeader, pack_rows};
+use crate::packed::stream::{Extent, RowSink, StreamHeader, pack_rows};
+use crate::packed::write::{PackOptions, Row};
 use crate::{DataError, ReadOptions};
 
 /// Parsed line blocks ready ahead of the writer.
@@ -179,10 +180,10 @@ impl Check<'_> {
 
     /// Writes a parsed block's rows in order (`rows` counts them); the first bad line is an
     /// error naming the file, line and column, unless bad lines are skipped (and counted).
-    fn write<W: std::io::Write>(
+    fn write(
         &self,
         chunks: Vec<Rows>,
-        sink: &mut RowSink<'_, W>,
+        sink: &mut RowSink,
         rows: &mut u64,
     ) -> Result<(), DataError> {
         let mut ones = Vec::new();

@@ -13,7 +13,8 @@ use std::path::Path;
 use crate::lightgcn::{MAX_USERS_PER_LINE, MAX_USERS_SLACK, as_bag, parse_line, scan_line, shape};
 use crate::lines::for_each_parsed;
 use crate::packed::PackMeta;
-use crate::packed::write::{Extent, PackOptions, Row, RowSink, StreamHeader, pack_rows};
+use crate::packed::stream::{Extent, RowSink, StreamHeader, pack_rows};
+use crate::packed::write::{PackOptions, Row};
 use crate::{DataError, ReadOptions};
 
 /// What the first pass finds in one file.
@@ -139,7 +140,7 @@ struct Seen {
 }
 
 /// A user's row: its items as input and as target, weight 1.
-fn push_bag<W: std::io::Write>(sink: &mut RowSink<'_, W>, items: &[u32]) -> std::io::Result<()> {
+fn push_bag(sink: &mut RowSink, items: &[u32]) -> std::io::Result<()> {
     let ones = vec![1.0; items.len()];
     sink.push(Row {
         ids: items,
@@ -152,11 +153,11 @@ fn push_bag<W: std::io::Write>(sink: &mut RowSink<'_, W>, items: &[u32]) -> std:
 /// The training file's rows, one per user up to its largest (a user without a line is an
 /// empty row), as its lines come; `None` when its users are not one line each in ascending
 /// order, or a user id runs far past the lines so far (the whole read decides then).
-fn write_training_rows<W: std::io::Write>(
+fn write_training_rows(
     path: &Path,
     read: &ReadOptions,
     held: &Scan,
-    sink: &mut RowSink<'_, W>,
+    sink: &mut RowSink,
     progress: &crate::Progress,
 ) -> Result<Option<Seen>, DataError> {
     let io = |source| DataError::Io {
@@ -201,11 +202,11 @@ fn write_training_rows<W: std::io::Write>(
 }
 
 /// One row per user `0..n_users` from `path`'s lines (a user without a line is an empty row).
-fn write_rows<W: std::io::Write>(
+fn write_rows(
     path: &Path,
     read: &ReadOptions,
     n_users: usize,
-    sink: &mut RowSink<'_, W>,
+    sink: &mut RowSink,
     progress: &crate::Progress,
 ) -> Result<(), DataError> {
     let io = |source| DataError::Io {

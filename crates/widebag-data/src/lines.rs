@@ -198,6 +198,44 @@ pub fn for_each_parsed<T: Send>(
     })
 }
 
+/// As [`for_each_parsed`], a chunk of [`CHUNK_LINES`] lines at a time: `map` turns each chunk
+/// of a block into one item (in parallel; an item carries its own bad lines), and `each` takes
+/// a block's items in order, with the block's size in bytes, while a thread reads and maps the
+/// next blocks. An error of `each` (or of reading) stops the pass and is returned.
+pub fn for_each_chunk<T: Send>(
+    path: &Path,
+    map: impl Fn(&[(usize, &[u8])]) -> T + Sync,
+    mut each: impl FnMut(Vec<T>, u64) -> Result<(), DataError>,
+) -> Result<(), DataError> {
+    use rayon::prelude::*;
+    let mut blocks = LineBlocks::open(path)?;
+    let (tx, rx) = std::sync::mpsc::sync_channel::<Result<(Vec<T>, u64), DataError>>(2);
+    std::thread::scope(|scope| {
+        let map = &map;
+        scope.spawn(move || {
+            while let Some(next) = blocks.next_block().transpose() {
+                let failed = next.is_err();
+                let mapped = next.map(|block| {
+                    let lines = block.lines();
+                    let items = lines.par_chunks(CHUNK_LINES).map(map).collect();
+                    (items, block.bytes.len() as u64)
+                });
+                // A closed channel: `each` stopped (an error), nothing more to read.
+                if tx.send(mapped).is_err() || failed {
+                    return;
+                }
+            }
+        });
+        // Owned here, so an early return closes the channel before the reader is joined.
+        let rx = rx;
+        for block in rx.iter() {
+            let (items, bytes) = block?;
+            each(items, bytes)?;
+        }
+        Ok(())
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

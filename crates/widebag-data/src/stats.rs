@@ -308,6 +308,21 @@ impl Tally {
 
     /// Counts one row of input ids.
     pub fn add(&mut self, ids: &[u32]) {
+        self.counts.add_each(ids, 1);
+        self.add_shape(ids);
+    }
+
+    /// Counts every row of `rows` in order, as [`Self::add`] counts each (the ids counted in
+    /// one sweep).
+    pub fn add_rows(&mut self, rows: &crate::RowStore) {
+        self.counts.add_each(&rows.ids, 1);
+        for r in 0..rows.n_rows() {
+            self.add_shape(rows.row(r).0);
+        }
+    }
+
+    /// Counts a row but not its ids: its length, and its place in the sample.
+    fn add_shape(&mut self, ids: &[u32]) {
         self.rows += 1;
         self.nnz_total += ids.len();
         self.empty_rows += ids.is_empty() as usize;
@@ -315,15 +330,14 @@ impl Tally {
             Some(n) => *n += 1,
             None => *self.nnz.entry(ids.len()).or_insert(0) += 1,
         }
-        for &id in ids {
-            self.counts.add(id, 1);
-        }
         if self.sample.len() < SAMPLE_ROWS {
             self.sample.push(ids.to_vec());
         } else {
             let j = self.rng.below(self.rows as u64) as usize;
-            if j < SAMPLE_ROWS {
-                self.sample[j] = ids.to_vec();
+            if let Some(kept) = self.sample.get_mut(j) {
+                // Replaced in place: the row's buffer is reused, not reallocated.
+                kept.clear();
+                kept.extend_from_slice(ids);
             }
         }
     }

@@ -325,12 +325,24 @@ pub(crate) fn corpus_note(documents: usize, tokens: usize, words: usize) -> Stri
 
 /// A document's in-vocabulary word ids, in order, and how many of its words `vocab` lacks.
 pub(crate) fn doc_ids(doc: &str, tokens: TokenFormat, vocab: &Vocabulary) -> (Vec<u32>, u64) {
-    let (mut ids, mut unknown) = (Vec::new(), 0);
+    let mut ids = Vec::new();
+    let unknown = doc_ids_into(doc, tokens, vocab, &mut ids);
+    (ids, unknown)
+}
+
+/// [`doc_ids`] appended to `ids`; returns the words left out.
+pub(crate) fn doc_ids_into(
+    doc: &str,
+    tokens: TokenFormat,
+    vocab: &Vocabulary,
+    ids: &mut Vec<u32>,
+) -> u64 {
+    let mut unknown = 0;
     for_each_word(doc, tokens, |w| match vocab.id(w) {
         Some(id) => ids.push(id),
         None => unknown += 1,
     });
-    (ids, unknown)
+    unknown
 }
 
 /// The rows of one document of in-vocabulary `ids` handed to `push` (input ids and values,

@@ -10,68 +10,80 @@ use std::path::Path;
 
 use rayon::prelude::*;
 
-use crate::documents_pack::{header_of, pack_directory, push_document};
+use crate::dataset::RowStore;
+use crate::documents_pack::{header_of, pack_directory};
 use crate::labels::LabelOptions;
-use crate::lines::{CHUNK_LINES, LineBlocks, LineError, bad_line, for_each_parsed};
+use crate::lines::{CHUNK_LINES, LineBlocks, LineError, bad_line, for_each_chunk};
 use crate::packed::PackMeta;
-use crate::packed::write::{PackOptions, pack_rows};
-use crate::text::{TextOptions, doc_ids, parse_document_str, vocabulary_of, walk};
-use crate::words::{add_counts, count_into};
+use crate::packed::stream::pack_rows;
+use crate::packed::write::PackOptions;
+use crate::text::{
+    TextOptions, Vocabulary, doc_ids_into, doc_rows, parse_document_str, vocabulary_of, walk,
+};
+use crate::words::ThreadCounts;
 use crate::{DataError, Progress, ReadOptions};
-use widebag_kinds::Format;
+use widebag_kinds::{Format, TokenFormat};
 
-/// The words of a corpus file counted in parallel chunks of each line block, borrowing the
-/// block's text (a word allocated once per chunk, when first seen), and its documents (lines);
-/// a line that is not UTF-8 is an error naming the file, line and column, or skipped.
+/// Lines of a block counted: the documents (lines), and the first bad line.
+type Part = (usize, Option<(usize, LineError)>);
+
+/// Counts the words of `lines` into `counts` (a line that is not UTF-8 is skipped, or ends the
+/// count as bad).
+fn count_lines(
+    counts: &ThreadCounts,
+    lines: &[(usize, &[u8])],
+    tokens: TokenFormat,
+    read: &ReadOptions,
+) -> Part {
+    let mut part = (0, None);
+    for &(n, line) in lines {
+        match parse_document_str(line) {
+            Ok(doc) => {
+                part.0 += 1;
+                counts.count(doc, tokens);
+            }
+            Err(_) if read.skip_bad_lines => {}
+            Err(e) => {
+                part.1 = Some((n, e));
+                break;
+            }
+        }
+    }
+    part
+}
+
+/// Two parts together; the first failing line (the lower line number) is the one reported.
+fn merge_parts(a: Part, b: Part) -> Part {
+    let failed = match (a.1, b.1) {
+        (Some(x), Some(y)) => Some(if x.0 <= y.0 { x } else { y }),
+        (x, y) => x.or(y),
+    };
+    (a.0 + b.0, failed)
+}
+
+/// The words of a corpus file counted in parallel chunks of each line block, into a map per
+/// rayon thread kept over the whole file ([`ThreadCounts`]), and its documents (lines); a line
+/// that is not UTF-8 is an error naming the file, line and column, or skipped.
 fn count_corpus(
     path: &Path,
     read: &ReadOptions,
     text: &TextOptions,
     progress: &Progress,
 ) -> Result<(HashMap<String, u64>, usize), DataError> {
-    type Part = (HashMap<String, u64>, usize, Option<(usize, LineError)>);
-    // Lines counted into a map per rayon split, the splits' maps merged in parallel: a block
-    // costs one merge here, not one per chunk of lines.
-    let chunk = |mut part: Part, lines: &[(usize, &[u8])]| -> Part {
-        for &(n, line) in lines {
-            if part.2.is_some() {
-                break;
-            }
-            match parse_document_str(line) {
-                Ok(doc) => {
-                    part.1 += 1;
-                    count_into(&mut part.0, doc, text.tokens);
-                }
-                Err(_) if read.skip_bad_lines => {}
-                Err(e) => part.2 = Some((n, e)),
-            }
-        }
-        part
-    };
-    let merge = |a: Part, b: Part| -> Part {
-        // The first failing line (the lower line number) is the one reported.
-        let failed = match (a.2, b.2) {
-            (Some(x), Some(y)) => Some(if x.0 <= y.0 { x } else { y }),
-            (x, y) => x.or(y),
-        };
-        (add_counts(a.0, b.0), a.1 + b.1, failed)
-    };
-    let fresh = || (HashMap::new(), 0, None);
     let mut blocks = LineBlocks::open(path)?;
-    let (mut counts, mut documents) = (HashMap::new(), 0);
+    let (counts, mut documents) = (ThreadCounts::new(), 0);
     while let Some(block) = blocks.next_block()? {
         let lines = block.lines();
-        let (part, docs, failed) = (lines.par_chunks(CHUNK_LINES))
-            .fold(fresh, chunk)
-            .reduce(fresh, merge);
+        let (docs, failed) = (lines.par_chunks(CHUNK_LINES))
+            .map(|lines| count_lines(&counts, lines, text.tokens, read))
+            .reduce(|| (0, None), merge_parts);
         if let Some((line, e)) = failed {
             return Err(bad_line(path, line, e));
         }
-        counts = add_counts(counts, part);
         documents += docs;
         progress.advance(block.bytes.len() as u64);
     }
-    Ok((counts, documents))
+    Ok((counts.into_counts(), documents))
 }
 
 /// The bytes a pass over the corpus `path` reads: the file's, or every document file's under a
@@ -105,15 +117,22 @@ pub fn pack_text(
     let (counts, documents) = count_corpus(path, read, text, &progress)?;
     let vocab = vocabulary_of(path, counts, text)?;
     let header = header_of(&vocab, documents, variant);
-    // Each line parsed straight to its in-vocabulary ids (no text kept), on the reader's side.
-    let ids = |line: &[u8]| -> Result<Option<Vec<u32>>, LineError> {
-        let doc = parse_document_str(line)?;
-        Ok(Some(doc_ids(doc, text.tokens, &vocab).0))
+    let io = |source| DataError::Io {
+        path: out.to_path_buf(),
+        source,
     };
+    // Each chunk of lines parsed straight to its rows over the vocabulary (no text kept), on
+    // the reader's side; here each chunk's rows are taken whole.
+    let form = |lines: &[(usize, &[u8])]| form_chunk(lines, &vocab, text, read);
     pack_rows(header, out, options, |sink| {
-        let skipped = for_each_parsed(path, read.skip_bad_lines, ids, |docs, bytes| {
-            for (_, doc) in docs {
-                push_document(sink, &doc, (text, None), out)?;
+        let mut skipped = 0;
+        for_each_chunk(path, form, |chunks, bytes| {
+            for chunk in chunks {
+                sink.push_rows(&chunk.rows).map_err(io)?;
+                skipped += chunk.skipped;
+                if let Some((line, e)) = chunk.failed {
+                    return Err(bad_line(path, line, e));
+                }
             }
             progress.advance(bytes);
             Ok(())
@@ -123,11 +142,50 @@ pub fn pack_text(
     })
 }
 
+/// A chunk of lines formed into rows: its documents' rows in line order, the lines skipped as
+/// bad, and the first bad line (the chunk's rows end before it) when none is skipped.
+struct FormedChunk {
+    rows: RowStore,
+    skipped: usize,
+    failed: Option<(usize, LineError)>,
+}
+
+/// The rows `text` forms of each line (a document) over `vocab`.
+fn form_chunk(
+    lines: &[(usize, &[u8])],
+    vocab: &Vocabulary,
+    text: &TextOptions,
+    read: &ReadOptions,
+) -> FormedChunk {
+    let mut chunk = FormedChunk {
+        rows: RowStore::new(),
+        skipped: 0,
+        failed: None,
+    };
+    let mut ids = Vec::new();
+    for &(n, line) in lines {
+        match parse_document_str(line) {
+            Ok(doc) => {
+                ids.clear();
+                doc_ids_into(doc, text.tokens, vocab, &mut ids);
+                let rows = &mut chunk.rows;
+                doc_rows(&ids, text, None, |a, b, c, d| rows.push(a, b, c, d));
+            }
+            Err(_) if read.skip_bad_lines => chunk.skipped += 1,
+            Err(e) => {
+                chunk.failed = Some((n, e));
+                break;
+            }
+        }
+    }
+    chunk
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::packed::write::pack;
-    use crate::{Format, Source, TextMode, TokenFormat};
+    use crate::{Source, TextMode};
     use std::path::PathBuf;
 
     fn dir(name: &str) -> PathBuf {

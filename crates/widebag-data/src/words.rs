@@ -2,7 +2,9 @@
 //! with [`TokenFormat::Tagged`] the text after the last `/` of each whitespace-separated token is
 //! dropped first) and word counts, without an allocation per word.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
+use std::sync::Mutex;
 
 use rayon::prelude::*;
 use widebag_kinds::TokenFormat;
@@ -14,60 +16,83 @@ pub fn tokenize(text: &str, format: TokenFormat) -> Vec<String> {
     out
 }
 
-/// Calls `f` with each of [`tokenize`]'s words in turn, without allocating one per word (a
-/// word with capitals is lower-cased into a reused buffer).
-pub(crate) fn for_each_word(text: &str, format: TokenFormat, mut f: impl FnMut(&str)) {
-    let mut lower = String::new();
-    let mut words = |s: &str| {
+/// Calls `f` with each maximal run of ASCII letters of `text` as the text spells it (with
+/// [`TokenFormat::Tagged`], of each whitespace-separated token's text before its last `/`).
+fn for_each_run<'a>(text: &'a str, format: TokenFormat, mut f: impl FnMut(&'a str)) {
+    let mut runs = |s: &'a str| {
         for w in s.split(|c: char| !c.is_ascii_alphabetic()) {
-            if w.is_empty() {
-                continue;
-            }
-            if w.bytes().any(|b| b.is_ascii_uppercase()) {
-                lower.clear();
-                lower.push_str(w);
-                lower.make_ascii_lowercase();
-                f(&lower);
-            } else {
+            if !w.is_empty() {
                 f(w);
             }
         }
     };
     match format {
-        TokenFormat::Plain => words(text),
+        TokenFormat::Plain => runs(text),
         TokenFormat::Tagged => {
             for t in text.split_whitespace() {
-                words(t.rfind('/').map_or(t, |i| &t[..i]));
+                runs(t.rfind('/').map_or(t, |i| &t[..i]));
             }
         }
     }
 }
 
-/// Each word's count in `docs` (in parallel).
-pub(crate) fn count_words(docs: &[String], tokens: TokenFormat) -> HashMap<String, u64> {
-    docs.par_iter()
-        .fold(HashMap::<String, u64>::new, |mut m, d| {
-            count_into(&mut m, d, tokens);
-            m
-        })
-        .reduce(HashMap::new, add_counts)
-}
-
-/// Adds the words of `text` to `counts` (a word allocated once, when first seen).
-pub(crate) fn count_into(counts: &mut HashMap<String, u64>, text: &str, tokens: TokenFormat) {
-    for_each_word(text, tokens, |w| match counts.get_mut(w) {
-        Some(c) => *c += 1,
-        None => {
-            counts.insert(w.to_string(), 1);
+/// Calls `f` with each of [`tokenize`]'s words in turn, without allocating one per word (a
+/// word with capitals is lower-cased into a reused buffer).
+pub(crate) fn for_each_word(text: &str, format: TokenFormat, mut f: impl FnMut(&str)) {
+    let mut lower = String::new();
+    for_each_run(text, format, |w| {
+        if w.bytes().any(|b| b.is_ascii_uppercase()) {
+            lower.clear();
+            lower.push_str(w);
+            lower.make_ascii_lowercase();
+            f(&lower);
+        } else {
+            f(w);
         }
     });
 }
 
-/// The counts of `a` and `b` together (the larger map taken over).
-pub(crate) fn add_counts(
-    mut a: HashMap<String, u64>,
-    mut b: HashMap<String, u64>,
-) -> HashMap<String, u64> {
+/// Word counts keyed by the text's own spelling where it is the word (borrowed), else by the
+/// word lower-cased (owned): counting allocates once per word with capitals first seen, not
+/// once per word.
+pub(crate) type TextCounts<'a> = HashMap<Cow<'a, str>, u64>;
+
+/// Each word's count in `docs` (in parallel).
+pub(crate) fn count_words(docs: &[String], tokens: TokenFormat) -> HashMap<String, u64> {
+    let counts = docs
+        .par_iter()
+        .fold(TextCounts::new, |mut m, d| {
+            count_into(&mut m, d, tokens);
+            m
+        })
+        .reduce(TextCounts::new, add_counts);
+    let mut owned = HashMap::with_capacity(counts.len());
+    add_owned(&mut owned, counts);
+    owned
+}
+
+/// Adds the words of `text` to `counts`.
+pub(crate) fn count_into<'a>(counts: &mut TextCounts<'a>, text: &'a str, tokens: TokenFormat) {
+    let mut lower = String::new();
+    for_each_run(text, tokens, |w| {
+        if w.bytes().any(|b| b.is_ascii_uppercase()) {
+            lower.clear();
+            lower.push_str(w);
+            lower.make_ascii_lowercase();
+            match counts.get_mut(lower.as_str()) {
+                Some(c) => *c += 1,
+                None => {
+                    counts.insert(Cow::Owned(lower.clone()), 1);
+                }
+            }
+        } else {
+            *counts.entry(Cow::Borrowed(w)).or_insert(0) += 1;
+        }
+    });
+}
+
+/// The counts of `a` and `b` together (the larger map taken over; no word copied).
+pub(crate) fn add_counts<'a>(mut a: TextCounts<'a>, mut b: TextCounts<'a>) -> TextCounts<'a> {
     if a.len() < b.len() {
         std::mem::swap(&mut a, &mut b);
     }
@@ -75,4 +100,62 @@ pub(crate) fn add_counts(
         *a.entry(w).or_insert(0) += c;
     }
     a
+}
+
+/// Adds `part` to `counts`, a word copied only when `counts` lacks it.
+pub(crate) fn add_owned(counts: &mut HashMap<String, u64>, part: TextCounts<'_>) {
+    for (w, c) in part {
+        match counts.get_mut(w.as_ref()) {
+            Some(n) => *n += c,
+            None => {
+                counts.insert(w.into_owned(), c);
+            }
+        }
+    }
+}
+
+/// Word counts kept per rayon thread across a whole pass of parallel work (a word copied once
+/// per thread, when the thread first sees it; no map made or merged per chunk), merged at the
+/// end.
+pub(crate) struct ThreadCounts(Vec<Mutex<HashMap<String, u64>>>);
+
+impl ThreadCounts {
+    pub(crate) fn new() -> Self {
+        let threads = rayon::current_num_threads().max(1);
+        Self((0..threads).map(|_| Mutex::default()).collect())
+    }
+
+    /// Adds the words of `text` to the calling thread's counts.
+    pub(crate) fn count(&self, text: &str, tokens: TokenFormat) {
+        let at = rayon::current_thread_index().unwrap_or(0) % self.0.len();
+        // A thread's own map: the lock is never waited for (poisoned only by a panic, which
+        // is propagated anyway).
+        let mut counts = self.0[at].lock().unwrap_or_else(|e| e.into_inner());
+        for_each_word(text, tokens, |w| match counts.get_mut(w) {
+            Some(c) => *c += 1,
+            None => {
+                counts.insert(w.to_string(), 1);
+            }
+        });
+    }
+
+    /// Every thread's counts together.
+    pub(crate) fn into_counts(self) -> HashMap<String, u64> {
+        let maps = self
+            .0
+            .into_iter()
+            .map(|m| m.into_inner().unwrap_or_else(|e| e.into_inner()));
+        maps.reduce(|mut a, b| {
+            for (w, c) in b {
+                match a.get_mut(&w) {
+                    Some(n) => *n += c,
+                    None => {
+                        a.insert(w, c);
+                    }
+                }
+            }
+            a
+        })
+        .unwrap_or_default()
+    }
 }

@@ -11,7 +11,8 @@ use super::zip::{Entry, central_directory, extract};
 use super::{Fault, csr_shape, fault, n_classes_of};
 use crate::dataset::RowStore;
 use crate::packed::PackMeta;
-use crate::packed::write::{Extent, PackOptions, Row, StreamHeader, pack_rows};
+use crate::packed::stream::{Extent, StreamHeader, pack_rows};
+use crate::packed::write::{PackOptions, Row};
 use crate::{DataError, ReadOptions};
 
 /// Rows read ahead of the writer at a time, and batches of them in flight.

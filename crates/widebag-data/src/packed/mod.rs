@@ -24,6 +24,7 @@
 
 pub mod gather;
 pub mod read;
+pub mod stream;
 pub mod write;
 
 use std::path::Path;

@@ -332,3 +332,128 @@ proptest! {
         prop_assert_eq!(back.dataset.rows, l.dataset.rows);
     }
 }
+
+/// `l` packed streamed: its rows pushed in chunks of `chunk` rows (1: one at a time), then its
+/// held-out rows, as [`super::stream::pack_rows`] takes them.
+fn streamed(l: &Loaded, path: &Path, block_rows: u32, chunk: usize) -> super::PackMeta {
+    use super::stream::{Extent, StreamHeader, pack_rows};
+    let d = &l.dataset;
+    let header = StreamHeader {
+        variant: "libsvm".into(),
+        width: d.width,
+        n_classes: d.n_classes,
+        extent: Extent::Declared,
+        notes: d.notes.clone(),
+        vocabulary: l.vocabulary.as_ref().map(|v| v.words.clone()),
+        labels: None,
+    };
+    let io = |source| DataError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    fn push_all(
+        sink: &mut super::stream::RowSink,
+        store: &RowStore,
+        chunk: usize,
+    ) -> std::io::Result<()> {
+        for start in (0..store.n_rows()).step_by(chunk) {
+            let mut part = RowStore::new();
+            for r in start..(start + chunk).min(store.n_rows()) {
+                let row = super::write::Row::of(store, r);
+                part.push(row.ids, row.values, row.targets, row.weights);
+            }
+            match chunk {
+                1 => sink.push(super::write::Row::of(&part, 0))?,
+                _ => sink.push_rows(&part)?,
+            }
+        }
+        Ok(())
+    }
+    pack_rows(header, path, options(block_rows), |sink| {
+        push_all(sink, &d.rows, chunk).map_err(io)?;
+        if let Some(test) = &l.test {
+            sink.begin_held_out().map_err(io)?;
+            push_all(sink, test, chunk).map_err(io)?;
+        }
+        (0..d.skipped_lines).for_each(|_| sink.skip_line());
+        Ok(())
+    })
+    .expect("packs streamed")
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+    #[test]
+    fn rows_streamed_one_at_a_time_or_in_chunks_pack_to_the_same_bytes(
+        rows in arb_rows(),
+        test in arb_rows(),
+        block_rows in 1u32..9,
+        chunk in 1usize..12,
+    ) {
+        let l = loaded(rows, Some(test), 50, 7);
+        let whole = dir().join(format!("whole-{block_rows}-{chunk}.wbp"));
+        let meta = pack(&l, "libsvm", &whole, options(block_rows)).unwrap();
+        let path = dir().join(format!("streamed-{block_rows}-{chunk}.wbp"));
+        prop_assert_eq!(streamed(&l, &path, block_rows, chunk), meta);
+        prop_assert_eq!(std::fs::read(&path).unwrap(), std::fs::read(&whole).unwrap());
+    }
+}
+
+#[test]
+fn a_streamed_pack_refuses_rows_beyond_its_shape_and_keeps_the_rows_own_error() {
+    use super::stream::{Extent, StreamHeader, pack_rows};
+    let header = |extent| StreamHeader {
+        variant: "t".into(),
+        width: 4,
+        n_classes: 2,
+        extent,
+        notes: Vec::new(),
+        vocabulary: None,
+        labels: None,
+    };
+    let path = dir().join("beyond.wbp");
+    let mut rows = RowStore::new();
+    rows.push(&[0, 1], &[1.0, 1.0], &[1], &[1.0]);
+    rows.push(&[3, 9], &[1.0, 1.0], &[0], &[1.0]);
+    // Beyond the declared shape: the row is named, whether pushed alone or in a chunk.
+    for chunked in [false, true] {
+        let e = pack_rows(header(Extent::Declared), &path, options(4), |sink| {
+            let pushed = match chunked {
+                true => sink.push_rows(&rows),
+                false => (0..2).try_for_each(|r| sink.push(super::write::Row::of(&rows, r))),
+            };
+            pushed.map_err(|source| DataError::Io {
+                path: path.clone(),
+                source,
+            })
+        })
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("row 1: id or class 9 beyond"), "{e}");
+        assert!(!path.exists());
+    }
+    // Grown to the rows: the shape is theirs; the held-out rows begin once.
+    let meta = pack_rows(header(Extent::Grows), &path, options(1), |sink| {
+        let io = |source| DataError::Io {
+            path: path.clone(),
+            source,
+        };
+        sink.push_rows(&rows).map_err(io)?;
+        sink.begin_held_out().map_err(io)?;
+        assert!(sink.begin_held_out().is_err(), "only once");
+        Ok(())
+    })
+    .unwrap();
+    assert_eq!((meta.width, meta.n_classes, meta.blocks.len()), (10, 2, 2));
+    // The rows' own error comes back as it is, with no output left.
+    let _ = std::fs::remove_file(&path);
+    let e = pack_rows(header(Extent::Grows), &path, options(1), |sink| {
+        sink.push_rows(&rows).expect("taken");
+        Err(DataError::Empty {
+            path: "rows.txt".into(),
+        })
+    })
+    .unwrap_err();
+    assert!(matches!(e, DataError::Empty { .. }), "{e}");
+    assert!(!path.exists());
+}

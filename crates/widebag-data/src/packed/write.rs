@@ -1,12 +1,13 @@
-//! Writing a packed dataset: the blocks in row order, then the metadata, then the prelude that
-//! points at it, under a temporary name renamed into place when complete (`atomic`). Nothing
-//! in it depends on the time or the path, so packing the same input twice gives the same bytes.
+//! Writing a packed dataset read whole: the blocks in row order, then the metadata, then the
+//! prelude that points at it, under a temporary name renamed into place when complete
+//! (`atomic`); and the block encoding and file ending a streamed pack ([`super::stream`])
+//! shares. Nothing in it depends on the time or the path, so packing the same input twice gives
+//! the same bytes.
 
 use std::io::{Seek, SeekFrom, Write};
 use std::path::Path;
 
 use crate::dataset::RowStore;
-use crate::key_sums::KeySums;
 use crate::packed::{
     Block, DEFAULT_BLOCK_ROWS, MAGIC, PRELUDE_BYTES, PackMeta, Section, VERSION, frequencies_fit,
 };
@@ -35,14 +36,22 @@ impl Default for PackOptions {
     }
 }
 
-fn put_u32s(out: &mut Vec<u8>, v: impl IntoIterator<Item = u32>) {
-    for x in v {
-        out.extend_from_slice(&x.to_le_bytes());
+/// Appends `v`'s words little-endian: the buffer grown once, then written in place (a loop the
+/// compiler turns into wide copies, not one growth check per word).
+fn put_u32s(out: &mut Vec<u8>, v: impl ExactSizeIterator<Item = u32>) {
+    let at = out.len();
+    out.resize(at + 4 * v.len(), 0);
+    for (word, x) in out[at..].chunks_exact_mut(4).zip(v) {
+        word.copy_from_slice(&x.to_le_bytes());
     }
 }
 
 /// Rows `rows` of `store` as one block's bytes, and its entry (offset `at`).
-fn encode_block(store: &RowStore, rows: std::ops::Range<usize>, at: u64) -> (Vec<u8>, Block) {
+pub(super) fn encode_block(
+    store: &RowStore,
+    rows: std::ops::Range<usize>,
+    at: u64,
+) -> (Vec<u8>, Block) {
     let (a, b) = (store.row_ptr[rows.start], store.row_ptr[rows.end]);
     let (ta, tb) = (store.target_ptr[rows.start], store.target_ptr[rows.end]);
     let values = store.values[a..b].iter().any(|&v| v != 1.0);
@@ -197,7 +206,7 @@ fn frequency_bytes(ids: &[f64], classes: &[f64]) -> Vec<u8> {
 
 /// Writes what follows the blocks (from offset `at`): the frequency section when it fits,
 /// the metadata, then the prelude at the start.
-fn finish_file<W: Write + Seek>(
+pub(super) fn finish_file<W: Write + Seek>(
     w: &mut W,
     meta: &mut PackMeta,
     mut at: u64,
@@ -228,7 +237,7 @@ fn finish_file<W: Write + Seek>(
     w.write_all(&prelude)
 }
 
-fn check_options(options: &PackOptions) -> Result<(), DataError> {
+pub(super) fn check_options(options: &PackOptions) -> Result<(), DataError> {
     if options.block_rows == 0 {
         return Err(DataError::InvalidSpec {
             key: "block_rows",
@@ -289,193 +298,4 @@ pub fn pack(
     })
     .map_err(io)?;
     Ok(meta)
-}
-
-/// What a streamed pack knows before its rows: the shape and how the rows were formed.
-#[derive(Clone, Debug)]
-pub struct StreamHeader {
-    pub variant: String,
-    pub width: usize,
-    pub n_classes: usize,
-    /// Whether the width and classes above are the shape, or the least it grows from.
-    pub extent: Extent,
-    pub notes: Vec<String>,
-    /// Text: the vocabulary, `(word, count)` in id order (counted in a pass before the rows).
-    pub vocabulary: Option<Vec<(String, u64)>>,
-    /// Documents labelled by file name: the class names, class id order.
-    pub labels: Option<Vec<String>>,
-}
-
-/// How a streamed pack's shape is known.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Extent {
-    /// Before the rows: an id or class beyond it is an error.
-    Declared,
-    /// From the rows: the largest id and class pushed (held-out rows too) plus one, or the
-    /// header's width and classes when larger.
-    Grows,
-}
-
-/// Rows handed to a streamed pack: written a block at a time, counted for the statistics and
-/// the frequencies on the way.
-pub struct RowSink<'w, W: Write> {
-    w: &'w mut W,
-    extent: Extent,
-    blocks: BlockSink,
-    /// The training rows' blocks, once the held-out rows have begun ([`Self::begin_held_out`]).
-    train_blocks: Option<Vec<Block>>,
-    tally: stats::Tally,
-    /// The shape: the header's, or grown to the rows' ([`Extent::Grows`]).
-    width: usize,
-    n_classes: usize,
-    /// Each id's and each class's summed `|value|` (the frequency section).
-    ids: KeySums<f64>,
-    classes: KeySums<f64>,
-    skipped_lines: u64,
-    /// Notes known only once the rows are in (after the header's).
-    late_notes: Vec<String>,
-}
-
-impl<W: Write> RowSink<'_, W> {
-    /// Adds a note to the metadata's, after the header's (a figure the rows told).
-    pub fn note(&mut self, note: String) {
-        self.late_notes.push(note);
-    }
-
-    /// Counts a source line skipped as bad (`skip_bad_lines`), for the metadata.
-    pub fn skip_line(&mut self) {
-        self.skipped_lines += 1;
-    }
-
-    /// Writes one row; an id or a class beyond the header's shape is an error.
-    pub fn push(&mut self, row: Row<'_>) -> std::io::Result<()> {
-        let end = |keys: &[u32]| keys.iter().max().map_or(0, |&k| k as usize + 1);
-        let (width, n_classes) = (end(row.ids), end(row.targets));
-        match self.extent {
-            Extent::Grows => {
-                self.width = self.width.max(width);
-                self.n_classes = self.n_classes.max(n_classes);
-            }
-            Extent::Declared if width > self.width || n_classes > self.n_classes => {
-                let beyond =
-                    |keys: &[u32], n: usize| keys.iter().copied().find(|&k| k as usize >= n);
-                let k = beyond(row.ids, self.width).or(beyond(row.targets, self.n_classes));
-                return Err(std::io::Error::new(
-                    std::io::ErrorKind::InvalidData,
-                    format!(
-                        "row {}: id or class {} beyond the declared shape",
-                        self.tally.rows(),
-                        k.unwrap_or_default()
-                    ),
-                ));
-            }
-            Extent::Declared => {}
-        }
-        // Held-out rows are stored, not counted: the statistics and frequencies are the
-        // training rows' (as a pack of the source read whole counts them).
-        if self.train_blocks.is_none() {
-            self.tally.add(row.ids);
-            self.ids.add_magnitudes(row.ids, row.values);
-            self.classes.add_magnitudes(row.targets, row.weights);
-        }
-        self.blocks.push(self.w, row)
-    }
-
-    /// Ends the training rows: the rows pushed from now on are the held-out rows (LightGCN's
-    /// test items, one row per training row), written as their own blocks.
-    pub fn begin_held_out(&mut self) -> std::io::Result<()> {
-        if self.train_blocks.is_some() {
-            return Err(std::io::Error::other(
-                "the held-out rows have begun already",
-            ));
-        }
-        let fresh = BlockSink::new(self.blocks.block_rows, 0);
-        let (blocks, at) = std::mem::replace(&mut self.blocks, fresh).finish(self.w)?;
-        self.blocks.at = at;
-        self.train_blocks = Some(blocks);
-        Ok(())
-    }
-}
-
-/// Packs rows streamed by `fill` into `out`, in memory bounded by a block, the width (or the
-/// data's size, when an id claims more: [`KeySums`]) and [`stats::SAMPLE_ROWS`] (not by the
-/// number of rows), atomically as [`pack`]. An error `fill`
-/// returns (a bad source line) is returned as it is, with no output left.
-pub fn pack_rows(
-    header: StreamHeader,
-    out: &Path,
-    options: PackOptions,
-    fill: impl FnOnce(&mut RowSink<'_, std::io::BufWriter<&std::fs::File>>) -> Result<(), DataError>,
-) -> Result<PackMeta, DataError> {
-    check_options(&options)?;
-    let io = |source| DataError::Io {
-        path: out.to_path_buf(),
-        source,
-    };
-    let mut written = None;
-    let mut failed = None;
-    atomic::write_atomic_with(out, |w| {
-        w.write_all(&[0u8; PRELUDE_BYTES])?;
-        let block_rows = options.block_rows as usize;
-        let mut sink = RowSink {
-            w,
-            extent: header.extent,
-            blocks: BlockSink::new(block_rows, PRELUDE_BYTES as u64),
-            train_blocks: None,
-            tally: stats::Tally::new(0),
-            width: header.width,
-            n_classes: header.n_classes,
-            ids: KeySums::new(),
-            classes: KeySums::new(),
-            skipped_lines: 0,
-            late_notes: Vec::new(),
-        };
-        // The rows' own error (the source's file and line) is returned as it is.
-        if let Err(e) = fill(&mut sink) {
-            failed = Some(e);
-            return Err(std::io::Error::other("the rows failed"));
-        }
-        let RowSink {
-            w,
-            extent: _,
-            blocks,
-            train_blocks,
-            tally,
-            width,
-            n_classes,
-            ids,
-            classes,
-            skipped_lines,
-            late_notes,
-        } = sink;
-        let (last, at) = blocks.finish(w)?;
-        let (blocks, test_blocks) = match train_blocks {
-            Some(train) => (train, Some(last)),
-            None => (last, None),
-        };
-        let stats = tally.finish(width, n_classes, options.stats_samples, 0);
-        let mut meta = PackMeta {
-            version: VERSION,
-            variant: header.variant.clone(),
-            n_rows: stats.rows as u64,
-            width: width as u64,
-            n_classes: n_classes as u64,
-            nnz: stats.nnz_total as u64,
-            block_rows: options.block_rows,
-            blocks,
-            test_blocks,
-            frequencies: None,
-            stats,
-            vocabulary: header.vocabulary.clone(),
-            labels: header.labels.clone(),
-            skipped_lines,
-            notes: [header.notes.clone(), late_notes].concat(),
-        };
-        let frequencies = || (ids.into_dense(width), classes.into_dense(n_classes));
-        finish_file(w, &mut meta, at, frequencies)?;
-        written = Some(meta);
-        Ok(())
-    })
-    .map_err(|e| failed.take().unwrap_or_else(|| io(e)))?;
-    Ok(written.expect("written when the file is"))
 }
