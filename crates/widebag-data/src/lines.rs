@@ -160,42 +160,24 @@ pub fn for_each_parsed<T: Send>(
 ) -> Result<usize, DataError> {
     use rayon::prelude::*;
     type Parsed<T> = Vec<(usize, Result<Option<T>, LineError>)>;
-    let mut blocks = LineBlocks::open(path)?;
-    let (tx, rx) = std::sync::mpsc::sync_channel::<Result<(Parsed<T>, u64), DataError>>(2);
-    std::thread::scope(|scope| {
-        let parse = &parse;
-        scope.spawn(move || {
-            while let Some(next) = blocks.next_block().transpose() {
-                let failed = next.is_err();
-                let parsed = next.map(|block| {
-                    let lines = block.lines().into_par_iter();
-                    let parsed = lines.map(|(n, l)| (n, parse(l))).collect();
-                    (parsed, block.bytes.len() as u64)
-                });
-                // A closed channel: `each` stopped (an error), nothing more to read.
-                if tx.send(parsed).is_err() || failed {
-                    return;
-                }
+    let parse_block = |block: &LineBlock| -> Parsed<T> {
+        let lines = block.lines().into_par_iter();
+        lines.map(|(n, l)| (n, parse(l))).collect()
+    };
+    let mut skipped = 0;
+    mapped_blocks(path, parse_block, |results, bytes| {
+        let mut items = Vec::with_capacity(results.len());
+        for (line, r) in results {
+            match r {
+                Ok(Some(item)) => items.push((line, item)),
+                Ok(None) => {}
+                Err(_) if skip_bad_lines => skipped += 1,
+                Err(e) => return Err(bad_line(path, line, e)),
             }
-        });
-        // Owned here, so an early return closes the channel before the reader is joined.
-        let rx = rx;
-        let mut skipped = 0;
-        for block in rx.iter() {
-            let (results, bytes) = block?;
-            let mut items = Vec::with_capacity(results.len());
-            for (line, r) in results {
-                match r {
-                    Ok(Some(item)) => items.push((line, item)),
-                    Ok(None) => {}
-                    Err(_) if skip_bad_lines => skipped += 1,
-                    Err(e) => return Err(bad_line(path, line, e)),
-                }
-            }
-            each(items, bytes)?;
         }
-        Ok(skipped)
-    })
+        each(items, bytes)
+    })?;
+    Ok(skipped)
 }
 
 /// As [`for_each_parsed`], a chunk of [`CHUNK_LINES`] lines at a time: `map` turns each chunk
@@ -205,21 +187,32 @@ pub fn for_each_parsed<T: Send>(
 pub fn for_each_chunk<T: Send>(
     path: &Path,
     map: impl Fn(&[(usize, &[u8])]) -> T + Sync,
-    mut each: impl FnMut(Vec<T>, u64) -> Result<(), DataError>,
+    each: impl FnMut(Vec<T>, u64) -> Result<(), DataError>,
 ) -> Result<(), DataError> {
     use rayon::prelude::*;
+    let map_block = |block: &LineBlock| -> Vec<T> {
+        let lines = block.lines();
+        lines.par_chunks(CHUNK_LINES).map(&map).collect()
+    };
+    mapped_blocks(path, map_block, each)
+}
+
+/// Each block of `path` mapped by `map` on a reading thread (two blocks ahead) and handed to
+/// `each` in order, with the block's size in bytes. An error of `each` (or of reading) stops
+/// the pass and is returned.
+fn mapped_blocks<U: Send>(
+    path: &Path,
+    map: impl Fn(&LineBlock) -> U + Sync,
+    mut each: impl FnMut(U, u64) -> Result<(), DataError>,
+) -> Result<(), DataError> {
     let mut blocks = LineBlocks::open(path)?;
-    let (tx, rx) = std::sync::mpsc::sync_channel::<Result<(Vec<T>, u64), DataError>>(2);
+    let (tx, rx) = std::sync::mpsc::sync_channel::<Result<(U, u64), DataError>>(2);
     std::thread::scope(|scope| {
         let map = &map;
         scope.spawn(move || {
             while let Some(next) = blocks.next_block().transpose() {
                 let failed = next.is_err();
-                let mapped = next.map(|block| {
-                    let lines = block.lines();
-                    let items = lines.par_chunks(CHUNK_LINES).map(map).collect();
-                    (items, block.bytes.len() as u64)
-                });
+                let mapped = next.map(|block| (map(&block), block.bytes.len() as u64));
                 // A closed channel: `each` stopped (an error), nothing more to read.
                 if tx.send(mapped).is_err() || failed {
                     return;
@@ -229,8 +222,8 @@ pub fn for_each_chunk<T: Send>(
         // Owned here, so an early return closes the channel before the reader is joined.
         let rx = rx;
         for block in rx.iter() {
-            let (items, bytes) = block?;
-            each(items, bytes)?;
+            let (mapped, bytes) = block?;
+            each(mapped, bytes)?;
         }
         Ok(())
     })
