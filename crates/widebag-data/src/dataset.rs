@@ -39,6 +39,20 @@ impl RowStore {
         self.row_ptr.len() - 1
     }
 
+    /// An empty store with room for `n_rows` rows of `nnz` ids and `n_targets` targets in all.
+    pub fn with_capacity(n_rows: usize, nnz: usize, n_targets: usize) -> Self {
+        let mut store = Self {
+            row_ptr: Vec::with_capacity(n_rows + 1),
+            ids: Vec::with_capacity(nnz),
+            values: Vec::with_capacity(nnz),
+            target_ptr: Vec::with_capacity(n_rows + 1),
+            targets: Vec::with_capacity(n_targets),
+            target_weights: Vec::with_capacity(n_targets),
+        };
+        store.clear();
+        store
+    }
+
     /// Drops every row, keeping the buffers' capacity.
     pub fn clear(&mut self) {
         for v in [&mut self.row_ptr, &mut self.target_ptr] {

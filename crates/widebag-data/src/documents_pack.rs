@@ -1,25 +1,23 @@
 //! Documents that come a batch at a time (a directory's files, labelled by their names or not;
 //! a dictd database's entries) packed in two streamed passes, as [`crate::text_pack`] packs a
-//! corpus file: the first counts the words (and the class labels), the second forms each
-//! batch's rows over the vocabulary. Memory holds a batch, the vocabulary, the class names and
-//! the list of files or index entries, never the documents; the packed bytes are those of the
+//! corpus file: the first reads them once, counts the words (and lists the class labels) and
+//! spills each chunk's words and labels (`token_spill`); the second forms the rows from the
+//! spill over the vocabulary. Memory holds a batch, the vocabulary, the class names and the
+//! list of files or index entries, never the documents; the packed bytes are those of the
 //! source read whole and packed.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use rayon::prelude::*;
 
-use crate::dataset::RowStore;
 use crate::dictd::{DictdFiles, for_each_entry, index_entries, locate};
 use crate::labels::{LabelOptions, class_index, classes_note};
 use crate::packed::PackMeta;
 use crate::packed::stream::{Extent, StreamHeader, pack_rows};
 use crate::packed::write::PackOptions;
-use crate::text::{
-    TextOptions, Vocabulary, corpus_note, doc_ids_into, doc_rows, read_document, vocabulary_of,
-    walk,
-};
+use crate::text::{TextOptions, Vocabulary, corpus_note, read_document, vocabulary_of, walk};
+use crate::token_spill::{Forming, Spill, form_spilled, spill_chunk};
 use crate::words::ThreadCounts;
 use crate::{DataError, ReadOptions};
 
@@ -169,19 +167,31 @@ fn pack_documents(
 ) -> Result<PackMeta, DataError> {
     let progress = options.progress.clone();
     let (mut documents, mut labels) = (0, BTreeSet::new());
-    // Each batch's words counted (and labels listed) ahead, merged here.
     let counts = ThreadCounts::new();
-    // Each batch's words counted ahead (into a map per rayon thread kept over the pass), its
-    // labels listed here.
-    let count = |batch: Vec<Doc>| {
-        (batch.par_iter().filter_map(|d| d.text.as_deref()))
-            .for_each(|doc| counts.count(doc, text.tokens));
-        let kept = batch.into_iter().filter(|d| d.text.is_some());
-        kept.map(|d| d.label).collect::<Vec<Option<String>>>()
+    let mut spill = Spill::create(out)?;
+    // Each batch's chunks of documents spilled ahead (their words counted into a map per rayon
+    // thread kept over the pass), written in order here, their labels listed.
+    let spill_batch = |batch: Vec<Doc>| -> Vec<(Vec<u8>, Vec<Option<String>>)> {
+        (chunks(&batch).into_par_iter())
+            .map(|docs| {
+                let docs = &batch[docs];
+                let each = docs.iter().map(|d| (d.text.as_deref(), d.label.as_deref()));
+                let record = spill_chunk(each, text.tokens, &counts, 0);
+                let kept = docs.iter().filter(|d| d.text.is_some());
+                (record, kept.map(|d| d.label.clone()).collect())
+            })
+            .collect()
     };
-    pipelined(docs, count, |batch_labels, bytes| {
-        documents += batch_labels.len();
-        labels.extend(batch_labels.into_iter().flatten());
+    pipelined(docs, spill_batch, |chunks, bytes| {
+        for (i, (mut record, batch_labels)) in chunks.into_iter().enumerate() {
+            if i == 0 {
+                // The batch's bytes, told again when the second pass forms this record.
+                record[..8].copy_from_slice(&bytes.to_le_bytes());
+            }
+            spill.push(&record)?;
+            documents += batch_labels.len();
+            labels.extend(batch_labels.into_iter().flatten());
+        }
         progress.advance(bytes);
         Ok(())
     })?;
@@ -195,27 +205,25 @@ fn pack_documents(
         header.labels = Some(names.clone());
     }
     let mut per_class = vec![0u64; names.len()];
-    // Each batch's documents formed into rows (and classes) ahead, a chunk of documents at a
-    // time in parallel; here each chunk's rows are taken whole.
-    let form = |batch: Vec<Doc>| -> Vec<FormedDocs> {
-        (batch.par_chunks(CHUNK_DOCS))
-            .map(|docs| form_docs(docs, text, &vocab, &index))
-            .collect()
+    let forming = Forming {
+        vocab: &vocab,
+        text,
+        classes: &index,
     };
+    // The rows formed from the spill (the source is not read again), a batch of chunks at a
+    // time on a reading thread; here each chunk's rows are taken whole.
     pack_rows(header, out, options, |sink| {
         let mut skipped = skipped;
-        pipelined(docs, form, |formed, bytes| {
-            for chunk in formed {
-                skipped += chunk.skipped;
-                for c in chunk.classes {
-                    per_class[c as usize] += 1;
-                }
-                sink.push_rows(&chunk.rows)
-                    .map_err(|source| DataError::Io {
-                        path: out.to_path_buf(),
-                        source,
-                    })?;
+        form_spilled(spill, &forming, |formed, bytes| {
+            skipped += formed.skipped;
+            for c in formed.classes {
+                per_class[c as usize] += 1;
             }
+            sink.push_rows(&formed.rows)
+                .map_err(|source| DataError::Io {
+                    path: out.to_path_buf(),
+                    source,
+                })?;
             progress.advance(bytes);
             Ok(())
         })?;
@@ -299,44 +307,22 @@ pub(crate) fn header_of(vocab: &Vocabulary, documents: usize, variant: &str) -> 
     }
 }
 
-/// Documents formed into rows per chunk (in parallel): at most this many each.
-const CHUNK_DOCS: usize = 64;
+/// Text per spilled chunk (in parallel): a chunk's distinct words are stored and looked up once
+/// each, so a chunk holds many documents when they are short (a dictionary's entries).
+const CHUNK_BYTES: usize = 256 << 10;
 
-/// A chunk of documents formed into rows: their rows in order, the documents skipped as bad,
-/// and the class each labelled document targets.
-struct FormedDocs {
-    rows: RowStore,
-    skipped: usize,
-    classes: Vec<u32>,
-}
-
-/// The rows `text` forms of each document of `docs` over `vocab`, each targeting the class its
-/// label names in `index` (a label, when the documents are labelled).
-fn form_docs(
-    docs: &[Doc],
-    text: &TextOptions,
-    vocab: &Vocabulary,
-    index: &HashMap<String, u32>,
-) -> FormedDocs {
-    let mut formed = FormedDocs {
-        rows: RowStore::new(),
-        skipped: 0,
-        classes: Vec::new(),
-    };
-    let mut ids = Vec::new();
-    for d in docs {
-        let Some(doc) = d.text.as_deref() else {
-            formed.skipped += 1;
-            continue;
-        };
-        ids.clear();
-        doc_ids_into(doc, text.tokens, vocab, &mut ids);
-        let class = d.label.as_ref().and_then(|l| index.get(l).copied());
-        formed.classes.extend(class);
-        let rows = &mut formed.rows;
-        doc_rows(&ids, text, class, |a, b, c, d| rows.push(a, b, c, d));
+/// `docs` cut into runs of about [`CHUNK_BYTES`] of text (at least one document each).
+fn chunks(docs: &[Doc]) -> Vec<std::ops::Range<usize>> {
+    let mut out = Vec::new();
+    let (mut start, mut bytes) = (0, 0);
+    for (i, d) in docs.iter().enumerate() {
+        bytes += d.text.as_ref().map_or(0, String::len);
+        if bytes >= CHUNK_BYTES || i + 1 == docs.len() {
+            out.push(start..i + 1);
+            (start, bytes) = (i + 1, 0);
+        }
     }
-    formed
+    out
 }
 
 #[cfg(test)]

@@ -29,6 +29,7 @@ pub mod streams;
 pub mod synthetic;
 pub mod text;
 pub mod text_pack;
+mod token_spill;
 pub mod train_rows;
 pub mod words;
 

@@ -1,88 +1,80 @@
 //! A text corpus (one document per line of a file, or one per file of a directory) packed in two
 //! streamed passes, in memory bounded by a line block (a few files) and the vocabulary, whatever
-//! the corpus' size: the first counts the words (the
-//! vocabulary), the second forms each block's bag-of-words or CBOW rows over it as the block
-//! comes (the language-model case: context bags built while streaming, never a whole-corpus
-//! token array). The packed bytes are those of the corpus read whole and packed.
+//! the corpus' size: the first reads the source, counts the words (the vocabulary) and spills
+//! each chunk of documents' words to a temporary file (`token_spill`); the second forms each
+//! chunk's bag-of-words or CBOW rows from the spill over the vocabulary (the language-model
+//! case: context bags built while streaming, never a whole-corpus token array). The packed
+//! bytes are those of the corpus read whole and packed.
 
 use std::collections::HashMap;
 use std::path::Path;
 
-use rayon::prelude::*;
-
-use crate::dataset::RowStore;
 use crate::documents_pack::{header_of, pack_directory};
 use crate::labels::LabelOptions;
-use crate::lines::{CHUNK_LINES, LineBlocks, LineError, bad_line, for_each_chunk};
+use crate::lines::{LineError, bad_line, for_each_chunk};
 use crate::packed::PackMeta;
 use crate::packed::stream::pack_rows;
 use crate::packed::write::PackOptions;
-use crate::text::{
-    TextOptions, Vocabulary, doc_ids_into, doc_rows, parse_document_str, vocabulary_of, walk,
-};
+use crate::text::{TextOptions, parse_document_str, vocabulary_of, walk};
+use crate::token_spill::{Forming, Spill, form_spilled, spill_chunk};
 use crate::words::ThreadCounts;
 use crate::{DataError, Progress, ReadOptions};
 use widebag_kinds::{Format, TokenFormat};
 
-/// Lines of a block counted: the documents (lines), and the first bad line.
-type Part = (usize, Option<(usize, LineError)>);
+/// A chunk of lines spilled: its record, its documents (lines not skipped), and the first bad
+/// line when none is skipped (the record ends before it).
+type Spilled = (Vec<u8>, usize, Option<(usize, LineError)>);
 
-/// Counts the words of `lines` into `counts` (a line that is not UTF-8 is skipped, or ends the
-/// count as bad).
-fn count_lines(
-    counts: &ThreadCounts,
+/// Spills the documents of `lines` (a line that is not UTF-8 is spilled as skipped, or ends the
+/// chunk as bad), their words counted into `counts`.
+fn spill_lines(
     lines: &[(usize, &[u8])],
+    counts: &ThreadCounts,
     tokens: TokenFormat,
     read: &ReadOptions,
-) -> Part {
-    let mut part = (0, None);
+) -> Spilled {
+    let (mut docs, mut failed) = (Vec::with_capacity(lines.len()), None);
     for &(n, line) in lines {
         match parse_document_str(line) {
-            Ok(doc) => {
-                part.0 += 1;
-                counts.count(doc, tokens);
-            }
-            Err(_) if read.skip_bad_lines => {}
+            Ok(doc) => docs.push((Some(doc), None)),
+            Err(_) if read.skip_bad_lines => docs.push((None, None)),
             Err(e) => {
-                part.1 = Some((n, e));
+                failed = Some((n, e));
                 break;
             }
         }
     }
-    part
+    let kept = docs.iter().filter(|d| d.0.is_some()).count();
+    (spill_chunk(docs, tokens, counts, 0), kept, failed)
 }
 
-/// Two parts together; the first failing line (the lower line number) is the one reported.
-fn merge_parts(a: Part, b: Part) -> Part {
-    let failed = match (a.1, b.1) {
-        (Some(x), Some(y)) => Some(if x.0 <= y.0 { x } else { y }),
-        (x, y) => x.or(y),
-    };
-    (a.0 + b.0, failed)
-}
-
-/// The words of a corpus file counted in parallel chunks of each line block, into a map per
-/// rayon thread kept over the whole file ([`ThreadCounts`]), and its documents (lines); a line
-/// that is not UTF-8 is an error naming the file, line and column, or skipped.
+/// The first pass over a corpus file: its words counted in parallel chunks of each line block,
+/// into a map per rayon thread kept over the whole file ([`ThreadCounts`]), each chunk spilled
+/// in order to `spill`; returns the counts and the documents (lines). A line that is not UTF-8
+/// is an error naming the file, line and column, or skipped.
 fn count_corpus(
     path: &Path,
     read: &ReadOptions,
     text: &TextOptions,
-    progress: &Progress,
+    (spill, progress): (&mut Spill, &Progress),
 ) -> Result<(HashMap<String, u64>, usize), DataError> {
-    let mut blocks = LineBlocks::open(path)?;
     let (counts, mut documents) = (ThreadCounts::new(), 0);
-    while let Some(block) = blocks.next_block()? {
-        let lines = block.lines();
-        let (docs, failed) = (lines.par_chunks(CHUNK_LINES))
-            .map(|lines| count_lines(&counts, lines, text.tokens, read))
-            .reduce(|| (0, None), merge_parts);
-        if let Some((line, e)) = failed {
-            return Err(bad_line(path, line, e));
+    let spill_lines = |lines: &[(usize, &[u8])]| spill_lines(lines, &counts, text.tokens, read);
+    for_each_chunk(path, spill_lines, |chunks, bytes| {
+        for (i, (mut record, docs, failed)) in chunks.into_iter().enumerate() {
+            if i == 0 {
+                // The block's bytes, told again when the second pass forms this record.
+                record[..8].copy_from_slice(&bytes.to_le_bytes());
+            }
+            spill.push(&record)?;
+            documents += docs;
+            if let Some((line, e)) = failed {
+                return Err(bad_line(path, line, e));
+            }
         }
-        documents += docs;
-        progress.advance(block.bytes.len() as u64);
-    }
+        progress.advance(bytes);
+        Ok(())
+    })?;
     Ok((counts.into_counts(), documents))
 }
 
@@ -114,71 +106,33 @@ pub fn pack_text(
         return pack_directory(path, read, (text, label), variant, out, options);
     }
     let progress = options.progress.clone();
-    let (counts, documents) = count_corpus(path, read, text, &progress)?;
+    let mut spill = Spill::create(out)?;
+    let (counts, documents) = count_corpus(path, read, text, (&mut spill, &progress))?;
     let vocab = vocabulary_of(path, counts, text)?;
     let header = header_of(&vocab, documents, variant);
     let io = |source| DataError::Io {
         path: out.to_path_buf(),
         source,
     };
-    // Each chunk of lines parsed straight to its rows over the vocabulary (no text kept), on
-    // the reader's side; here each chunk's rows are taken whole.
-    let form = |lines: &[(usize, &[u8])]| form_chunk(lines, &vocab, text, read);
+    let no_classes = HashMap::new();
+    let forming = Forming {
+        vocab: &vocab,
+        text,
+        classes: &no_classes,
+    };
+    // The rows formed from the spill (the source is not read again), a batch of chunks at a
+    // time on a reading thread; here each chunk's rows are taken whole.
     pack_rows(header, out, options, |sink| {
         let mut skipped = 0;
-        for_each_chunk(path, form, |chunks, bytes| {
-            for chunk in chunks {
-                sink.push_rows(&chunk.rows).map_err(io)?;
-                skipped += chunk.skipped;
-                if let Some((line, e)) = chunk.failed {
-                    return Err(bad_line(path, line, e));
-                }
-            }
+        form_spilled(spill, &forming, |formed, bytes| {
+            sink.push_rows(&formed.rows).map_err(io)?;
+            skipped += formed.skipped;
             progress.advance(bytes);
             Ok(())
         })?;
         (0..skipped).for_each(|_| sink.skip_line());
         Ok(())
     })
-}
-
-/// A chunk of lines formed into rows: its documents' rows in line order, the lines skipped as
-/// bad, and the first bad line (the chunk's rows end before it) when none is skipped.
-struct FormedChunk {
-    rows: RowStore,
-    skipped: usize,
-    failed: Option<(usize, LineError)>,
-}
-
-/// The rows `text` forms of each line (a document) over `vocab`.
-fn form_chunk(
-    lines: &[(usize, &[u8])],
-    vocab: &Vocabulary,
-    text: &TextOptions,
-    read: &ReadOptions,
-) -> FormedChunk {
-    let mut chunk = FormedChunk {
-        rows: RowStore::new(),
-        skipped: 0,
-        failed: None,
-    };
-    let mut ids = Vec::new();
-    for &(n, line) in lines {
-        match parse_document_str(line) {
-            Ok(doc) => {
-                ids.clear();
-                doc_ids_into(doc, text.tokens, vocab, &mut ids);
-                let rows = &mut chunk.rows;
-                doc_rows(&ids, text, None, |a, b, c, d| rows.push(a, b, c, d));
-            }
-            Err(_) if read.skip_bad_lines => chunk.skipped += 1,
-            Err(e) => {
-                chunk.failed = Some((n, e));
-                break;
-            }
-        }
-    }
-    chunk
 }
 
 #[cfg(test)]

@@ -125,20 +125,6 @@ impl ThreadCounts {
         Self((0..threads).map(|_| Mutex::default()).collect())
     }
 
-    /// Adds the words of `text` to the calling thread's counts.
-    pub(crate) fn count(&self, text: &str, tokens: TokenFormat) {
-        let at = rayon::current_thread_index().unwrap_or(0) % self.0.len();
-        // A thread's own map: the lock is never waited for (poisoned only by a panic, which
-        // is propagated anyway).
-        let mut counts = self.0[at].lock().unwrap_or_else(|e| e.into_inner());
-        for_each_word(text, tokens, |w| match counts.get_mut(w) {
-            Some(c) => *c += 1,
-            None => {
-                counts.insert(w.to_string(), 1);
-            }
-        });
-    }
-
     /// Every thread's counts together.
     pub(crate) fn into_counts(self) -> HashMap<String, u64> {
         let maps = self
@@ -157,5 +143,66 @@ impl ThreadCounts {
             a
         })
         .unwrap_or_default()
+    }
+}
+
+/// The distinct words of a chunk of documents, each with its place (first seen first) and
+/// count: keyed by the text's own spelling where it is the word (a word with capitals,
+/// lower-cased, is owned).
+#[derive(Default)]
+pub(crate) struct ChunkWords<'a> {
+    index: HashMap<Cow<'a, str>, u32>,
+    pub(crate) words: Vec<Cow<'a, str>>,
+    pub(crate) counts: Vec<u64>,
+}
+
+impl<'a> ChunkWords<'a> {
+    /// Appends the place of each word of `text` to `places` (a new word gets the next place).
+    pub(crate) fn index(&mut self, text: &'a str, tokens: TokenFormat, places: &mut Vec<u32>) {
+        let mut lower = String::new();
+        for_each_run(text, tokens, |w| {
+            let word: &str = match w.bytes().any(|b| b.is_ascii_uppercase()) {
+                true => {
+                    lower.clear();
+                    lower.push_str(w);
+                    lower.make_ascii_lowercase();
+                    &lower
+                }
+                false => w,
+            };
+            let at = match self.index.get(word) {
+                Some(&at) => at,
+                None => {
+                    let at = self.words.len() as u32;
+                    let key = match word.len() == w.len() && word == w {
+                        true => Cow::Borrowed(w),
+                        false => Cow::Owned(word.to_string()),
+                    };
+                    self.index.insert(key.clone(), at);
+                    self.words.push(key);
+                    self.counts.push(0);
+                    at
+                }
+            };
+            self.counts[at as usize] += 1;
+            places.push(at);
+        });
+    }
+}
+
+impl ThreadCounts {
+    /// Adds a chunk's words and counts to the calling thread's counts (one lookup per distinct
+    /// word of the chunk).
+    pub(crate) fn add_chunk(&self, chunk: &ChunkWords<'_>) {
+        let at = rayon::current_thread_index().unwrap_or(0) % self.0.len();
+        let mut counts = self.0[at].lock().unwrap_or_else(|e| e.into_inner());
+        for (w, &c) in chunk.words.iter().zip(&chunk.counts) {
+            match counts.get_mut(w.as_ref()) {
+                Some(n) => *n += c,
+                None => {
+                    counts.insert(w.to_string(), c);
+                }
+            }
+        }
     }
 }
