@@ -36,20 +36,31 @@ fn for_each_run<'a>(text: &'a str, format: TokenFormat, mut f: impl FnMut(&'a st
     }
 }
 
+/// `w` lower-cased: itself when it has no capitals, else lower-cased into `buf`.
+fn lowered<'b>(w: &'b str, buf: &'b mut String) -> &'b str {
+    if !w.bytes().any(|b| b.is_ascii_uppercase()) {
+        return w;
+    }
+    buf.clear();
+    buf.push_str(w);
+    buf.make_ascii_lowercase();
+    buf
+}
+
+/// The word `word` (lowered from the text's `w`) as a key: borrowed from the text when it is
+/// `w` itself, else owned.
+fn spelled<'a>(w: &'a str, word: &str) -> Cow<'a, str> {
+    match std::ptr::eq(word.as_ptr(), w.as_ptr()) {
+        true => Cow::Borrowed(w),
+        false => Cow::Owned(word.to_string()),
+    }
+}
+
 /// Calls `f` with each of [`tokenize`]'s words in turn, without allocating one per word (a
 /// word with capitals is lower-cased into a reused buffer).
 pub(crate) fn for_each_word(text: &str, format: TokenFormat, mut f: impl FnMut(&str)) {
     let mut lower = String::new();
-    for_each_run(text, format, |w| {
-        if w.bytes().any(|b| b.is_ascii_uppercase()) {
-            lower.clear();
-            lower.push_str(w);
-            lower.make_ascii_lowercase();
-            f(&lower);
-        } else {
-            f(w);
-        }
-    });
+    for_each_run(text, format, |w| f(lowered(w, &mut lower)));
 }
 
 /// Word counts keyed by the text's own spelling where it is the word (borrowed), else by the
@@ -75,18 +86,12 @@ pub(crate) fn count_words(docs: &[String], tokens: TokenFormat) -> HashMap<Strin
 pub(crate) fn count_into<'a>(counts: &mut TextCounts<'a>, text: &'a str, tokens: TokenFormat) {
     let mut lower = String::new();
     for_each_run(text, tokens, |w| {
-        if w.bytes().any(|b| b.is_ascii_uppercase()) {
-            lower.clear();
-            lower.push_str(w);
-            lower.make_ascii_lowercase();
-            match counts.get_mut(lower.as_str()) {
-                Some(c) => *c += 1,
-                None => {
-                    counts.insert(Cow::Owned(lower.clone()), 1);
-                }
+        let word = lowered(w, &mut lower);
+        match counts.get_mut(word) {
+            Some(c) => *c += 1,
+            None => {
+                counts.insert(spelled(w, word), 1);
             }
-        } else {
-            *counts.entry(Cow::Borrowed(w)).or_insert(0) += 1;
         }
     });
 }
@@ -161,23 +166,12 @@ impl<'a> ChunkWords<'a> {
     pub(crate) fn index(&mut self, text: &'a str, tokens: TokenFormat, places: &mut Vec<u32>) {
         let mut lower = String::new();
         for_each_run(text, tokens, |w| {
-            let word: &str = match w.bytes().any(|b| b.is_ascii_uppercase()) {
-                true => {
-                    lower.clear();
-                    lower.push_str(w);
-                    lower.make_ascii_lowercase();
-                    &lower
-                }
-                false => w,
-            };
+            let word = lowered(w, &mut lower);
             let at = match self.index.get(word) {
                 Some(&at) => at,
                 None => {
                     let at = self.words.len() as u32;
-                    let key = match word.len() == w.len() && word == w {
-                        true => Cow::Borrowed(w),
-                        false => Cow::Owned(word.to_string()),
-                    };
+                    let key = spelled(w, word);
                     self.index.insert(key.clone(), at);
                     self.words.push(key);
                     self.counts.push(0);
