@@ -242,8 +242,8 @@ pub struct PlanArgs {
     /// Run the plan for --steps steps on the device and check the measured peak is under the budget.
     #[arg(long)]
     pub verify: bool,
-    /// The ground truth: find the largest batch that runs under the budget by bisecting on real
-    /// runs' measured peaks (with the plan's optimizers).
+    /// The ground truth: find the largest batch that runs under the budget from real runs'
+    /// measured peaks (with the plan's optimizers), starting at the plan's batch.
     #[arg(long)]
     pub search: bool,
     /// With --search: stop bisecting when the bracket is within this % of the batch (0: one row).

@@ -2,6 +2,7 @@
 //! its report or JSON, `--verify` and `--search` on the device, the solver's `--grid`, and
 //! `--calibrate` for the throughput model. Exit 3 when nothing fits.
 
+mod bracket;
 mod calibrate;
 mod grid;
 mod host;

@@ -1,5 +1,5 @@
 //! The plan checked on the device: `--verify` runs it and compares the measured peak with the
-//! budget; `--search` finds the true largest batch by bisecting on measured peaks.
+//! budget; `--search` finds the true largest batch from real runs' measured peaks.
 
 use anyhow::Context;
 use serde::Serialize;
@@ -8,6 +8,7 @@ use widebag_model::Compute;
 use widebag_prepare::Prepared;
 use widebag_solver::Plan;
 
+use super::bracket::{BatchRange, Bracket, bracket};
 use crate::measure::measure;
 use crate::prerun::{check_fits, device_facts, predict};
 
@@ -107,10 +108,11 @@ pub fn verify(
     })
 }
 
-/// The ground truth: doubles the batch from `plan.min_batch` until a run's measured peak exceeds
-/// the budget (or `plan.max_batch` runs under it), then bisects until the bracket is within
-/// `tolerance_pct` of the batch (one row at most when 0). Uses the plan's optimizers and its
-/// layout remedies (host tier, half tables, cut bands), so it measures what the plan chose.
+/// The ground truth: the largest batch whose run's measured peak stays under the budget, bracketed
+/// from the plan's own batch (or `plan.min_batch` when nothing fits) and bisected until the
+/// bracket is within `tolerance_pct` of the batch (one row at most when 0); see [`bracket`].
+/// Uses the plan's optimizers and its layout remedies (host tier, half tables, cut bands), so it
+/// measures what the plan chose.
 pub fn search(
     prepared: &Prepared,
     plan: &Plan,
@@ -121,7 +123,7 @@ pub fn search(
 ) -> anyhow::Result<Search> {
     let (table, dense) = (plan.chosen.table, plan.chosen.dense);
     let mut probes = Vec::new();
-    let mut run = |batch: usize| -> anyhow::Result<bool> {
+    let run = |batch: usize| -> anyhow::Result<bool> {
         // The plan's layout (its remedies) and optimizers, at this batch.
         let mut config = plan.apply_to(&prepared.config);
         config.train.batch_size = batch;
@@ -136,34 +138,20 @@ pub fn search(
         probes.push(probe);
         Ok(ok)
     };
-    let (lo, hi) = (plan.min_batch, plan.max_batch);
-    let mut good: Option<usize> = None;
-    let mut bad: Option<usize> = None;
-    let mut b = lo;
-    loop {
-        if run(b)? {
-            good = Some(b);
-            if b == hi {
-                break;
-            }
-            b = (b * 2).min(hi);
-        } else {
-            bad = Some(b);
-            break;
-        }
-    }
-    if let (Some(mut g), Some(mut x)) = (good, bad) {
-        while x - g > 1 && (x - g) as f64 > g as f64 * tolerance_pct / 100.0 {
-            let mid = g + (x - g) / 2;
-            if run(mid)? {
-                g = mid;
-            } else {
-                x = mid;
-            }
-        }
-        good = Some(g);
-        bad = Some(x);
-    }
+    let start = if plan.fits {
+        plan.chosen.batch_size
+    } else {
+        plan.min_batch
+    };
+    let Bracket { good, bad } = bracket(
+        BatchRange {
+            min_batch: plan.min_batch,
+            max_batch: plan.max_batch,
+            start_batch: start,
+        },
+        tolerance_pct,
+        run,
+    )?;
     Ok(Search {
         batch_size: good,
         first_over: bad,
