@@ -5,6 +5,7 @@
 # corpus, with memory capped. A crash, a panic, a hang (-timeout) or an allocation over the cap
 # stops the target and leaves the input in fuzz/artifacts/TARGET/.
 #   bash fuzz/run.sh [SECONDS]          TARGETS="libsvm npz" bash fuzz/run.sh 600
+# FUZZ_BUILD_ONLY=1 builds the targets and runs none (CI builds them beside its tests).
 set -euo pipefail
 cd "$(dirname "$0")"
 secs=${1:-10}
@@ -16,6 +17,7 @@ export RUSTFLAGS="-Cpasses=sancov-module -Cllvm-args=-sanitizer-coverage-level=4
 # An explicit --target keeps the instrumentation out of build scripts, as cargo-fuzz does.
 host=$(rustc -vV | sed -n 's/^host: //p')
 cargo build --release --bins --quiet --target "$host"
+if [ -n "${FUZZ_BUILD_ONLY:-}" ]; then exit 0; fi
 bin="$CARGO_TARGET_DIR/$host/release"
 corpus=${FUZZ_CORPUS:-$CARGO_TARGET_DIR/corpus}
 status=0

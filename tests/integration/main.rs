@@ -5,6 +5,7 @@
 mod common;
 
 mod access;
+mod accuracy_grids;
 mod architecture;
 mod bad_inputs;
 mod checkpointing;

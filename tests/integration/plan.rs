@@ -1,7 +1,6 @@
 //! The budget solver end to end: `widebag plan` answers from the ledger (deterministic JSON, units,
-//! pins, exit 3 with ranked suggestions), `widebag train --budget` trains with the plan or refuses,
-//! and on wgpu the solver's grid meets its bars (plan ≥ 97% of the searched batch, measured peak
-//! under the budget, planning under 50 ms).
+//! pins, exit 3 with ranked suggestions) and `widebag train --budget` trains with the plan or
+//! refuses. The solver's grid on wgpu is in `accuracy_grids`.
 
 use crate::common;
 
@@ -281,31 +280,6 @@ fn train_with_a_budget_cuts_the_output_to_keep_adam_and_runs_it_under_the_budget
             assert!(peak <= 12 << 20, "measured {peak} B over the budget");
         }
     }
-}
-
-#[test]
-fn plan_grid_meets_the_bars_on_wgpu() {
-    if !has_wgpu("plan_grid") {
-        return;
-    }
-    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("plan-grid");
-    let dir_arg = dir.to_string_lossy().to_string();
-    let out = widebag(&[
-        "plan", "--grid", "small", "--device", "wgpu", "--json", "--out", &dir_arg,
-    ]);
-    let rows = json(&out);
-    let rows = rows.as_array().unwrap();
-    assert_eq!(rows.len(), 10, "5 budgets × 2 models");
-    for r in rows {
-        assert!(
-            r["plan_vs_search_pct"].as_f64().unwrap() >= 97.0,
-            "plan below 97% of search: {r}"
-        );
-        assert!(r["under_budget"].as_bool().unwrap(), "over budget: {r}");
-        assert!(r["planned_ms"].as_f64().unwrap() < 50.0, "slow: {r}");
-        assert!(r["pass"].as_bool().unwrap(), "{r}");
-    }
-    assert!(dir.join("plan-grid.md").is_file());
 }
 
 #[test]
