@@ -7,7 +7,7 @@ use crate::common;
 
 use common::{assert_close, assert_fd, batch, fd_dense, fd_table, flex, wgpu_or_skip, wide};
 use widebag_config::bands::ModelBands;
-use widebag_config::{Config, DenseOptim, TableOptim, TargetKind};
+use widebag_config::{Activation, Config, DenseOptim, TableOptim, TargetKind};
 use widebag_csr::CsrBatch;
 use widebag_model::layout::dense::DenseModel;
 use widebag_model::layout::reference::dense_reference;
@@ -42,8 +42,14 @@ fn scatter_rows(model: &WideModel, batch: &CsrBatch, rows: Vec<f32>) -> Vec<f32>
 }
 
 fn check_against_dense_and_fd(compute: Compute, label: &str) {
+    check_layers_against_dense_and_fd(compute, label, |_| {});
+}
+
+/// As [`check_against_dense_and_fd`], with `layers` changing the model's layers first.
+fn check_layers_against_dense_and_fd(compute: Compute, label: &str, layers: fn(&mut Config)) {
     for target in [TargetKind::NextId, TargetKind::Bag] {
-        let config = small_config(target);
+        let mut config = small_config(target);
+        layers(&mut config);
         // A 128-byte buffer cap forces 8-row table shards (5 shards, so several row-gradient
         // leaves), bag entries in pieces of 8, and 5-class output chunks (2 chunks).
         let compute = compute.clone().with_buffer_cap(128);
@@ -108,6 +114,20 @@ fn check_against_dense_and_fd(compute: Compute, label: &str) {
 #[test]
 fn embedding_bag_matches_dense_and_finite_differences_on_flex() {
     check_against_dense_and_fd(flex(), "flex");
+}
+
+/// Mult-DAE's tanh with a linear last layer (`model.last_activation = "linear"`: a low-rank
+/// projection into the output layer), on flex.
+#[test]
+fn tanh_and_a_linear_last_layer_match_dense_and_finite_differences_on_flex() {
+    check_layers_against_dense_and_fd(flex(), "flex tanh/linear", |c| {
+        c.model.activation = Activation::Tanh;
+        c.model.last_activation = Some(Activation::Linear);
+        assert_eq!(
+            c.model.activations(),
+            [Activation::Tanh, Activation::Linear]
+        );
+    });
 }
 
 #[test]

@@ -150,6 +150,9 @@ pub enum Activation {
     Relu,
     /// As Mult-DAE and Mult-VAE use.
     Tanh,
+    /// None (the identity): as `model.last_activation`, the last hidden layer is a linear
+    /// low-rank projection into the output layer.
+    Linear,
 }
 
 impl Activation {
@@ -157,6 +160,7 @@ impl Activation {
         match self {
             Activation::Relu => "relu",
             Activation::Tanh => "tanh",
+            Activation::Linear => "linear",
         }
     }
 }

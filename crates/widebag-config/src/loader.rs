@@ -34,6 +34,7 @@ pub fn known_keys() -> Vec<String> {
     full.data.mode = Some(TextMode::Bow);
     full.data.zero_based = Some(true);
     full.optim.table_lr = Some(1.0);
+    full.model.last_activation = Some(crate::Activation::Linear);
     full.train.epochs = Some(1);
     full.plan.budget = Some("1GiB".to_string());
     full.model.input_bands.budget = Some("1GiB".to_string());
@@ -288,6 +289,24 @@ mod tests {
     fn sets(args: &[&str]) -> Result<Config, ConfigError> {
         let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
         load(None, &args)
+    }
+
+    #[test]
+    fn the_last_activation_defaults_to_the_others_and_linear_overrides_it() {
+        use crate::Activation::{Linear, Tanh};
+        let c = sets(&["model.activation=\"tanh\"", "model.hidden=[600, 112]"]).unwrap();
+        assert_eq!(c.model.activations(), [Tanh, Tanh, Tanh]);
+        let c = sets(&[
+            "model.activation=\"tanh\"",
+            "model.hidden=[600, 112]",
+            "model.last_activation=\"linear\"",
+        ])
+        .unwrap();
+        assert_eq!(c.model.activations(), [Tanh, Tanh, Linear]);
+        let c = sets(&["model.hidden=[]", "model.last_activation=\"linear\""]).unwrap();
+        assert_eq!(c.model.activations(), [Linear]);
+        let err = sets(&["model.last_activation=\"cube\""]).unwrap_err();
+        assert!(err.to_string().contains("model.last_activation"), "{err}");
     }
 
     #[test]

@@ -163,8 +163,13 @@ pub struct ModelConfig {
     /// The output objective: `full` softmax, `adaptive` softmax (`output_bands`), or
     /// `multinomial` (a target bag's counts, full or, with `output_bands`, adaptive).
     pub output: OutputKind,
-    /// The hidden layers' activation: `relu` or `tanh`.
+    /// The hidden layers' activation: `relu`, `tanh` or `linear`.
     pub activation: Activation,
+    /// The last layer's activation (the last of `hidden`, or the bag's without hidden layers)
+    /// when it differs from `activation`: `linear` makes it a low-rank projection into the output
+    /// layer. Unset: `activation`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_activation: Option<Activation>,
     /// How the input table starts: `uniform` (variance 1 / dim), `normal` (N(0, 1), as
     /// PyTorch's EmbeddingBag) or `fan_in` (U(±1/sqrt(width)), as PyTorch's Linear).
     pub input_init: InputInit,
@@ -181,6 +186,17 @@ impl ModelConfig {
     /// Size of the last hidden representation (the output layer's input).
     pub fn last_hidden(&self) -> usize {
         self.hidden.last().copied().unwrap_or(self.dim)
+    }
+
+    /// Each layer's activation: the bag's, then each hidden layer's.
+    pub fn activations(&self) -> Vec<Activation> {
+        let n = self.hidden.len() + 1;
+        (0..n)
+            .map(|k| match (k + 1 == n, self.last_activation) {
+                (true, Some(last)) => last,
+                _ => self.activation,
+            })
+            .collect()
     }
 }
 
@@ -254,6 +270,7 @@ impl Default for ModelConfig {
             logits: Logits::Recompute,
             output: OutputKind::Full,
             activation: Activation::Relu,
+            last_activation: None,
             input_init: InputInit::Uniform,
             input_dropout: 0.0,
             input_bands: InputBands::default(),

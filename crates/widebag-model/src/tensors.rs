@@ -36,5 +36,6 @@ pub(crate) fn activate(x: Tensor<2>, activation: widebag_config::Activation) -> 
     match activation {
         widebag_config::Activation::Relu => burn::tensor::activation::relu(x),
         widebag_config::Activation::Tanh => burn::tensor::activation::tanh(x),
+        widebag_config::Activation::Linear => x,
     }
 }

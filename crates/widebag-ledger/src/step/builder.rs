@@ -156,13 +156,16 @@ impl Builder {
                 format!("hidden.{}", l - 1)
             };
             let last = l + 1 == sizes.len();
-            self.f32(
-                "pre-activation (saved by relu)",
-                &layer,
-                &[b, size],
-                Category::Activations,
-                Lifetime::span(from, saved_to),
-            );
+            // A linear layer's output is its pre-activation: one buffer.
+            if !spec.linear_layer(l) {
+                self.f32(
+                    "pre-activation (saved by relu)",
+                    &layer,
+                    &[b, size],
+                    Category::Activations,
+                    Lifetime::span(from, saved_to),
+                );
+            }
             self.f32(
                 "output (saved by the next matmul)",
                 &layer,

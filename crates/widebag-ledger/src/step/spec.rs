@@ -5,8 +5,8 @@
 use serde::{Deserialize, Serialize};
 use widebag_config::bands::{Band, ModelBands};
 use widebag_config::{
-    BandPlacement, Checkpointing, Config, CpuKernels, DenseOptim, Layout, Logits, Precision,
-    TableOptim,
+    Activation, BandPlacement, Checkpointing, Config, CpuKernels, DenseOptim, Layout, Logits,
+    Precision, TableOptim,
 };
 
 use crate::shapes;
@@ -105,6 +105,10 @@ pub struct StepSpec {
     /// What flex's host softmax keeps of the full softmax's logits (`model.logits`).
     #[serde(default)]
     pub logits: Logits,
+    /// Each layer's activation, the bag's then each hidden layer's (`ModelConfig::activations`);
+    /// a `linear` layer saves no pre-activation of its own. Empty: none is linear.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub activations: Vec<Activation>,
     /// The rank this step runs on in a multi-process run (`None`: one process). With it,
     /// [`Self::batch`] is the rank's own rows of the global batch ([`StepSpec::on_rank`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -171,6 +175,7 @@ impl StepSpec {
             state_dtype: config.optim.state_dtype,
             checkpointing: config.model.checkpointing,
             logits: config.model.logits,
+            activations: config.model.activations(),
             ranks: None,
         }
     }
@@ -327,6 +332,11 @@ impl StepSpec {
             .collect()
     }
 
+    /// Whether layer `l` (0: the bag) is linear: its output is its pre-activation.
+    pub(super) fn linear_layer(&self, l: usize) -> bool {
+        self.activations.get(l) == Some(&Activation::Linear)
+    }
+
     pub(super) fn last_hidden(&self) -> u64 {
         self.hidden.last().copied().unwrap_or(self.dim)
     }
@@ -366,6 +376,7 @@ pub(super) fn seed_spec(layout: Layout, dense_optim: DenseOptim) -> StepSpec {
         state_dtype: Precision::F32,
         checkpointing: Checkpointing::None,
         logits: Logits::Recompute,
+        activations: Vec::new(),
         ranks: None,
     }
 }

@@ -85,7 +85,11 @@ pub fn checkpoint_effect(spec: &StepSpec) -> Option<CheckpointEffect> {
     };
     let (none, mlp) = (ledger(Checkpointing::None), ledger(Checkpointing::Mlp));
     let at = |l: &crate::Ledger| l.live_bytes(Placement::Device, Point::BackwardLogits);
-    let layers: u64 = spec.layer_sizes().iter().map(|&n| 2 * n).sum();
+    let saved_per_layer = |l: usize| if spec.linear_layer(l) { 1 } else { 2 };
+    let sizes = spec.layer_sizes();
+    let layers: u64 = (0..sizes.len())
+        .map(|l| saved_per_layer(l) * sizes[l])
+        .sum();
     let bands: u64 = spec.bands().iter().skip(1).map(|(b, _)| b.dim as u64).sum();
     Some(CheckpointEffect {
         saved_bytes_per_example: (layers + bands) * F32_BYTES,
@@ -132,5 +136,31 @@ mod tests {
         let at = |l: &crate::Ledger| l.live_bytes(Placement::Device, Point::BackwardInput);
         assert!(at(&mlp) - at(&none) >= (1024 + 1024 + 512 + 512) * rows * F32_BYTES);
         assert!(e.peak_mlp_bytes <= e.peak_none_bytes);
+    }
+
+    #[test]
+    fn a_linear_last_layer_saves_one_buffer_fewer_than_tanh() {
+        use widebag_config::Activation::{Linear, Tanh};
+        let mut spec = seed_spec(Layout::Sparse, DenseOptim::Adam);
+        spec.activations = vec![Tanh, Tanh];
+        let tanh = ledger(&spec);
+        spec.activations = vec![Tanh, Linear];
+        let linear = ledger(&spec);
+        let rows = spec.batch.n_rows;
+        let at = |l: &crate::Ledger| l.live_bytes(Placement::Device, Point::ForwardLogits);
+        // The last hidden layer (512 wide) keeps its output but no pre-activation.
+        assert_eq!(at(&tanh) - at(&linear), 512 * rows * F32_BYTES);
+        let (t, l) = (
+            checkpoint_effect(&{
+                let mut s = spec.clone();
+                s.activations = vec![Tanh, Tanh];
+                s
+            }),
+            checkpoint_effect(&spec),
+        );
+        assert_eq!(
+            t.unwrap().saved_bytes_per_example - l.unwrap().saved_bytes_per_example,
+            512 * F32_BYTES
+        );
     }
 }

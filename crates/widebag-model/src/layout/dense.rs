@@ -38,7 +38,8 @@ pub struct DenseSpec {
     pub reduce_cols: usize,
     /// Host kernels (flex) or burn's tensor operations for the softmax and the updates.
     pub kernels: Kernels,
-    pub activation: widebag_config::Activation,
+    /// Each layer's activation: the input layer's, then each hidden layer's.
+    pub activations: Vec<widebag_config::Activation>,
 }
 
 /// Loss and dense gradients of one batch.
@@ -168,7 +169,7 @@ impl DenseModel {
             class_chunk: s.class_chunk,
             reduce_cols: s.reduce_cols,
             kernels: s.kernels,
-            activation: s.activation,
+            activations: s.activations.clone(),
         };
         Self {
             spec,
@@ -229,13 +230,13 @@ impl DenseModel {
         self.check_batch(batch)?;
         let s = &self.spec;
         let x = floats(batch.to_dense(), [batch.n_rows(), s.width], &self.device);
-        let act = s.activation;
+        let acts = &s.activations;
         let p = &self.params;
         let mut h = activate(
             x.matmul(self.input_weight.value.clone()) + p.bag_bias.value.clone(),
-            act,
+            acts[0],
         );
-        for Linear { weight, bias } in &p.hidden {
+        for (Linear { weight, bias }, &act) in p.hidden.iter().zip(&acts[1..]) {
             h = activate(h.matmul(weight.value.clone()) + bias.value.clone(), act);
         }
         let OutputParams::Full { chunks } = &p.output else {
@@ -272,12 +273,12 @@ impl DenseModel {
         let input_weight = leaf(&self.input_weight);
         let leaves = self.params.map(leaf);
         // 3. forward.
-        let act = s.activation;
+        let acts = &s.activations;
         let mut h = activate(
             x.matmul(input_weight.clone()) + leaves.bag_bias.clone(),
-            act,
+            acts[0],
         );
-        for Linear { weight, bias } in &leaves.hidden {
+        for (Linear { weight, bias }, &act) in leaves.hidden.iter().zip(&acts[1..]) {
             h = activate(h.matmul(weight.clone()) + bias.clone(), act);
         }
         let OutputParams::Full { chunks } = &leaves.output else {
@@ -326,12 +327,12 @@ impl DenseModel {
         let leaf = |p: &DenseParam| p.value.clone().autodiff().require_grad();
         let input_weight = leaf(&self.input_weight);
         let leaves = self.params.map_split(leaf, |p| p.value.clone());
-        let act = s.activation;
+        let acts = &s.activations;
         let mut h = activate(
             x.matmul(input_weight.clone()) + leaves.bag_bias.clone(),
-            act,
+            acts[0],
         );
-        for Linear { weight, bias } in &leaves.hidden {
+        for (Linear { weight, bias }, &act) in leaves.hidden.iter().zip(&acts[1..]) {
             h = activate(h.matmul(weight.clone()) + bias.clone(), act);
         }
         meter.lap(Stage::Forward);

@@ -26,8 +26,8 @@ pub struct ModelSpec {
     pub kernels: Kernels,
     pub seed: u64,
     pub output: OutputKind,
-    /// The hidden layers' activation.
-    pub activation: widebag_config::Activation,
+    /// Each layer's activation: the bag's, then each hidden layer's.
+    pub activations: Vec<widebag_config::Activation>,
     /// How the input table starts.
     pub input_init: widebag_config::InputInit,
     /// What the MLP saves for backward: everything, or (`mlp`) only its block input and output.
@@ -87,7 +87,7 @@ impl ModelSpec {
             kernels: Kernels::choose(&compute.device, config.train.cpu_kernels),
             seed: config.train.seed,
             output: config.model.output,
-            activation: config.model.activation,
+            activations: config.model.activations(),
             input_init: config.model.input_init,
             checkpointing: config.model.checkpointing,
             logits: config.model.logits,

@@ -256,9 +256,9 @@ impl WideModel {
         inputs: &BagInputs,
     ) -> Tensor<2> {
         let x = self.bag_sum(rows, &params.projections, inputs);
-        let act = self.spec.activation;
-        let mut h = activate(x + params.bag_bias.clone(), act);
-        for Linear { weight, bias } in &params.hidden {
+        let acts = &self.spec.activations;
+        let mut h = activate(x + params.bag_bias.clone(), acts[0]);
+        for (Linear { weight, bias }, &act) in params.hidden.iter().zip(&acts[1..]) {
             h = activate(h.matmul(weight.clone()) + bias.clone(), act);
         }
         h

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Gowalla at 5× fewer values, one invocation (issue 30 §2): trains configs/gowalla.toml and
+# configs/gowalla-compact.toml one after the other into OUT/ and prints one Markdown table: table +
+# output values (the `table_parameters` and `output_parameters` of each summary), how many times
+# fewer, Recall@20 and NDCG@20, the compact model's share of the full model's Recall@20, wall time
+# and peak RSS.
+#   bash benches/gowalla-compact.sh [OUT_DIR]    (needs ../shared/data/gowalla; a release build)
+set -euo pipefail
+out=${1:-widebag-gowalla-compact}
+mkdir -p "$out"
+bin=${WIDEBAG_BIN:-target/release/widebag}
+
+for name in gowalla gowalla-compact; do
+  echo "== $name" >&2
+  rm -rf "${out:?}/$name"
+  t0=$SECONDS
+  "$bin" train --out "$out/$name" --config "configs/$name.toml" > /dev/null 2> "$out/$name.log"
+  echo $((SECONDS - t0)) > "$out/$name.seconds"
+done
+
+python3 - "$out" <<'PY'
+import json, sys
+out = sys.argv[1]
+rows = {}
+for name in ["gowalla", "gowalla-compact"]:
+    s = json.load(open(f"{out}/{name}/summary.json"))
+    m = {x["name"]: x["value"] for x in s["eval"]["metrics"]}
+    rows[name] = (s, m, int(open(f"{out}/{name}.seconds").read()))
+full_values = rows["gowalla"][0]["table_parameters"] + rows["gowalla"][0]["output_parameters"]
+full_recall = rows["gowalla"][1]["recall@20"]
+print("| config | table + output values | fewer | Recall@20 | NDCG@20 | of the full model's Recall@20 | wall time | peak RSS |")
+print("|---|---|---|---|---|---|---|---|")
+for name, (s, m, secs) in rows.items():
+    values = s["table_parameters"] + s["output_parameters"]
+    print(f"| configs/{name}.toml | {values:,} | {full_values / values:.2f}× | {m['recall@20']:.4f} | "
+          f"{m['ndcg@20']:.4f} | {m['recall@20'] / full_recall:.3f}× | {secs // 60} min {secs % 60} s | "
+          f"{s['peak_rss_bytes'] / 2**20:.0f} MiB |")
+PY
