@@ -25,11 +25,18 @@ fn write_summary(out: &mut String, s: &RunSummary) -> std::fmt::Result {
         "  model              {} → {} → {:?} → {} classes ({} table shards, {} class chunks)",
         s.width, s.dim, s.hidden, s.n_classes, s.table_shards, s.class_chunks
     )?;
-    writeln!(
-        out,
-        "  optimizers         table {:?}, dense {:?}",
-        s.table_optimizer, s.dense_optimizer
-    )?;
+    match s.tied_output {
+        true => writeln!(
+            out,
+            "  optimizers         dense {:?} (the table is the output layer's weight)",
+            s.dense_optimizer
+        )?,
+        false => writeln!(
+            out,
+            "  optimizers         table {:?}, dense {:?}",
+            s.table_optimizer, s.dense_optimizer
+        )?,
+    }
     writeln!(
         out,
         "  steps × batch      {} × {}  ({:.1} examples/s after the first step)",

@@ -34,3 +34,4 @@ mod results_eval;
 mod save_init;
 mod sweep;
 mod tidy;
+mod tied;

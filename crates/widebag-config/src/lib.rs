@@ -12,6 +12,7 @@ mod band_keys;
 pub mod bands;
 mod choices;
 mod error;
+mod layers;
 mod loader;
 mod locate;
 mod schema;

@@ -176,28 +176,14 @@ pub struct ModelConfig {
     /// Dropout on the input bag in training: each entry is dropped with this probability and
     /// the rest scaled by `1 / (1 − p)` (Mult-DAE's input dropout). 0: none.
     pub input_dropout: f64,
+    /// The output layer's weight is the input table, transposed (one item vector per id on
+    /// both sides; the classes are the input ids). The table then has no optimizer of its own:
+    /// `optim.dense` updates it with the gradient of both uses. Flex's host kernels, one process.
+    pub tie_output: bool,
     /// Head/tail bands of the input ids (adaptive input).
     pub input_bands: InputBands,
     /// Head shortlist and tail clusters of the output classes (adaptive softmax).
     pub output_bands: OutputBands,
-}
-
-impl ModelConfig {
-    /// Size of the last hidden representation (the output layer's input).
-    pub fn last_hidden(&self) -> usize {
-        self.hidden.last().copied().unwrap_or(self.dim)
-    }
-
-    /// Each layer's activation: the bag's, then each hidden layer's.
-    pub fn activations(&self) -> Vec<Activation> {
-        let n = self.hidden.len() + 1;
-        (0..n)
-            .map(|k| match (k + 1 == n, self.last_activation) {
-                (true, Some(last)) => last,
-                _ => self.activation,
-            })
-            .collect()
-    }
 }
 
 /// The output objective.
@@ -273,6 +259,7 @@ impl Default for ModelConfig {
             last_activation: None,
             input_init: InputInit::Uniform,
             input_dropout: 0.0,
+            tie_output: false,
             input_bands: InputBands::default(),
             output_bands: OutputBands::default(),
         }

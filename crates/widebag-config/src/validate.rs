@@ -7,6 +7,34 @@ use crate::{
     PLAN_KNOBS, Precision, TextMode, units,
 };
 
+/// `model.tie_output`: one item vector per id on both sides needs the same ids on both sides,
+/// one table and one output layer of the bag's width.
+fn check_tied(c: &Config) -> Result<(), (&'static str, String)> {
+    let (m, key) = (&c.model, "model.tie_output");
+    let why = if m.layout != Layout::Sparse {
+        "needs layout = \"sparse\" (the table is the output layer's weight)".to_string()
+    } else if c.data.n_classes() != c.data.width {
+        format!(
+            "needs the classes to be the input ids (data.n_classes {} against data.width {})",
+            c.data.n_classes(),
+            c.data.width
+        )
+    } else if m.last_hidden() != m.dim {
+        format!(
+            "needs the output layer's input to be model.dim wide ({}): the last of model.hidden is {}",
+            m.dim,
+            m.last_hidden()
+        )
+    } else if m.input_bands.cutoffs.is_split() || m.output_bands.cutoffs.is_split() {
+        "takes no head/tail bands (model.input_bands, model.output_bands)".to_string()
+    } else if m.input_bands.dtype_of(0) != Precision::F32 {
+        "needs an f32 table (model.input_bands.dtype)".to_string()
+    } else {
+        return Ok(());
+    };
+    Err((key, why))
+}
+
 /// The head/tail keys of `[model]`.
 fn check_bands(m: &ModelConfig) -> Result<(), (&'static str, String)> {
     let err = |key: &'static str, msg: String| Err((key, msg));
@@ -242,6 +270,9 @@ pub fn validate(c: &Config) -> Result<(), (&'static str, String)> {
         "every hidden size must be at least 1",
     )?;
     check_bands(m)?;
+    if m.tie_output {
+        check_tied(c)?;
+    }
     let t = &c.train;
     check(t.batch_size >= 1, "train.batch_size", "must be at least 1")?;
     check(t.steps >= 1, "train.steps", "must be at least 1")?;

@@ -147,7 +147,7 @@ impl StepSpec {
             dim: config.model.dim as u64,
             hidden: config.model.hidden.iter().map(|&h| h as u64).collect(),
             batch,
-            table_optim: config.optim.table,
+            table_optim: config.table_optim(),
             dense_optim: config.optim.dense,
             class_chunk: config.model.class_chunk as u64,
             device: DeviceFacts {

@@ -9,6 +9,7 @@ pub mod params;
 pub mod spec;
 #[cfg(test)]
 mod tests;
+pub mod tied;
 
 pub use spec::ModelSpec;
 
@@ -175,7 +176,7 @@ impl WideModel {
                     move |r: usize, out: &mut [f32]| rows(block.start + r, out),
                 );
                 let state = TableState::new(
-                    config.optim.table,
+                    config.table_optim(),
                     &table,
                     spec.max_buffer_bytes,
                     config.optim.state_dtype,
@@ -213,6 +214,9 @@ impl WideModel {
         };
         // The adaptive softmax's tail clusters other ranks own are not held here.
         model.release_clusters();
+        if model.spec.tied {
+            model.tie()?;
+        }
         Ok(model)
     }
 
@@ -345,9 +349,14 @@ impl WideModel {
         tables + n_values(&self.dense.projections)
     }
 
-    /// Values (f32) of the output layer.
+    /// Values (f32) of the output layer; a tied layer's weight is the table's values, counted
+    /// there, so only its bias.
     pub fn output_parameters(&self) -> u64 {
-        n_values(self.dense.output.iter())
+        let all = n_values(self.dense.output.iter());
+        match self.spec.tied {
+            true => all - (self.spec.n_classes * self.spec.dim) as u64,
+            false => all,
+        }
     }
 
     /// Bytes of the input bands' tables and their state placed in host memory.

@@ -34,6 +34,8 @@ pub struct ModelSpec {
     pub checkpointing: widebag_config::Checkpointing,
     /// What the host softmax keeps of the full softmax's logits in one process (`model.logits`).
     pub logits: widebag_config::Logits,
+    /// The output layer's weight is the input table (`model.tie_output`).
+    pub tied: bool,
     /// Input bands (one: the unsplit table) and output clusters (one: the full softmax; more:
     /// the adaptive softmax's head and tails), as run preparation resolved them.
     pub bands: ModelBands,
@@ -91,6 +93,7 @@ impl ModelSpec {
             input_init: config.model.input_init,
             checkpointing: config.model.checkpointing,
             logits: config.model.logits,
+            tied: config.model.tie_output,
             bands: bands.clone(),
         })
     }

@@ -7,6 +7,7 @@
 pub(crate) mod exchange;
 pub mod memory;
 pub mod profile;
+pub(crate) mod tied;
 pub(crate) mod trunk;
 
 use burn::tensor::Tensor;
@@ -169,15 +170,18 @@ impl WideModel {
             let device = self.device().clone();
             host.restore(&mut self.dense.output, &device);
         }
-        let (
-            Grads {
-                loss,
-                ids,
-                rows,
-                dense,
-            },
-            sent,
-        ) = grads?;
+        let (mut grads, sent) = grads?;
+        // A tied table's rows are the output weight's columns: their gradients join the
+        // weight's, which the dense update applies (no row is left to update).
+        if self.spec.tied {
+            self.tie_gradients(&mut grads)?;
+        }
+        let Grads {
+            loss,
+            ids,
+            rows,
+            dense,
+        } = grads;
         if !part.alone() {
             self.count_output_traffic(&part, batch, &sent);
         }
@@ -213,6 +217,9 @@ impl WideModel {
             if trained.get(i).copied().unwrap_or(true) {
                 update_param(p, g, optim, step, kernels)?;
             }
+        }
+        if self.spec.tied {
+            self.refresh_tied_table()?;
         }
         meter.lap(Stage::DenseUpdate);
         // 7. measure.

@@ -25,6 +25,8 @@ pub struct RunSummary {
     pub steps: usize,
     pub layout: Layout,
     pub table_optimizer: widebag_config::TableOptim,
+    /// The table is the output layer's weight (`model.tie_output`): `dense_optimizer` updates it.
+    pub tied_output: bool,
     pub dense_optimizer: widebag_config::DenseOptim,
     /// Examples per second (global, across ranks) over the steps after the first (the first compiles kernels), or
     /// after the detailed steps (`RunOptions::detailed_steps`).
