@@ -27,8 +27,10 @@ pub fn capability(layout: Layout, table: TableOptim, dense: DenseOptim) -> (u32,
 
 /// The optimizer pairs the solver may choose, most capable first.
 pub(crate) fn pairs(config: &Config, pins: Pins) -> Vec<(TableOptim, DenseOptim)> {
-    let tables: Vec<TableOptim> = if pins.table || config.model.layout == Layout::Dense {
-        vec![config.optim.table]
+    let fixed = pins.table || config.model.layout == Layout::Dense || config.model.tie_output;
+    let tables: Vec<TableOptim> = if fixed {
+        // A tied table has no optimizer of its own (`Config::table_optim`): none to choose.
+        vec![config.table_optim()]
     } else {
         // The Adam tier: lazy AdamW when the config asks for it, else lazy Adam.
         let adam = match config.optim.table {
@@ -82,5 +84,22 @@ pub(crate) fn pair_name(layout: Layout, t: TableOptim, d: DenseOptim) -> String 
     match layout {
         Layout::Sparse => format!("table {} + dense {}", t.name(), d.name()),
         Layout::Dense => format!("dense {}", d.name()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_tied_table_leaves_only_the_dense_optimizer_to_choose() {
+        let mut c = Config::default();
+        c.model.hidden = vec![];
+        c.data.n_classes = Some(c.data.width);
+        assert_eq!(pairs(&c, Pins::default()).len(), 12);
+        c.model.tie_output = true;
+        let tied = pairs(&c, Pins::default());
+        assert_eq!(tied.len(), 3, "{tied:?}");
+        assert!(tied.iter().all(|&(t, _)| t == TableOptim::Sgd), "{tied:?}");
     }
 }
