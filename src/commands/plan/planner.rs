@@ -136,6 +136,9 @@ pub struct Planned {
     pub planned_ms: f64,
 }
 
+/// Solves timed per plan; the fastest is the planning time reported.
+const SOLVES_TIMED: usize = 3;
+
 /// Plans `prepared` (its `plan.max_batch` capped at the data's rows first) with the solver's
 /// flags; `overrides` are the `--set` arguments, whose knob keys are pinned. `compute` is the
 /// opened device, if any: its facts and memory are used unless the flags give them.
@@ -157,9 +160,7 @@ pub fn make_plan(
     )?;
     let device = device_facts(compute.map(crate::prerun::device_facts), flags, config);
     let rows = sample(prepared)?;
-    // Timed alone: sampling the data is not planning.
-    let started = Instant::now();
-    let plan = widebag_solver::solve(&Problem {
+    let problem = Problem {
         config: &prepared.config,
         bands: &prepared.model_bands,
         device,
@@ -168,8 +169,18 @@ pub fn make_plan(
         pins,
         calibration: &flags.calibration,
         ranks: flags.ranks,
-    })?;
-    let planned_ms = started.elapsed().as_secs_f64() * 1e3;
+    };
+    // Timed alone (sampling the data is not planning), the fastest of a few solves: the solve is
+    // deterministic, and one solve's time beside other work (the test suite's threads) says more
+    // about the machine's load than about the solver.
+    let mut planned_ms = f64::INFINITY;
+    let mut plan = None;
+    for _ in 0..SOLVES_TIMED {
+        let started = Instant::now();
+        plan = Some(widebag_solver::solve(&problem)?);
+        planned_ms = planned_ms.min(started.elapsed().as_secs_f64() * 1e3);
+    }
+    let plan = plan.expect("solved at least once");
     Ok(Planned {
         report: Report::new(plan, &budget, device),
         planned_ms,
