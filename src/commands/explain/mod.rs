@@ -62,6 +62,7 @@ fn explain_one(req: &OneExplain) -> Outcome {
         (None, side)
     };
     let mut report = report(spec, ledger, &compute.adapter, measured.as_ref());
+    report.tied_output = req.config.model.tie_output;
     report.host = Some(host::host_report(side, measured.as_ref()));
     if req.json {
         println!(

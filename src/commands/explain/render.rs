@@ -23,6 +23,10 @@ pub fn render(r: &Report) -> String {
 
 fn write_report(out: &mut String, r: &Report) -> std::fmt::Result {
     let s = &r.spec;
+    let table = match r.tied_output {
+        true => "tied to the output layer".to_string(),
+        false => s.table_optim.name().to_string(),
+    };
     writeln!(
         out,
         "widebag explain: {} layout, {} → {} → {:?} → {} classes, batch {} ({} nnz, {} unique ids, \
@@ -36,7 +40,7 @@ fn write_report(out: &mut String, r: &Report) -> std::fmt::Result {
         s.batch.nnz,
         s.batch.n_unique,
         s.batch.n_targets,
-        s.table_optim.name(),
+        table,
         s.dense_optim.name()
     )?;
     writeln!(

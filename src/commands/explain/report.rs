@@ -24,6 +24,8 @@ pub struct PointRow {
 #[derive(Clone, Debug, Serialize)]
 pub struct Report {
     pub layout: widebag_config::Layout,
+    /// `model.tie_output`: the table is the output layer's weight (no optimizer of its own).
+    pub tied_output: bool,
     pub adapter: String,
     pub spec: StepSpec,
     pub predicted_peak_bytes: u64,
@@ -121,6 +123,7 @@ pub fn report(
     let (_, largest) = ledger.largest_allocation().unwrap_or(("", 0));
     Report {
         layout: spec.layout,
+        tied_output: false,
         adapter: adapter.to_string(),
         predicted_peak_bytes: peak.bytes,
         predicted_peak_point: peak.point,

@@ -2,10 +2,12 @@
 //! held-out batch's buffers and gathered rows, each layer's activation (no autodiff: nothing is
 //! saved), and per class chunk (or adaptive cluster) its `[batch, chunk]` scores; on the tensor
 //! path also the masked copy, the chunk's top-K values and indices and the running
-//! log-sum-exp; flex's host path reads the scores in place and keeps `[batch, K]` on the host.
+//! log-sum-exp; flex's host path reads the scores in place and keeps `[batch, K]` on the host,
+//! and scores the sparse layout's full softmax by cache-sized class block, one per thread.
 //! The evaluation peak is the persistent bytes plus the largest of these at once.
 
 use serde::Serialize;
+use widebag_config::Layout;
 
 use super::spec::StepSpec;
 use crate::shapes::{self, F32_BYTES};
@@ -61,7 +63,22 @@ pub fn eval_peak(spec: &StepSpec, ledger: &Ledger, k: u64) -> EvalPeak {
             spec.device.max_buffer_bytes,
         ) as u64
     };
-    t.push(("class scores [batch, chunk]".into(), b * chunk * F32_BYTES));
+    // Flex's host path scores the sparse layout's full softmax by class block, one scratch
+    // block per thread, and reads each while it is in cache; elsewhere a chunk's scores at once.
+    let by_blocks = spec.host_kernels() && spec.layout == Layout::Sparse && !spec.adaptive();
+    let scores = match by_blocks {
+        true => {
+            let cols = (shapes::host_block_cols(b as usize) as u64).min(spec.n_classes.max(1));
+            let blocks = spec.n_classes.div_ceil(cols).min(spec.device.host_threads);
+            let name = "class score blocks [batch, block], one per thread".to_string();
+            t.push((name, blocks * b * cols * F32_BYTES));
+            b * cols * F32_BYTES
+        }
+        false => {
+            t.push(("class scores [batch, chunk]".into(), b * chunk * F32_BYTES));
+            b * chunk * F32_BYTES
+        }
+    };
     if !spec.host_kernels() {
         t.push(("masked scores [batch, chunk]".into(), b * chunk * F32_BYTES));
         let k = k.min(chunk).max(1);
@@ -77,8 +94,7 @@ pub fn eval_peak(spec: &StepSpec, ledger: &Ledger, k: u64) -> EvalPeak {
     }
     // Single buffers: one chunk's scores, one layer's activation (rows and entries go up in
     // pieces within the limit, as in training).
-    let largest_bytes =
-        (b * chunk * F32_BYTES).max(b * widest.last().copied().unwrap_or(1) * F32_BYTES);
+    let largest_bytes = scores.max(b * widest.last().copied().unwrap_or(1) * F32_BYTES);
     let peak_bytes = persistent_bytes + t.iter().map(|x| x.1).sum::<u64>();
     EvalPeak {
         persistent_bytes,
@@ -90,7 +106,7 @@ pub fn eval_peak(spec: &StepSpec, ledger: &Ledger, k: u64) -> EvalPeak {
 
 #[cfg(test)]
 mod tests {
-    use widebag_config::{DenseOptim, Layout};
+    use widebag_config::DenseOptim;
 
     use super::super::spec::seed_spec;
     use super::*;
@@ -112,5 +128,20 @@ mod tests {
             .unwrap();
         assert_eq!(scores.1, 128 * chunk * 4);
         assert!(e.largest_bytes <= spec.device.max_buffer_bytes);
+    }
+
+    /// On flex's host kernels the full softmax is scored one `[batch, block]` block per
+    /// thread, not a chunk at a time.
+    #[test]
+    fn flex_scores_the_full_softmax_by_a_block_per_thread() {
+        let mut spec = seed_spec(Layout::Sparse, DenseOptim::Adam);
+        spec.device.host_threads = 2;
+        let ledger = super::super::ledger(&spec);
+        let e = eval_peak(&spec, &ledger, 20);
+        let named = |prefix: &str| e.temporaries.iter().find(|t| t.0.starts_with(prefix));
+        assert!(named("class scores").is_none(), "{:?}", e.temporaries);
+        let cols = shapes::host_block_cols(128) as u64;
+        assert_eq!(named("class score blocks").unwrap().1, 2 * 128 * cols * 4);
+        assert!(e.largest_bytes >= 128 * cols * 4);
     }
 }

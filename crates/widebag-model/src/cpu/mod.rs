@@ -10,8 +10,11 @@ pub mod dense_update;
 pub mod host_layer;
 pub mod rounding;
 pub mod row_update;
+pub mod score_blocks;
 pub mod softmax_ce;
 pub mod vexp;
+
+pub use blocks::ChunkRef;
 
 use burn::tensor::Device;
 use widebag_config::CpuKernels;

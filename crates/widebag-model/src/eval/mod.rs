@@ -4,8 +4,11 @@
 //! On flex a chunk is read in place on the host; elsewhere the mask, the chunk's top-K and the
 //! log-sum-exp run on the device and only `[rows, K]` comes back.
 
+pub(crate) mod fold;
 pub(crate) mod loss;
 pub(crate) mod split;
+
+use std::sync::Mutex;
 
 use burn::tensor::{IndexingUpdateOp, Int, Tensor};
 use rayon::prelude::*;
@@ -14,7 +17,10 @@ use widebag_collective::local::Local;
 use widebag_csr::CsrBatch;
 use widebag_eval::{ClassMetrics, EvalReport, PerplexityMetrics, RankingMetrics, RowTopK, Task};
 
+use crate::cpu::ChunkRef;
 use crate::cpu::access::HostMatrix;
+use crate::cpu::score_blocks::visit_score_blocks;
+use crate::eval::fold::{RowState, fold_row, masked_in, targets_in};
 use crate::layout::TrainLayout;
 use crate::output::scores::ScoreKind;
 use crate::output::softmax::RunningLse;
@@ -79,36 +85,20 @@ pub fn score_rows(
     batch: &CsrBatch,
     options: ScoreOptions<'_>,
 ) -> Result<Vec<RowScores>, ModelError> {
-    let n_rows = batch.n_rows();
     let mut acc = Accumulator::new(batch, options);
-    let kind = layout.score_chunks(batch, &mut |start, scores| acc.add(start, scores))?;
-    let offsets = match (kind, acc.lse.take()) {
-        _ if options.need == ScoreNeed::Ranking => vec![0.0; n_rows],
-        (ScoreKind::Logits, Some(lse)) => lse.finish(),
-        (ScoreKind::Logits, None) => acc.host_lse.iter().map(|&(m, s)| m + s.ln()).collect(),
-        (ScoreKind::LogProbs, _) => vec![0.0; n_rows],
+    // On flex the full softmax's scores are made and read by class block on the host.
+    let by_blocks = match (options.backend, layout.wide()) {
+        (BackendKind::Flex, Some(model)) => model
+            .host_score_blocks(batch, &mut |h, hidden, layer, offsets| {
+                acc.add_host_blocks(h, hidden, layer, offsets)
+            })?,
+        _ => false,
     };
-    let t = batch.targets();
-    Ok(acc
-        .top
-        .into_iter()
-        .enumerate()
-        .map(|(r, top)| {
-            let w: f64 = t.weights[t.row_ptr[r]..t.row_ptr[r + 1]]
-                .iter()
-                .map(|&w| w as f64)
-                .sum();
-            let off = offsets[r];
-            RowScores {
-                top: top
-                    .into_sorted()
-                    .into_iter()
-                    .map(|(c, s)| (c, (s as f64 - off) as f32))
-                    .collect(),
-                target_log_prob: acc.target[r] - off * w,
-            }
-        })
-        .collect())
+    let kind = match by_blocks {
+        true => ScoreKind::Logits,
+        false => layout.score_chunks(batch, &mut |start, scores| acc.add(start, scores))?,
+    };
+    Ok(acc.finish(kind))
 }
 
 /// The device path's log-sum-exp, read back at the end.
@@ -150,24 +140,87 @@ impl<'a> Accumulator<'a> {
 
     /// Row `r`'s seen classes within `start..end` (absolute ids).
     fn masked(&self, r: usize, start: usize, end: usize) -> &'a [u32] {
-        let seen: &'a [Vec<u32>] = self.options.seen;
-        let Some(ids) = seen.get(r) else {
-            return &[];
-        };
-        let a = ids.partition_point(|&i| (i as usize) < start);
-        let b = ids.partition_point(|&i| (i as usize) < end);
-        &ids[a..b]
+        masked_in(self.options.seen, r, start, end)
     }
 
     /// Row `r`'s target entries within `start..end`: `(class, weight)`.
     fn targets_in(&self, r: usize, start: usize, end: usize) -> Vec<(usize, f32)> {
-        if self.options.need == ScoreNeed::Ranking {
-            return Vec::new();
+        targets_in(self.batch, self.options.need, r, start, end)
+    }
+
+    /// The scores of every class by class block, `h` `[rows, hidden]` against `layer`'s
+    /// chunks (first classes `offsets`), the blocks in parallel
+    /// ([`crate::cpu::score_blocks::visit_score_blocks`]); each row's state is taken by one
+    /// block at a time, each block starting at another row so that threads seldom wait.
+    pub(crate) fn add_host_blocks(
+        &mut self,
+        h: &[f32],
+        hidden: usize,
+        layer: &[ChunkRef],
+        offsets: &[usize],
+    ) {
+        let (batch, options) = (self.batch, self.options);
+        let rows: Vec<Mutex<RowState>> = std::mem::take(&mut self.top)
+            .into_iter()
+            .zip(&self.host_lse)
+            .zip(&self.target)
+            .map(|((top, &lse), &target)| Mutex::new(RowState { top, lse, target }))
+            .collect();
+        let n = rows.len();
+        let threads = rayon::current_num_threads().max(1);
+        visit_score_blocks(h, hidden, layer, offsets, &|blk| {
+            let (start, end) = (blk.class_start, blk.class_start + blk.n);
+            let first = (blk.index % threads) * n / threads;
+            for i in 0..n {
+                let r = (first + i) % n;
+                let mut st = rows[r].lock().unwrap_or_else(|e| e.into_inner());
+                let st = &mut *st;
+                fold_row(
+                    blk.row(r),
+                    start,
+                    masked_in(options.seen, r, start, end),
+                    &targets_in(batch, options.need, r, start, end),
+                    options.need,
+                    (&mut st.top, &mut st.lse, &mut st.target),
+                );
+            }
+        });
+        for (r, st) in rows.into_iter().enumerate() {
+            let st = st.into_inner().unwrap_or_else(|e| e.into_inner());
+            self.top.push(st.top);
+            self.host_lse[r] = st.lse;
+            self.target[r] = st.target;
         }
-        let t = self.batch.targets();
-        (t.row_ptr[r]..t.row_ptr[r + 1])
-            .filter(|&e| (start..end).contains(&(t.classes[e] as usize)))
-            .map(|e| (t.classes[e] as usize, t.weights[e]))
+    }
+
+    /// Each row's top-K and targets' log-probability once every class has been folded in.
+    fn finish(mut self, kind: ScoreKind) -> Vec<RowScores> {
+        let (batch, options, n_rows) = (self.batch, self.options, self.top.len());
+        let offsets = match (kind, self.lse.take()) {
+            _ if options.need == ScoreNeed::Ranking => vec![0.0; n_rows],
+            (ScoreKind::Logits, Some(lse)) => lse.finish(),
+            (ScoreKind::Logits, None) => self.host_lse.iter().map(|&(m, s)| m + s.ln()).collect(),
+            (ScoreKind::LogProbs, _) => vec![0.0; n_rows],
+        };
+        let t = batch.targets();
+        self.top
+            .into_iter()
+            .enumerate()
+            .map(|(r, top)| {
+                let w: f64 = t.weights[t.row_ptr[r]..t.row_ptr[r + 1]]
+                    .iter()
+                    .map(|&w| w as f64)
+                    .sum();
+                let off = offsets[r];
+                RowScores {
+                    top: top
+                        .into_sorted()
+                        .into_iter()
+                        .map(|(c, s)| (c, (s as f64 - off) as f32))
+                        .collect(),
+                    target_log_prob: self.target[r] - off * w,
+                }
+            })
             .collect()
     }
 
@@ -186,7 +239,7 @@ impl<'a> Accumulator<'a> {
         let targets: Vec<Vec<(usize, f32)>> = (0..m.rows)
             .map(|r| self.targets_in(r, start, end))
             .collect();
-        let lse_needed = self.options.need == ScoreNeed::LogProbs;
+        let need = self.options.need;
         self.top
             .par_iter_mut()
             .zip(self.host_lse.par_iter_mut())
@@ -194,19 +247,7 @@ impl<'a> Accumulator<'a> {
             .enumerate()
             .for_each(|(r, ((top, lse), target))| {
                 let row = &s[r * cols..(r + 1) * cols];
-                top.offer_chunk(start as u32, row, masks[r]);
-                for &(c, w) in &targets[r] {
-                    *target += w as f64 * row[c - start] as f64;
-                }
-                if !lse_needed {
-                    return;
-                }
-                let max = row.iter().fold(f32::NEG_INFINITY, |a, &b| a.max(b)) as f64;
-                if max > f64::NEG_INFINITY {
-                    let m_new = lse.0.max(max);
-                    let sum: f64 = row.iter().map(|&x| (x as f64 - m_new).exp()).sum();
-                    *lse = (m_new, lse.1 * (lse.0 - m_new).exp() + sum);
-                }
+                fold_row(row, start, masks[r], &targets[r], need, (top, lse, target));
             });
         Ok(())
     }
@@ -431,3 +472,6 @@ pub fn eval_spec(config: &widebag_config::Config) -> EvalSpec {
         },
     }
 }
+
+#[cfg(test)]
+mod tests;

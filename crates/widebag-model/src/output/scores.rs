@@ -1,12 +1,16 @@
 //! Class scores of a batch, one class chunk at a time, for evaluation and prediction: the
-//! sparse layout's full softmax by its class chunks (logits), the adaptive softmax by head and
-//! tail cluster (log-probabilities), the dense layout by the same chunks of its full logits.
+//! sparse layout's full softmax by its class chunks (logits; on flex by class blocks on the
+//! host), the adaptive softmax by head and tail cluster (log-probabilities), the dense layout by
+//! the same chunks of its full logits.
 //! Deferred row updates are applied first, so the weights read are up to date.
 
 use burn::tensor::Tensor;
 use widebag_csr::CsrBatch;
 
 use crate::ModelError;
+use crate::cpu::ChunkRef;
+use crate::cpu::access::HostMatrix;
+use crate::cpu::host_layer::HostLayer;
 use crate::layout::dense::DenseModel;
 use crate::model::WideModel;
 use crate::model::params::OutputParams;
@@ -24,6 +28,10 @@ pub enum ScoreKind {
 
 /// Receives `[rows, n]` scores of the classes `class_start..class_start + n`.
 pub type Visit<'a> = dyn FnMut(usize, Tensor<2>) -> Result<(), ModelError> + 'a;
+
+/// Receives `h` (`[rows, hidden]`, row-major), `hidden`, the full softmax's class chunks and
+/// each chunk's first class, to score them by class block.
+pub type BlockScorer<'a> = dyn FnMut(&[f32], usize, &[ChunkRef], &[usize]) + 'a;
 
 impl WideModel {
     /// Visits the scores of every class of `batch`'s rows, chunk by chunk.
@@ -69,6 +77,33 @@ impl WideModel {
                 Ok(ScoreKind::LogProbs)
             }
         }
+    }
+}
+
+impl WideModel {
+    /// On flex's host kernels with the full softmax: `batch`'s rows through the trunk, then `f`
+    /// with `h` (`[rows, hidden]`), the output layer's class chunks (lent without a copy) and
+    /// each chunk's first class, to score them block by block
+    /// ([`crate::cpu::score_blocks::visit_score_blocks`]). `false`, with nothing visited, where
+    /// the scores are tensors ([`Self::score_chunks`]).
+    pub(crate) fn host_score_blocks(
+        &mut self,
+        batch: &CsrBatch,
+        f: &mut BlockScorer<'_>,
+    ) -> Result<bool, ModelError> {
+        if !self.host_softmax() || !matches!(self.dense.output, OutputParams::Full { .. }) {
+            return Ok(false);
+        }
+        let (h, params) = self.eval_hidden(batch)?;
+        // The parameters' handles go first, so that the layer's buffers are lent, not copied.
+        drop(params);
+        let h = HostMatrix::take(h)?;
+        let layer = HostLayer::take(&mut self.dense.output)?;
+        let offsets: Vec<usize> = self.chunks.iter().map(|c| c.offset).collect();
+        f(h.as_slice(), h.cols, &layer.refs(), &offsets);
+        let device = self.device().clone();
+        layer.restore(&mut self.dense.output, &device);
+        Ok(true)
     }
 }
 

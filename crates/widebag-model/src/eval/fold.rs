@@ -1,0 +1,69 @@
+//! One held-out row's running state on the host (its top-K, log-sum-exp and targets' scores)
+//! and how a run of its class scores folds into it, for the chunk path and the block path alike.
+
+use widebag_csr::CsrBatch;
+use widebag_eval::RowTopK;
+
+use super::ScoreNeed;
+
+/// One row's running state on the host: its top-K, `(max, Σ exp(s − max))` and `Σ w · score`
+/// of its targets.
+pub(super) struct RowState {
+    pub(super) top: RowTopK,
+    pub(super) lse: (f64, f64),
+    pub(super) target: f64,
+}
+
+/// Folds one row's scores of the classes `start..start + row.len()` into its state: offered to
+/// its top-K but for its `masked` classes, its targets' scores summed, its log-sum-exp updated
+/// where the caller needs log-probabilities.
+pub(super) fn fold_row(
+    row: &[f32],
+    start: usize,
+    masked: &[u32],
+    targets: &[(usize, f32)],
+    need: ScoreNeed,
+    (top, lse, target): (&mut RowTopK, &mut (f64, f64), &mut f64),
+) {
+    top.offer_chunk(start as u32, row, masked);
+    for &(c, w) in targets {
+        *target += w as f64 * row[c - start] as f64;
+    }
+    if need != ScoreNeed::LogProbs {
+        return;
+    }
+    let max = row.iter().fold(f32::NEG_INFINITY, |a, &b| a.max(b)) as f64;
+    if max > f64::NEG_INFINITY {
+        let m_new = lse.0.max(max);
+        let sum: f64 = row.iter().map(|&x| (x as f64 - m_new).exp()).sum();
+        *lse = (m_new, lse.1 * (lse.0 - m_new).exp() + sum);
+    }
+}
+
+/// Row `r`'s seen classes within `start..end` (absolute ids).
+pub(super) fn masked_in(seen: &[Vec<u32>], r: usize, start: usize, end: usize) -> &[u32] {
+    let Some(ids) = seen.get(r) else {
+        return &[];
+    };
+    let a = ids.partition_point(|&i| (i as usize) < start);
+    let b = ids.partition_point(|&i| (i as usize) < end);
+    &ids[a..b]
+}
+
+/// Row `r`'s target entries within `start..end`: `(class, weight)`; none for a ranking.
+pub(super) fn targets_in(
+    batch: &CsrBatch,
+    need: ScoreNeed,
+    r: usize,
+    start: usize,
+    end: usize,
+) -> Vec<(usize, f32)> {
+    if need == ScoreNeed::Ranking {
+        return Vec::new();
+    }
+    let t = batch.targets();
+    (t.row_ptr[r]..t.row_ptr[r + 1])
+        .filter(|&e| (start..end).contains(&(t.classes[e] as usize)))
+        .map(|e| (t.classes[e] as usize, t.weights[e]))
+        .collect()
+}
