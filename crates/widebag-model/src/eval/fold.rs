@@ -6,12 +6,30 @@ use widebag_eval::RowTopK;
 
 use super::ScoreNeed;
 
-/// One row's running state on the host: its top-K, `(max, Σ exp(s − max))` and `Σ w · score`
-/// of its targets.
+/// One row's running state on the block path: its top-K (the same whatever order the blocks
+/// come in) and, per block, its `(max, Σ exp(s − max))` and `Σ w · score` of its targets, summed
+/// in block order at the end ([`RowState::sums`]) so that the result does not depend on which
+/// thread finished first.
 pub(super) struct RowState {
     pub(super) top: RowTopK,
-    pub(super) lse: (f64, f64),
-    pub(super) target: f64,
+    /// `(block, max, Σ exp(s − max), Σ w · score)` of each block that had any.
+    pub(super) parts: Vec<(usize, f64, f64, f64)>,
+}
+
+impl RowState {
+    /// `(lse, target)` started at `lse` and `target`, then each block's part in block order.
+    pub(super) fn sums(mut self, lse: (f64, f64), target: f64) -> (RowTopK, (f64, f64), f64) {
+        self.parts.sort_unstable_by_key(|p| p.0);
+        let (mut lse, mut target) = (lse, target);
+        for (_, m, s, t) in self.parts {
+            target += t;
+            if m > f64::NEG_INFINITY {
+                let m_new = lse.0.max(m);
+                lse = (m_new, lse.1 * (lse.0 - m_new).exp() + s * (m - m_new).exp());
+            }
+        }
+        (self.top, lse, target)
+    }
 }
 
 /// Folds one row's scores of the classes `start..start + row.len()` into its state: offered to

@@ -151,7 +151,8 @@ impl<'a> Accumulator<'a> {
     /// The scores of every class by class block, `h` `[rows, hidden]` against `layer`'s
     /// chunks (first classes `offsets`), the blocks in parallel
     /// ([`crate::cpu::score_blocks::visit_score_blocks`]); each row's state is taken by one
-    /// block at a time, each block starting at another row so that threads seldom wait.
+    /// block at a time, each block starting at another row so that threads seldom wait, and its
+    /// sums are added in block order at the end (the same result whatever the threads did).
     pub(crate) fn add_host_blocks(
         &mut self,
         h: &[f32],
@@ -162,9 +163,10 @@ impl<'a> Accumulator<'a> {
         let (batch, options) = (self.batch, self.options);
         let rows: Vec<Mutex<RowState>> = std::mem::take(&mut self.top)
             .into_iter()
-            .zip(&self.host_lse)
-            .zip(&self.target)
-            .map(|((top, &lse), &target)| Mutex::new(RowState { top, lse, target }))
+            .map(|top| {
+                let parts = Vec::new();
+                Mutex::new(RowState { top, parts })
+            })
             .collect();
         let n = rows.len();
         let threads = rayon::current_num_threads().max(1);
@@ -173,23 +175,28 @@ impl<'a> Accumulator<'a> {
             let first = (blk.index % threads) * n / threads;
             for i in 0..n {
                 let r = (first + i) % n;
+                let targets = targets_in(batch, options.need, r, start, end);
+                let (mut lse, mut target) = ((f64::NEG_INFINITY, 0.0), 0.0);
                 let mut st = rows[r].lock().unwrap_or_else(|e| e.into_inner());
-                let st = &mut *st;
                 fold_row(
                     blk.row(r),
                     start,
                     masked_in(options.seen, r, start, end),
-                    &targets_in(batch, options.need, r, start, end),
+                    &targets,
                     options.need,
-                    (&mut st.top, &mut st.lse, &mut st.target),
+                    (&mut st.top, &mut lse, &mut target),
                 );
+                if options.need == ScoreNeed::LogProbs || !targets.is_empty() {
+                    st.parts.push((blk.index, lse.0, lse.1, target));
+                }
             }
         });
         for (r, st) in rows.into_iter().enumerate() {
             let st = st.into_inner().unwrap_or_else(|e| e.into_inner());
-            self.top.push(st.top);
-            self.host_lse[r] = st.lse;
-            self.target[r] = st.target;
+            let (top, lse, target) = st.sums(self.host_lse[r], self.target[r]);
+            self.top.push(top);
+            self.host_lse[r] = lse;
+            self.target[r] = target;
         }
     }
 

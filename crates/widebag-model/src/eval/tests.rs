@@ -60,6 +60,13 @@ fn blocks_score_as_the_chunks_do_with_masks_targets_and_log_sum_exp() {
             need,
         };
         let blocks = score_rows(&mut model, &batch, o).unwrap();
+        // The blocks' sums go in block order: the same numbers whichever thread ran which.
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(3)
+            .build()
+            .unwrap();
+        let again = pool.install(|| score_rows(&mut model, &batch, o).unwrap());
+        assert_eq!(blocks, again, "the same scores on 3 threads ({need:?})");
         let chunks = by_chunks(&mut model, &batch, o);
         assert_eq!(blocks.len(), batch.n_rows());
         for (r, (a, b)) in blocks.iter().zip(&chunks).enumerate() {
