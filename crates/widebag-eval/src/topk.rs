@@ -12,6 +12,9 @@ use std::collections::BinaryHeap;
 
 use crate::EvalError;
 
+/// Scores tested against the threshold at once before any is looked at alone.
+const SCAN_GROUP: usize = 64;
+
 /// One kept candidate. Its `Ord` puts the WORSE candidate higher, so the max-heap's top is the
 /// current worst of the kept K (the admission threshold).
 #[derive(Clone, Copy, Debug)]
@@ -148,15 +151,26 @@ impl RowTopK {
         let Some((mut worst_score, mut worst_class)) = self.threshold() else {
             return;
         };
-        for (j, &score) in scores[i..].iter().enumerate() {
-            let class = class_start + (i + j) as u32;
-            // Most scores fail both comparisons; NaN always does.
-            if !(score > worst_score || (score == worst_score && class < worst_class)) {
+        for (g, group) in scores[i..].chunks(SCAN_GROUP).enumerate() {
+            // One vectorised test per group: once K are kept, nearly every group holds no
+            // score that reaches the threshold (NaN never does).
+            let mut reaches = false;
+            for &score in group {
+                reaches |= score >= worst_score;
+            }
+            if !reaches {
                 continue;
             }
-            self.offer(class, score);
-            if let Some(t) = self.threshold() {
-                (worst_score, worst_class) = t;
+            let first = class_start + (i + g * SCAN_GROUP) as u32;
+            for (j, &score) in group.iter().enumerate() {
+                let class = first + j as u32;
+                if !(score > worst_score || (score == worst_score && class < worst_class)) {
+                    continue;
+                }
+                self.offer(class, score);
+                if let Some(t) = self.threshold() {
+                    (worst_score, worst_class) = t;
+                }
             }
         }
     }

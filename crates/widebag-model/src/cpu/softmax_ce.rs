@@ -116,6 +116,10 @@ pub struct CeForward {
     kept: Option<Vec<Vec<f32>>>,
 }
 
+/// One block's forward results: each row's `(block max, Σ e^(z − max))`, and `(row, w z)` for
+/// each of its targets.
+type BlockStats = (Vec<(f32, f32)>, Vec<(usize, f64)>);
+
 /// Pass 1: each row's log-sum-exp and the scaled loss. `h` is `[B, hidden]`.
 pub fn forward(
     h: &[f32],
@@ -143,59 +147,71 @@ fn forward_in(
     width: usize,
 ) -> CeForward {
     let n_rows = targets.n_rows;
-    let mut kept: Option<Vec<Vec<f32>>> = (logits == Logits::Keep)
-        .then(|| layer.iter().map(|c| vec![0.0f32; n_rows * c.n()]).collect());
     if n_rows == 0 {
         return CeForward {
             lse: Vec::new(),
             loss: 0.0,
-            kept,
+            kept: (logits == Logits::Keep).then(|| layer.iter().map(|_| Vec::new()).collect()),
         };
     }
+    // Kept logits are allocated without zeroing: every element is written by its block's
+    // `fill` before anything reads it.
+    let mut kept: Option<Vec<Vec<f32>>> = (logits == Logits::Keep).then(|| {
+        layer
+            .iter()
+            .map(|c| Vec::with_capacity(n_rows * c.n()))
+            .collect()
+    });
     let shared: Option<Vec<SharedMut>> = kept
         .as_mut()
         .map(|k| k.iter_mut().map(|z| SharedMut(z.as_mut_ptr())).collect());
     let blocks = blocks(layer, width);
-    // Per block, per row: (block max, Σ e^(z − max)).
-    let stats: Vec<Vec<(f32, f32)>> = blocks
+    // Per block: each row's (block max, Σ e^(z − max)), and its targets' `w z` (read from the
+    // block's logits while they are in cache).
+    let stats: Vec<BlockStats> = blocks
         .par_iter()
         .map_init(Vec::new, |scratch, &b| {
             let c = layer[b.chunk];
             let z = BlockZ::at(b, n_rows, scratch, shared.as_deref(), c.n());
             z.fill(h, hidden, c, b);
-            (0..n_rows)
+            let rows = (0..n_rows)
                 .map(|r| {
                     // SAFETY: one row at a time, within the block's own columns.
                     let row = unsafe { z.row(r) };
                     let m = vexp::max(row);
                     (m, vexp::sum_exp_shift(row, m))
                 })
-                .collect()
+                .collect();
+            let picked = targets
+                .of(b)
+                // SAFETY: as above; the target's column lies in the block.
+                .map(|(r, j, w)| (r, (w * unsafe { z.row(r)[j] }) as f64))
+                .collect();
+            (rows, picked)
         })
         .collect();
+    if let Some(k) = kept.as_mut() {
+        for (z, c) in k.iter_mut().zip(layer) {
+            // SAFETY: the blocks cover every column of every chunk, and each block's `fill`
+            // wrote all `n_rows` rows of its columns.
+            unsafe { z.set_len(n_rows * c.n()) };
+        }
+    }
     let lse: Vec<f32> = (0..n_rows)
         .map(|r| {
-            let m = stats.iter().fold(f32::NEG_INFINITY, |a, s| a.max(s[r].0));
+            let m = stats.iter().fold(f32::NEG_INFINITY, |a, s| a.max(s.0[r].0));
             let s: f64 = stats
                 .iter()
-                .map(|s| s[r].1 as f64 * ((s[r].0 - m) as f64).exp())
+                .map(|s| s.0[r].1 as f64 * ((s.0[r].0 - m) as f64).exp())
                 .sum();
             m + s.ln() as f32
         })
         .collect();
-    // Σ_j y_rj z_rj from the targets' own columns.
+    // Σ_j y_rj z_rj, added in block order (the same sums whichever thread made each block).
     let mut picked = vec![0.0f64; n_rows];
-    for (c, list) in targets.per_chunk.iter().enumerate() {
-        let ch = layer[c];
-        for &(r, j, w) in list {
-            let (r, j) = (r as usize, j as usize);
-            let hr = &h[r * hidden..(r + 1) * hidden];
-            let z: f32 = ch.b[j]
-                + hr.iter()
-                    .enumerate()
-                    .map(|(k, &x)| x * ch.w[k * ch.n() + j])
-                    .sum::<f32>();
-            picked[r] += (w * z) as f64;
+    for (_, list) in &stats {
+        for &(r, wz) in list {
+            picked[r] += wz;
         }
     }
     let total: f64 = (0..n_rows)
@@ -230,16 +246,25 @@ fn backward_in(
     width: usize,
 ) -> (Vec<f32>, Vec<ChunkGrad>) {
     let n_rows = targets.n_rows;
+    if n_rows == 0 {
+        let grads = layer
+            .iter()
+            .map(|c| ChunkGrad {
+                dw: vec![0.0; c.w.len()],
+                db: vec![0.0; c.n()],
+            })
+            .collect();
+        return (Vec::new(), grads);
+    }
+    // dW is allocated without zeroing: each block writes (not adds) its own columns, for
+    // every hidden unit.
     let mut grads: Vec<ChunkGrad> = layer
         .iter()
         .map(|c| ChunkGrad {
-            dw: vec![0.0; c.w.len()],
+            dw: Vec::with_capacity(c.w.len()),
             db: vec![0.0; c.n()],
         })
         .collect();
-    if n_rows == 0 {
-        return (Vec::new(), grads);
-    }
     let scale = targets.scale;
     let coef: Vec<f32> = targets.row_weight.iter().map(|w| w * scale).collect();
     let outs: Vec<(SharedMut, SharedMut)> = grads
@@ -315,6 +340,11 @@ fn backward_in(
             a
         })
         .unwrap_or_else(|| vec![0.0; n_rows * hidden]);
+    for (g, c) in grads.iter_mut().zip(layer) {
+        // SAFETY: the blocks cover every column of every chunk, and each block's `dW` gemm
+        // wrote all `hidden` rows of its columns.
+        unsafe { g.dw.set_len(c.w.len()) };
+    }
     (dh, grads)
 }
 
