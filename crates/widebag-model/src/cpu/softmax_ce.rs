@@ -260,9 +260,13 @@ fn backward_in(
     // every hidden unit.
     let mut grads: Vec<ChunkGrad> = layer
         .iter()
-        .map(|c| ChunkGrad {
-            dw: Vec::with_capacity(c.w.len()),
-            db: vec![0.0; c.n()],
+        .map(|c| {
+            // The blocks write `hidden` rows of every column: exactly the buffer, no more.
+            assert_eq!(c.w.len(), hidden * c.n(), "a chunk's W is [hidden, n]");
+            ChunkGrad {
+                dw: Vec::with_capacity(c.w.len()),
+                db: vec![0.0; c.n()],
+            }
         })
         .collect();
     let scale = targets.scale;
@@ -341,8 +345,8 @@ fn backward_in(
         })
         .unwrap_or_else(|| vec![0.0; n_rows * hidden]);
     for (g, c) in grads.iter_mut().zip(layer) {
-        // SAFETY: the blocks cover every column of every chunk, and each block's `dW` gemm
-        // wrote all `hidden` rows of its columns.
+        // SAFETY: the blocks cover every column of every chunk, each block's `dW` gemm wrote
+        // all `hidden` rows of its columns, and `c.w.len() == hidden * c.n()` (asserted above).
         unsafe { g.dw.set_len(c.w.len()) };
     }
     (dh, grads)
