@@ -7,7 +7,7 @@ use widebag_collective::partition::local_rows;
 use widebag_config::DeviceChoice;
 use widebag_config::units::format_bytes;
 use widebag_ledger::host_side::HostSide;
-use widebag_ledger::step::{BatchFacts, DeviceFacts, StepSpec};
+use widebag_ledger::step::{BatchFacts, DeviceFacts, Sampling, StepSpec};
 use widebag_ledger::{Ledger, Placement};
 use widebag_model::{Compute, open_device};
 use widebag_prepare::Prepared;
@@ -95,9 +95,11 @@ pub fn predict_batches(
             .next_batch(bs)
             .context("sampling batches for the ledger")?;
     }
-    let batch = BatchFacts::sample(&source, bs, n).context("sampling batches for the ledger")?;
+    let sampling = Sampling::of_run(config, n).after(skip);
+    let batch =
+        BatchFacts::sample(&source, &sampling).context("sampling batches for the ledger")?;
     let mut spec = StepSpec::from_config(config, &prepared.model_bands, device, batch);
-    spec.sample_bands(&source, bs, n)
+    spec.sample_bands(&source, &sampling)
         .context("sampling batches for the ledger")?;
     let ledger = widebag_ledger::step::ledger(&spec);
     Ok((spec, ledger))
@@ -221,32 +223,26 @@ pub fn predict_rank(
 ) -> anyhow::Result<(StepSpec, Ledger)> {
     let config = &prepared.config;
     let (bs, steps) = (config.train.batch_size, config.train.steps);
-    let sampling = |e: widebag_data::DataError| {
+    let failed = |e: widebag_data::DataError| {
         anyhow::Error::from(e).context("sampling batches for the ledger")
     };
     let mut source = prepared.batches.clone();
     for _ in 0..skip {
-        source.next_batch(bs).map_err(sampling)?;
+        source.next_batch(bs).map_err(failed)?;
     }
     let (mut global, mut local) = (BatchFacts::default(), BatchFacts::default());
-    let after_warm_up = source.clone();
     let n = steps.saturating_sub(skip).clamp(1, SAMPLED_BATCHES);
-    for _ in 0..n {
-        let b = source.next_batch(bs).map_err(sampling)?;
-        fold(&mut global, &b);
-        fold(&mut local, &b.row_range(local_rows(b.n_rows(), rank, size)));
-    }
+    let sampling = Sampling::of_run(config, n).after(skip);
+    // Each rank's rows of a global batch are dropped out as the whole batch is.
+    sampling
+        .each(&source, |b| {
+            global.fold(&b);
+            local.fold(&b.row_range(local_rows(b.n_rows(), rank, size)));
+        })
+        .map_err(failed)?;
     let mut spec = StepSpec::from_config(config, &prepared.model_bands, device, global);
-    spec.sample_bands(&after_warm_up, bs, n).map_err(sampling)?;
+    spec.sample_bands(&source, &sampling).map_err(failed)?;
     let spec = spec.on_rank(rank as u64, size as u64, local);
     let ledger = widebag_ledger::step::ledger(&spec);
     Ok((spec, ledger))
-}
-
-/// The largest of each statistic so far and `b`'s.
-fn fold(facts: &mut BatchFacts, b: &widebag_csr::CsrBatch) {
-    facts.n_rows = facts.n_rows.max(b.n_rows() as u64);
-    facts.nnz = facts.nnz.max(b.nnz() as u64);
-    facts.n_unique = facts.n_unique.max(b.unique_ids().len() as u64);
-    facts.n_targets = facts.n_targets.max(b.targets().classes.len() as u64);
 }

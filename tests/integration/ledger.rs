@@ -38,6 +38,47 @@ fn explain_predicts_on_cpu_without_running() {
 }
 
 #[test]
+fn explain_measure_on_flex_prices_the_rows_input_dropout_leaves() {
+    // The ledger samples each step's batch as the trainer drops it out, and the measured peak
+    // is compared with the prediction at the points flex read (not inside its host kernels).
+    let measure = |dropout: &str| {
+        let dropout = format!("model.input_dropout={dropout}");
+        let mut args = vec![
+            "explain",
+            "--device",
+            "cpu",
+            "--measure",
+            "--steps",
+            "2",
+            "--json",
+            "--set",
+        ];
+        args.push(&dropout);
+        args.extend(SMALL);
+        json(&widebag(&args))
+    };
+    let (whole, dropped) = (measure("0.0"), measure("0.5"));
+    let nnz = |v: &serde_json::Value| v["spec"]["batch"]["nnz"].as_u64().unwrap();
+    assert!(
+        nnz(&dropped) < nnz(&whole) * 2 / 3,
+        "{} vs {}",
+        nnz(&dropped),
+        nnz(&whole)
+    );
+    for v in [&whole, &dropped] {
+        let predicted = v["predicted_sampled_peak_bytes"].as_u64().unwrap();
+        let measured = v["measured_peak_bytes"].as_u64().expect("measured");
+        let err = v["error_pct"].as_f64().unwrap();
+        assert!(err <= 3.0, "predicted {predicted}, measured {measured}");
+        // The prediction compared is that of a point that was read.
+        let read = v["points"].as_array().unwrap().iter().filter(|p| {
+            p["measured_bytes"].is_u64() && p["predicted_bytes"].as_u64() == Some(predicted)
+        });
+        assert!(read.count() > 0, "{v}");
+    }
+}
+
+#[test]
 fn explain_measure_reports_json_and_writes_svg_on_wgpu() {
     if !has_wgpu("explain_measure") {
         return;

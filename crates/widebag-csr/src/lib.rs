@@ -13,6 +13,7 @@ use rayon::prelude::*;
 use sprs::CsMatI;
 
 pub use targets::{RowTarget, Targets};
+pub use transform::DropoutMask;
 
 /// Errors raised while validating or assembling a batch. Each names the row (0-based, within the
 /// batch) and the offending id or value.

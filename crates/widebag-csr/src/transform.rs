@@ -15,6 +15,29 @@ fn mix64(mut z: u64) -> u64 {
     z ^ (z >> 31)
 }
 
+/// Which entries of a batch [`CsrBatch::dropout`] keeps: entry `e` (its place in the batch)
+/// survives when a hash of `(seed, e)` clears `p`'s threshold (so a mask can be read without
+/// the batch, as the ledger's sampling does).
+#[derive(Clone, Copy, Debug)]
+pub struct DropoutMask {
+    seed: u64,
+    threshold: u64,
+}
+
+impl DropoutMask {
+    pub fn new(p: f64, seed: u64) -> Self {
+        Self {
+            seed,
+            threshold: (p.max(0.0) * (u64::MAX as f64)) as u64,
+        }
+    }
+
+    /// Whether entry `e` of the batch survives.
+    pub fn keeps(&self, e: usize) -> bool {
+        self.threshold == 0 || mix64(self.seed ^ mix64(e as u64)) >= self.threshold
+    }
+}
+
 impl CsrBatch {
     /// Each row's values scaled to unit L2 norm (rows of norm 0 unchanged), as
     /// `torch.nn.functional.normalize(x, dim=1)` with its `eps = 1e-12` floor.
@@ -44,13 +67,13 @@ impl CsrBatch {
         if p <= 0.0 {
             return self.clone();
         }
-        let threshold = (p * (u64::MAX as f64)) as u64;
+        let keep = DropoutMask::new(p, seed);
         let scale = (1.0 / (1.0 - p)) as f32;
         let (ids, values, ptr) = (self.ids(), self.values(), self.row_ptr());
         let (mut out_ptr, mut out_ids, mut out_values) = (vec![0usize], Vec::new(), Vec::new());
         for r in 0..self.n_rows() {
             for e in ptr[r]..ptr[r + 1] {
-                if mix64(seed ^ mix64((first_entry + e) as u64)) >= threshold {
+                if keep.keeps(first_entry + e) {
                     out_ids.push(ids[e]);
                     out_values.push(values[e] * scale);
                 }

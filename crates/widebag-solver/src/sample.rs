@@ -1,13 +1,14 @@
 //! The rows the solver plans with: the first `n_batches × max_batch` rows of the batch source,
-//! from which the batch statistics of any batch size up to `max_batch` follow exactly.
+//! from which the batch statistics of any batch size up to `max_batch` follow exactly (with
+//! the input dropout each step's batch gets at that size).
 
 use std::cell::RefCell;
 
-use widebag_data::{BatchSource, DataError};
+use widebag_data::{BatchSource, DataError, InputDropout};
 use widebag_ledger::step::BatchFacts;
 
 /// Rows as the trainer will see them (duplicates summed per row), kept as CSR ids and target
-/// counts. `facts(b)` equals `BatchFacts::sample(source, b, n_batches)` for every `b` up to the
+/// counts. `facts(b)` equals `BatchFacts::sample` of `n_batches` batches of `b` rows for every `b` up to the
 /// sampled batch (for a data file, up to an epoch's end).
 #[derive(Debug)]
 pub struct RowSample {
@@ -17,6 +18,8 @@ pub struct RowSample {
     ids: Vec<u32>,
     /// Prefix sums of target entries per row.
     target_ptr: Vec<usize>,
+    /// The trainer's input dropout: batch `k` (0-based) of a size is step `k + 1`'s.
+    dropout: InputDropout,
     /// Scratch for counting distinct ids: the window that last saw each id (+1).
     seen: RefCell<Vec<u32>>,
 }
@@ -69,8 +72,16 @@ impl RowSample {
             row_ptr,
             ids,
             target_ptr,
+            dropout: InputDropout::NONE,
             seen: RefCell::new(Vec::new()),
         }
+    }
+
+    /// The same rows, each batch dropped out as the trainer drops that step's batch (a mask
+    /// keyed by the entry's place in its batch, so it differs by batch size).
+    pub fn with_dropout(mut self, dropout: InputDropout) -> Self {
+        self.dropout = dropout;
+        self
     }
 
     pub fn n_rows(&self) -> usize {
@@ -101,8 +112,13 @@ impl RowSample {
             let end = (start + b).min(n);
             let stamp = k as u32 + 1;
             let window = &self.ids[self.row_ptr[start]..self.row_ptr[end]];
-            let mut unique = 0u64;
-            for &id in window {
+            let mask = self.dropout.mask(k as u64 + 1);
+            let (mut unique, mut kept) = (0u64, 0u64);
+            for (e, &id) in window.iter().enumerate() {
+                if !mask.keeps(e) {
+                    continue;
+                }
+                kept += 1;
                 let s = &mut seen[id as usize];
                 if *s != stamp {
                     *s = stamp;
@@ -110,7 +126,7 @@ impl RowSample {
                 }
             }
             out.n_rows = out.n_rows.max((end - start) as u64);
-            out.nnz = out.nnz.max(window.len() as u64);
+            out.nnz = out.nnz.max(kept);
             out.n_unique = out.n_unique.max(unique);
             out.n_targets = out
                 .n_targets
@@ -124,6 +140,7 @@ impl RowSample {
 mod tests {
     use super::*;
     use widebag_data::{SyntheticSpec, SyntheticStream};
+    use widebag_ledger::step::Sampling;
 
     #[test]
     fn facts_equal_the_trainers_sampling_at_every_batch_size() {
@@ -136,9 +153,24 @@ mod tests {
         let source = BatchSource::Synthetic(SyntheticStream::new(spec).unwrap());
         let sample = RowSample::collect(&source, 500, 64, 8).unwrap();
         assert_eq!(sample.max_batch(), 64);
+        let dropped = RowSample::collect(&source, 500, 64, 8)
+            .unwrap()
+            .with_dropout(InputDropout::new(0.5, 3));
         for b in [1, 2, 3, 7, 16, 31, 64] {
-            let want = BatchFacts::sample(&source, b, 8).unwrap();
+            let sampling = |p| Sampling {
+                batch_size: b,
+                n_batches: 8,
+                first_step: 1,
+                dropout: InputDropout::new(p, 3),
+            };
+            let want = BatchFacts::sample(&source, &sampling(0.0)).unwrap();
             assert_eq!(sample.facts(b), want, "batch {b}");
+            // The trainer's dropout: the same masks, and fewer entries and rows to gather.
+            let want = BatchFacts::sample(&source, &sampling(0.5)).unwrap();
+            assert_eq!(dropped.facts(b), want, "batch {b}, dropout 0.5");
+            if b >= 16 {
+                assert!(want.nnz < sample.facts(b).nnz, "batch {b}");
+            }
         }
     }
 

@@ -161,6 +161,7 @@ pub fn run_grid(req: &ExplainGrid) -> Outcome {
         } else {
             let summary = measure(prepared, &compute, req.steps).map_err(Failure::run)?;
             let r = report(spec, ledger, &compute.adapter, Some(&summary));
+            row.predicted_peak_bytes = r.predicted_sampled_peak_bytes;
             row.measured_peak_bytes = r.measured_peak_bytes;
             row.error_pct = r.error_pct;
             eprintln!(

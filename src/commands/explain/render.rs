@@ -9,7 +9,7 @@ use plotters::prelude::SeriesLabelPosition;
 use widebag_config::units::format_bytes;
 use widebag_ledger::{Category, Phase, Placement, Point};
 
-use super::bar::{BAR_PCT, HOST_BAR_PCT, pct};
+use super::bar::{BAR_PCT, HOST_BAR_PCT};
 use super::host::HostReport;
 use super::report::Report;
 use crate::chart::{StackedChart, StackedColumn, write_stacked};
@@ -92,8 +92,8 @@ fn write_report(out: &mut String, r: &Report) -> std::fmt::Result {
     if r.predicted_sampled_peak_bytes != r.predicted_peak_bytes {
         writeln!(
             out,
-            "  (inside autodiff's backward, where the allocator cannot be read; at the readable \
-             points: {} ({} B))",
+            "  (at a point the allocator cannot be read, inside autodiff's backward or a host \
+             kernel; at the readable points: {} ({} B))",
             format_bytes(r.predicted_sampled_peak_bytes),
             r.predicted_sampled_peak_bytes
         )?;
@@ -277,7 +277,11 @@ fn write_points(out: &mut String, r: &Report) -> std::fmt::Result {
             p.predicted_bytes,
             match p.measured_bytes {
                 Some(m) => m.to_string(),
-                None if r.ledger.unsampled.contains(&p.point) => "(unreadable)".into(),
+                None if r.ledger.unsampled.contains(&p.point)
+                    || r.measured_peak_bytes.is_some() =>
+                {
+                    "(unreadable)".into()
+                }
                 None => "-".into(),
             },
             p.error_pct.map_or("-".into(), |e| format!("{e:.2}%"))
@@ -286,18 +290,20 @@ fn write_points(out: &mut String, r: &Report) -> std::fmt::Result {
     writeln!(out, "\nPer phase (peak of its points):")?;
     writeln!(
         out,
-        "  {:<13} {:>14} {:>14} {:>8}",
-        "phase", "predicted", "measured", "error"
+        "  {:<13} {:>14} {:>14} {:>14} {:>8}",
+        "phase", "predicted", "at read points", "measured", "error"
     )?;
     for phase in Phase::ALL {
-        if let Some(&(p, m)) = r.phases.get(phase.name()) {
+        if let Some(p) = r.phases.get(phase.name()) {
+            let or_dash = |b: Option<u64>| b.map_or("-".into(), |b| b.to_string());
             writeln!(
                 out,
-                "  {:<13} {:>14} {:>14} {:>8}",
+                "  {:<13} {:>14} {:>14} {:>14} {:>8}",
                 phase.name(),
-                p,
-                m.map_or("-".into(), |m| m.to_string()),
-                m.map_or("-".into(), |m| format!("{:.2}%", pct(p, m)))
+                p.predicted_bytes,
+                or_dash(p.predicted_read_bytes),
+                or_dash(p.measured_bytes),
+                p.error_pct().map_or("-".into(), |e| format!("{e:.2}%"))
             )?;
         }
     }
@@ -328,14 +334,20 @@ pub fn write_svg(path: &Path, r: &Report) -> anyhow::Result<()> {
     let phase_point = |phase: Phase| -> Point {
         r.points
             .iter()
-            .filter(|p| p.phase == phase && !r.ledger.unsampled.contains(&p.point))
+            .filter(|p| {
+                p.phase == phase
+                    && match r.measured_peak_bytes {
+                        Some(_) => p.measured_bytes.is_some(),
+                        None => !r.ledger.unsampled.contains(&p.point),
+                    }
+            })
             .max_by_key(|p| p.predicted_bytes)
             .map_or(Point::Setup, |p| p.point)
     };
     let columns = Phase::ALL
         .into_iter()
         .filter_map(|phase| {
-            let &(_, measured) = r.phases.get(phase.name())?;
+            let measured = r.phases.get(phase.name())?.measured_bytes;
             let cats = r
                 .ledger
                 .categories_at(Placement::Device, phase_point(phase));

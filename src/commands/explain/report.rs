@@ -20,6 +20,27 @@ pub struct PointRow {
     pub error_pct: Option<f64>,
 }
 
+/// One phase's peak, predicted and (when measured) read.
+#[derive(Clone, Copy, Debug, Default, Serialize)]
+pub struct PhasePeak {
+    /// The largest prediction among all the phase's points.
+    pub predicted_bytes: u64,
+    /// The largest reading among its points.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub measured_bytes: Option<u64>,
+    /// The largest prediction among the points that were read (what the reading is compared
+    /// with).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub predicted_read_bytes: Option<u64>,
+}
+
+impl PhasePeak {
+    /// |predicted − measured| / measured at the phase's read points, in %.
+    pub fn error_pct(&self) -> Option<f64> {
+        Some(pct(self.predicted_read_bytes?, self.measured_bytes?))
+    }
+}
+
 /// What `explain` reports (`--json`).
 #[derive(Clone, Debug, Serialize)]
 pub struct Report {
@@ -31,8 +52,10 @@ pub struct Report {
     pub predicted_peak_bytes: u64,
     pub predicted_peak_point: Point,
     pub predicted_peak_phase: Phase,
-    /// The predicted peak among the points the trainer can read (what a measurement is compared
-    /// with; equal to `predicted_peak_bytes` unless the peak falls inside autodiff's backward).
+    /// The predicted peak among the points the trainer reads (what a measurement is compared
+    /// with): with a measurement, the points that have a reading; without one, those the ledger
+    /// expects to be read. Equal to `predicted_peak_bytes` unless the peak falls at a point the
+    /// step cannot read (inside autodiff's backward, or inside a host kernel).
     pub predicted_sampled_peak_bytes: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub measured_peak_bytes: Option<u64>,
@@ -44,8 +67,9 @@ pub struct Report {
     /// Category → bytes alive at the predicted peak.
     pub categories: BTreeMap<String, u64>,
     pub points: Vec<PointRow>,
-    /// Phase → (predicted, measured) peak bytes.
-    pub phases: BTreeMap<String, (u64, Option<u64>)>,
+    /// Phase → its peak bytes: predicted at all its points, and, when measured, read and
+    /// predicted at the points that were read.
+    pub phases: BTreeMap<String, PhasePeak>,
     /// The allocator's reservation: estimated from the ledger, and read (pages at their peak).
     pub reserved_estimate_bytes: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -101,20 +125,31 @@ pub fn report(
             }
         })
         .collect();
-    let mut phases: BTreeMap<String, (u64, Option<u64>)> = BTreeMap::new();
+    let mut phases: BTreeMap<String, PhasePeak> = BTreeMap::new();
     for row in &points {
-        let e = phases
-            .entry(row.phase.name().to_string())
-            .or_insert((0, None));
-        e.0 = e.0.max(row.predicted_bytes);
+        let e = phases.entry(row.phase.name().to_string()).or_default();
+        e.predicted_bytes = e.predicted_bytes.max(row.predicted_bytes);
         if let Some(m) = row.measured_bytes {
-            e.1 = Some(e.1.unwrap_or(0).max(m));
+            e.measured_bytes = Some(e.measured_bytes.unwrap_or(0).max(m));
+            e.predicted_read_bytes =
+                Some(e.predicted_read_bytes.unwrap_or(0).max(row.predicted_bytes));
         }
     }
     let measured_peak = points
         .iter()
         .filter_map(|r| r.measured_bytes.map(|m| (m, r.point)))
         .max_by_key(|&(m, _)| m);
+    // A measurement is compared with the prediction at the points it read: which points a step
+    // can read depends on its kernels (a host kernel's inside is as closed as autodiff's).
+    let sampled_bytes = match measured_peak {
+        Some(_) => points
+            .iter()
+            .filter(|r| r.measured_bytes.is_some())
+            .map(|r| r.predicted_bytes)
+            .max()
+            .unwrap_or(0),
+        None => sampled.bytes,
+    };
     let categories = ledger
         .categories_at(Placement::Device, peak.point)
         .into_iter()
@@ -128,10 +163,10 @@ pub fn report(
         predicted_peak_bytes: peak.bytes,
         predicted_peak_point: peak.point,
         predicted_peak_phase: peak.phase,
-        predicted_sampled_peak_bytes: sampled.bytes,
+        predicted_sampled_peak_bytes: sampled_bytes,
         measured_peak_bytes: measured_peak.map(|(m, _)| m),
         measured_peak_point: measured_peak.map(|(_, p)| p),
-        error_pct: measured_peak.map(|(m, _)| pct(sampled.bytes, m)),
+        error_pct: measured_peak.map(|(m, _)| pct(sampled_bytes, m)),
         categories,
         points,
         phases,

@@ -101,7 +101,9 @@ pub fn sample(prepared: &Prepared) -> anyhow::Result<RowSample> {
     let c = &prepared.config;
     // A pinned batch may lie above plan.max_batch.
     let largest = c.plan.max_batch.max(c.train.batch_size);
+    let dropout = widebag_data::InputDropout::new(c.model.input_dropout, c.train.seed);
     RowSample::collect(&prepared.batches, c.data.width, largest, SAMPLED_BATCHES)
+        .map(|s| s.with_dropout(dropout))
         .context("sampling batches for the solver")
 }
 

@@ -45,23 +45,68 @@ pub struct BatchFacts {
 }
 
 impl BatchFacts {
-    /// The largest nnz, unique ids and targets among the first `n_batches` batches of `source`
-    /// at `batch_size` (the source is cloned, so the run still sees those batches).
+    /// The largest nnz, unique ids and targets among the batches `sampling` reads of `source`
+    /// (the source is cloned, so the run still sees those batches).
     pub fn sample(
         source: &widebag_data::BatchSource,
-        batch_size: usize,
-        n_batches: usize,
+        sampling: &Sampling,
     ) -> Result<Self, widebag_data::DataError> {
-        let mut source = source.clone();
         let mut out = Self::default();
-        for _ in 0..n_batches.max(1) {
-            let b = source.next_batch(batch_size)?;
-            out.n_rows = out.n_rows.max(b.n_rows() as u64);
-            out.nnz = out.nnz.max(b.nnz() as u64);
-            out.n_unique = out.n_unique.max(b.unique_ids().len() as u64);
-            out.n_targets = out.n_targets.max(b.targets().classes.len() as u64);
-        }
+        sampling.each(source, |b| out.fold(&b))?;
         Ok(out)
+    }
+
+    /// The largest of each statistic so far and `b`'s.
+    pub fn fold(&mut self, b: &widebag_csr::CsrBatch) {
+        self.n_rows = self.n_rows.max(b.n_rows() as u64);
+        self.nnz = self.nnz.max(b.nnz() as u64);
+        self.n_unique = self.n_unique.max(b.unique_ids().len() as u64);
+        self.n_targets = self.n_targets.max(b.targets().classes.len() as u64);
+    }
+}
+
+/// The training batches the ledger samples: the next `n_batches` batches of `batch_size` rows
+/// of a stream, the first of them step `first_step` (1-based), each with the input dropout the
+/// trainer gives that step's batch (so the rows it gathers are the rows priced).
+#[derive(Clone, Copy, Debug)]
+pub struct Sampling {
+    pub batch_size: usize,
+    pub n_batches: usize,
+    pub first_step: u64,
+    pub dropout: widebag_data::InputDropout,
+}
+
+impl Sampling {
+    /// The first `n_batches` batches of a run of `config` (steps 1, 2, …).
+    pub fn of_run(config: &Config, n_batches: usize) -> Self {
+        Self {
+            batch_size: config.train.batch_size,
+            n_batches,
+            first_step: 1,
+            dropout: widebag_data::InputDropout::new(config.model.input_dropout, config.train.seed),
+        }
+    }
+
+    /// The same after `skip` batches.
+    pub fn after(self, skip: usize) -> Self {
+        Self {
+            first_step: self.first_step + skip as u64,
+            ..self
+        }
+    }
+
+    /// Calls `f` with each sampled batch of `source` (a clone), as its step sees it.
+    pub fn each(
+        &self,
+        source: &widebag_data::BatchSource,
+        mut f: impl FnMut(widebag_csr::CsrBatch),
+    ) -> Result<(), widebag_data::DataError> {
+        let mut source = source.clone();
+        for k in 0..self.n_batches.max(1) {
+            let b = source.next_batch(self.batch_size)?;
+            f(self.dropout.apply(b, self.first_step + k as u64));
+        }
+        Ok(())
     }
 }
 
@@ -220,13 +265,12 @@ impl StepSpec {
         }
     }
 
-    /// Samples [`Self::cluster_rows`] and [`Self::band_unique`] from the first `n_batches`
-    /// batches of `source` (cloned, so the run still sees those batches).
+    /// Samples [`Self::cluster_rows`] and [`Self::band_unique`] from the batches `sampling`
+    /// reads of `source` (cloned, so the run still sees those batches).
     pub fn sample_bands(
         &mut self,
         source: &widebag_data::BatchSource,
-        batch_size: usize,
-        n_batches: usize,
+        sampling: &Sampling,
     ) -> Result<(), widebag_data::DataError> {
         let split_input = self.input_bands.len() > 1;
         if !self.adaptive() && !split_input {
@@ -236,9 +280,7 @@ impl StepSpec {
         let bands = self.bands();
         let mut most = vec![0u64; clusters.len().saturating_sub(1)];
         let mut most_unique = vec![0u64; bands.len()];
-        let mut source = source.clone();
-        for _ in 0..n_batches.max(1) {
-            let b = source.next_batch(batch_size)?;
+        sampling.each(source, |b| {
             let mut unique = vec![0u64; bands.len()];
             for &id in b.unique_ids() {
                 let k = bands.partition_point(|(x, _)| x.end <= id as usize);
@@ -262,7 +304,7 @@ impl StepSpec {
             for (m, c) in most.iter_mut().zip(count) {
                 *m = (*m).max(c);
             }
-        }
+        })?;
         if self.adaptive() {
             self.cluster_rows = most;
         }

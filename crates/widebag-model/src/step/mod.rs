@@ -412,6 +412,10 @@ impl WideModel {
                 let refs = layer.refs();
                 let (dh, out) =
                     softmax_ce::backward(h_host.as_slice(), hidden, &refs, &targets, &mut fwd);
+                // The kept logits (now their gradient, read by the gemms) go before autodiff
+                // allocates the trunk's gradients, as the ledger has it: the step's peak is
+                // the output backward's, not the two together.
+                drop((fwd, targets));
                 // Across ranks: every rank's part of dL/dh summed, this rank's rows kept.
                 let dh = part.own_dh(dh, hidden)?;
                 meter.lap(Stage::OutputBackward);

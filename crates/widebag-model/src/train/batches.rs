@@ -5,51 +5,38 @@
 use std::sync::mpsc;
 
 use widebag_csr::CsrBatch;
-use widebag_data::{BatchSource, DataError, DataPosition};
+use widebag_data::{BatchSource, DataError, DataPosition, InputDropout};
 
 /// What the model does to a training batch's input bag before its first layer.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct InputTransform {
     normalize: bool,
-    dropout: f64,
-    seed: u64,
+    dropout: InputDropout,
 }
 
 impl InputTransform {
     pub(crate) fn of(config: &widebag_config::Config) -> Self {
         Self {
             normalize: config.data.normalize,
-            dropout: config.model.input_dropout,
-            seed: config.train.seed,
+            dropout: InputDropout::new(config.model.input_dropout, config.train.seed),
         }
     }
 
     /// Step `step`'s batch (1-based): normalised, then its dropout mask, a pure function of
-    /// the seed and the step.
+    /// the seed and the step (the one the ledger's sampling reads).
     fn train(&self, batch: CsrBatch, step: u64) -> CsrBatch {
-        let batch = self.eval(batch);
-        if self.dropout > 0.0 {
-            let seed = widebag_data::rng::hash2(self.seed ^ 0x000d_4090_u64, step);
-            batch.dropout(self.dropout, seed)
-        } else {
-            batch
-        }
+        self.dropout.apply(self.eval(batch), step)
     }
 
     /// One rank's rows of a training batch, normalised by [`Self::eval`] already, whose entries
     /// follow `first_entry` of the whole batch's: dropped out as the whole batch would be.
     pub(crate) fn dropout_part(&self, batch: CsrBatch, step: u64, first_entry: usize) -> CsrBatch {
-        if self.dropout > 0.0 {
-            let seed = widebag_data::rng::hash2(self.seed ^ 0x000d_4090_u64, step);
-            batch.dropout_from(self.dropout, seed, first_entry)
-        } else {
-            batch
-        }
+        self.dropout.apply_from(batch, step, first_entry)
     }
 
     /// Whether training batches lose entries to dropout.
     pub(crate) fn drops(&self) -> bool {
-        self.dropout > 0.0
+        self.dropout.drops()
     }
 
     /// A held-out batch: normalised, never dropped out.
