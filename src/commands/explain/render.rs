@@ -456,11 +456,11 @@ mod tests {
               step.end         dense_update       279385728              -        -
 
             Per phase (peak of its points):
-              phase              predicted       measured    error
-              forward            340982976              -        -
-              backward           403399584              -        -
-              table_update       342078080              -        -
-              dense_update       341794304              -        -
+              phase              predicted at read points       measured    error
+              forward            340982976              -              -        -
+              backward           403399584              -              -        -
+              table_update       342078080              -              -        -
+              dense_update       341794304              -              -        -
 
             Predicted peak 384.71 MiB (403399584 B) at backward.logits
               an evaluation pass peaks at 383.77 MiB: the parameters and state (266.44 MiB) and its temporaries (largest: masked scores [batch, chunk], 58.59 MiB)
