@@ -8,8 +8,8 @@ use widebag_data::{BatchSource, DataError, InputDropout};
 use widebag_ledger::step::BatchFacts;
 
 /// Rows as the trainer will see them (duplicates summed per row), kept as CSR ids and target
-/// counts. `facts(b)` equals `BatchFacts::sample` of `n_batches` batches of `b` rows for every `b` up to the
-/// sampled batch (for a data file, up to an epoch's end).
+/// counts. `facts(b)` equals `BatchFacts::sample` of `n_batches` batches of `b` rows for every
+/// `b` up to the sampled batch (for a data file, up to an epoch's end).
 #[derive(Debug)]
 pub struct RowSample {
     width: usize,

@@ -277,11 +277,7 @@ fn write_points(out: &mut String, r: &Report) -> std::fmt::Result {
             p.predicted_bytes,
             match p.measured_bytes {
                 Some(m) => m.to_string(),
-                None if r.ledger.unsampled.contains(&p.point)
-                    || r.measured_peak_bytes.is_some() =>
-                {
-                    "(unreadable)".into()
-                }
+                None if !r.is_read(p) => "(unreadable)".into(),
                 None => "-".into(),
             },
             p.error_pct.map_or("-".into(), |e| format!("{e:.2}%"))
@@ -334,13 +330,7 @@ pub fn write_svg(path: &Path, r: &Report) -> anyhow::Result<()> {
     let phase_point = |phase: Phase| -> Point {
         r.points
             .iter()
-            .filter(|p| {
-                p.phase == phase
-                    && match r.measured_peak_bytes {
-                        Some(_) => p.measured_bytes.is_some(),
-                        None => !r.ledger.unsampled.contains(&p.point),
-                    }
-            })
+            .filter(|p| p.phase == phase && r.is_read(p))
             .max_by_key(|p| p.predicted_bytes)
             .map_or(Point::Setup, |p| p.point)
     };

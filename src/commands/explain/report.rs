@@ -94,6 +94,15 @@ pub struct Report {
 }
 
 impl Report {
+    /// Whether `row`'s point counts as read: with a measurement, when it has a reading (which
+    /// points a step can read depends on its kernels); without one, when the ledger expects it.
+    pub fn is_read(&self, row: &PointRow) -> bool {
+        match self.measured_peak_bytes {
+            Some(_) => row.measured_bytes.is_some(),
+            None => !self.ledger.unsampled.contains(&row.point),
+        }
+    }
+
     /// Bytes the ledger places in host memory at its host peak.
     pub fn ledger_host_bytes(&self) -> u64 {
         self.ledger.peak(Placement::Host).bytes
