@@ -96,7 +96,7 @@ fn refused(bytes: usize) {
         m,
         "error: out of host memory: an allocation of {bytes} bytes was refused during "
     );
-    let _ = widebag_model::train::progress::describe(&mut m);
+    let _ = widebag_model::probe::progress::describe(&mut m);
     let _ = write!(m, " (heap in use {} bytes)", in_use_bytes());
     write_context(&mut m);
     let _ = m.write_str("\n  the process ends (Rust aborts on a failed allocation)\n");

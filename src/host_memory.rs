@@ -7,7 +7,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use widebag_model::step::memory::anon_rss_bytes;
+use widebag_model::probe::anon_rss_bytes;
 
 static AT_START: AtomicU64 = AtomicU64::new(0);
 static BACKEND: AtomicU64 = AtomicU64::new(0);

@@ -4,7 +4,8 @@
 //! the counter sees only the step.
 
 use anyhow::Context;
-use widebag_model::{BackendKind, Compute, MeterMode, RunOptions, RunSummary, run_training_with};
+use widebag_collective::local::Local;
+use widebag_model::{BackendKind, Compute, ProbeMode, RunOptions, RunSummary, Watch, train};
 use widebag_prepare::Prepared;
 
 /// Runs `steps` steps (at least 2; the first a warm-up whose readings are dropped) reading the
@@ -16,16 +17,17 @@ pub fn measure(prepared: Prepared, compute: &Compute, steps: usize) -> anyhow::R
     crate::heap::give_back_freed();
     let on_heap = reads_the_heap(compute);
     let options = RunOptions {
-        meter: MeterMode::Detailed,
-        warmup_steps: 1,
-        detailed_steps: 0,
-        profile_sync: true,
-        measure: on_heap,
-        heap_meter: on_heap,
+        watch: Watch {
+            probe: ProbeMode::Detailed,
+            warmup_steps: 1,
+            detailed_steps: 0,
+            profile_sync: true,
+            measure: on_heap,
+            heap_probe: on_heap,
+        },
         ..RunOptions::default()
     };
-    let summary =
-        run_training_with(prepared, compute, options, |_| {}).context("running the step")?;
+    let summary = train(prepared, compute, &Local, options, |_| {}).context("running the step")?;
     if summary.peak_in_use_bytes.is_none() {
         anyhow::bail!(
             "the {:?} backend reports no allocator counters: --measure needs wgpu or flex",

@@ -44,7 +44,7 @@ fn open_with(
 fn open_primed(device: DeviceChoice) -> Result<Compute, widebag_model::ModelError> {
     let compute = open_device(device)?;
     if compute.backend == widebag_model::BackendKind::Flex {
-        widebag_model::train::group::prime_backend(&compute.device);
+        widebag_model::probe::prime_backend(&compute.device);
     }
     Ok(compute)
 }
@@ -67,7 +67,7 @@ pub fn device_facts(compute: &Compute) -> DeviceFacts {
     DeviceFacts {
         max_buffer_bytes: compute.max_buffer_bytes,
         alignment_bytes: compute.alignment_bytes,
-        host_threads: widebag_model::cpu::host_threads(&compute.device),
+        host_threads: widebag_model::device::host_threads(&compute.device),
         bf16: widebag_model::device::stores_bf16(compute),
         host_memory: compute.backend == widebag_model::BackendKind::Flex,
     }

@@ -14,8 +14,8 @@ pub fn set_up() {
     crate::host_memory::record_start();
     restore_sigpipe();
     quiet_mesa();
-    // flex's tensors live on the heap: a meter can read them there (`MemoryMeter::on_heap`).
-    widebag_model::step::memory::set_heap_counter(crate::heap::in_use_bytes);
+    // flex's tensors live on the heap: a probe can read them there (`StepProbe::on_heap`).
+    widebag_model::probe::set_heap_counter(crate::heap::in_use_bytes);
     end_on_any_panic();
     if std::env::var_os(FORCED_PANIC_ENV).is_some() {
         force_a_panic_in_a_thread();
@@ -50,7 +50,7 @@ fn end_on_any_panic() {
             // only as a panic from cubecl's error handler): said plainly, with where and what
             // the ledger predicted, instead of a backtrace from inside burn.
             let mut m = "error: the device refused an allocation during ".to_string();
-            let _ = widebag_model::train::progress::describe(&mut m);
+            let _ = widebag_model::probe::progress::describe(&mut m);
             m.push_str(&format!(": {message}"));
             crate::heap::write_context(&mut m);
             let _ = writeln!(std::io::stderr(), "{m}\n  the run failed (exit code 1)");

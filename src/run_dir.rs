@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use serde::Serialize;
 use widebag_config::Config;
-use widebag_model::model::StepStats;
+use widebag_model::StepStats;
 
 /// A run's directory.
 #[derive(Clone, Debug)]

@@ -5,8 +5,9 @@
 #[path = "integration/common/mod.rs"]
 mod common;
 
+use widebag_collective::local::Local;
 use widebag_config::{Config, DenseOptim, TableOptim};
-use widebag_model::run_training;
+use widebag_model::{RunOptions, train};
 
 #[test]
 fn table_240k_by_1024_trains_with_row_sparse_sgd_under_1_25x_table_bytes() {
@@ -23,9 +24,11 @@ fn table_240k_by_1024_trains_with_row_sparse_sgd_under_1_25x_table_bytes() {
     config.optim.table = TableOptim::Sgd;
     config.optim.dense = DenseOptim::Sgd;
     config.optim.lr = 0.01;
-    let summary = run_training(
+    let summary = train(
         widebag_prepare::open_data(&config, &widebag_prepare::PrepareOptions::TRAIN).unwrap(),
         &compute,
+        &Local,
+        RunOptions::default(),
         |_| {},
     )
     .unwrap();

@@ -7,10 +7,11 @@ use std::path::Path;
 
 use anyhow::Context;
 use serde::Serialize;
+use widebag_collective::local::Local;
 use widebag_config::units::format_bytes;
 use widebag_config::{Config, Cutoffs, Layout, OutputKind};
 use widebag_ledger::Placement;
-use widebag_model::{Compute, MeterMode, RunOptions, run_training_with};
+use widebag_model::{Compute, ProbeMode, RunOptions, Watch, train};
 
 use crate::chart::{legend, mib, series_color};
 use crate::failure::{Failure, Outcome};
@@ -152,13 +153,15 @@ fn compare(
                 ));
             } else {
                 let options = RunOptions {
-                    meter: MeterMode::PhaseEnds,
-                    warmup_steps: 1,
-                    detailed_steps: 3,
-                    profile_sync: false,
+                    watch: Watch {
+                        probe: ProbeMode::PhaseEnds,
+                        warmup_steps: 1,
+                        detailed_steps: 3,
+                        ..Watch::default()
+                    },
                     ..RunOptions::default()
                 };
-                let summary = run_training_with(prepared, compute, options, |_| {})
+                let summary = train(prepared, compute, &Local, options, |_| {})
                     .with_context(|| format!("{name} layout at width {width}"))?;
                 row.measured_peak_bytes = summary.peak_in_use_bytes;
                 row.examples_per_s = Some(summary.examples_per_s);

@@ -59,11 +59,10 @@ pub fn run(args: &EvalArgs) -> Outcome {
     let mut model = widebag_model::checkpoint::saved::load(&prepared, &compute, &saved.checkpoint)
         .context("loading the checkpoint")
         .map_err(Failure::run)?;
-    let report =
-        widebag_model::checkpoint::saved::evaluate_held_out(&mut model, &prepared, &compute)
-            .context("evaluating")
-            .map_err(Failure::run)?
-            .expect("held-out rows are present");
+    let report = widebag_model::eval::held_out::evaluate_held_out(&mut model, &prepared, &compute)
+        .context("evaluating")
+        .map_err(Failure::run)?
+        .expect("held-out rows are present");
     let held_out = match &config.data.test_path {
         Some(p) => p.clone(),
         None => "train.eval_rows".into(),

@@ -14,7 +14,7 @@ use widebag_collective::local::Local;
 use widebag_config::units::format_bytes;
 use widebag_ledger::host_side::BATCHES_IN_FLIGHT;
 use widebag_model::train::group::{rank_dir, refused_across_ranks};
-use widebag_model::{CheckpointPlan, Ranks, Resume, RunOptions, RunSummary, run_training_in};
+use widebag_model::{CheckpointPlan, Ranks, Resume, RunOptions, RunSummary, Watch, train};
 use widebag_prepare::Prepared;
 
 use crate::commands::budget::plan_for_budget;
@@ -135,11 +135,14 @@ fn train_as(
         crate::heap::set_context(expectation(&ledger, &compute));
     }
     let mut options = RunOptions {
-        profile_sync: req.profile,
+        watch: Watch {
+            profile_sync: req.profile,
+            // flex's peak is measured on the heap (one process; each rank of mpirun is
+            // measured by `explain --measure`).
+            heap_probe: true,
+            ..Watch::default()
+        },
         save_init: req.save_init.clone(),
-        // flex's peak is measured on the heap (one process; each rank of mpirun is measured
-        // by `explain --measure`).
-        heap_meter: true,
         ..RunOptions::default()
     };
     let steps = prepared.config.train.steps as u64;
@@ -194,7 +197,7 @@ fn train_as(
     // Rank 0 logs every step; a resumed log is cut back to the checkpoint's step at the first.
     let mut metrics: Option<MetricsLog> = None;
     let mut log_error = None;
-    let summary = run_training_in(prepared, &compute, comm, options, |s| {
+    let summary = train(prepared, &compute, comm, options, |s| {
         if bar.position() == 0 {
             bar.set_position(s.step - 1);
         }

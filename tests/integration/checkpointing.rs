@@ -39,7 +39,7 @@ fn check(compute: Compute, label: &str) {
         let grads = |mode: Checkpointing| {
             let mut c = config.clone();
             c.model.checkpointing = mode;
-            let model = wide(&c, &compute);
+            let mut model = wide(&c, &compute);
             flat_grads(model.gradients(&batch(&c, 5)).unwrap())
         };
         let (saved, recomputed) = (grads(Checkpointing::None), grads(Checkpointing::Mlp));

@@ -9,7 +9,7 @@ use common::{assert_fd, batch, fd_dense, fd_table, flex, wgpu_or_skip, wide};
 use widebag_config::{BandPlacement, Config, Cutoffs, OutputKind, TableOptim, TargetKind};
 use widebag_csr::CsrBatch;
 use widebag_model::tensors::to_vec;
-use widebag_model::{Compute, WideModel};
+use widebag_model::{Compute, SparseModel};
 
 fn headtail_config(target: TargetKind, output: OutputKind) -> Config {
     let mut c = Config::default();
@@ -35,9 +35,9 @@ fn headtail_config(target: TargetKind, output: OutputKind) -> Config {
 
 /// `-(1/B) sum_r sum_j y_rj log p_rj` from the model's full log-probabilities, with `y` the
 /// objective's targets (normalised per row unless multinomial).
-fn loss_from_log_probs(model: &mut WideModel, b: &CsrBatch, output: OutputKind) -> f32 {
+fn loss_from_log_probs(model: &mut SparseModel, b: &CsrBatch, output: OutputKind) -> f32 {
     let logp = to_vec(model.log_probs(b).unwrap()).unwrap();
-    let n = model.spec.n_classes;
+    let n = model.spec().n_classes;
     let t = match output {
         OutputKind::Multinomial => b.targets().clone(),
         _ => b.targets().normalised(),
@@ -66,8 +66,12 @@ fn check_headtail_gradients(compute: Compute, label: &str, cases: &[(TargetKind,
         let compute = compute.clone().with_buffer_cap(256);
         let mut model = wide(&config, &compute);
         let what = format!("{label}/{target:?}/{}", output.name());
-        assert_eq!(model.bands.len(), 3, "{what}");
-        assert_eq!(model.adaptive(), output != OutputKind::Full, "{what}");
+        assert_eq!(model.bands().len(), 3, "{what}");
+        assert_eq!(
+            model.spec().bands.output_split(),
+            output != OutputKind::Full,
+            "{what}"
+        );
         let b = batch(&config, 17);
         let grads = model.gradients(&b).unwrap();
         // The training loss is the model's own log-likelihood of the targets.
@@ -83,7 +87,7 @@ fn check_headtail_gradients(compute: Compute, label: &str, cases: &[(TargetKind,
         let mut checked = [0usize; 3];
         for (s, g) in &grads.rows {
             let g = to_vec(g.clone()).unwrap();
-            let dim = model.bands[s.band].band.dim;
+            let dim = model.bands()[s.band].band.dim;
             for (i, pos) in s.global().enumerate().take(2) {
                 let id = uniq[pos];
                 let col = (i + pos) % dim;
@@ -95,8 +99,12 @@ fn check_headtail_gradients(compute: Compute, label: &str, cases: &[(TargetKind,
         }
         assert!(checked.iter().all(|&n| n > 0), "{what}: {checked:?}");
         // Every dense parameter: projections, hidden layers and the whole output layer.
-        let names: Vec<String> = model.dense.iter().map(|p| p.name.clone()).collect();
-        for (param, (name, g)) in names.iter().zip(grads.dense.iter()).enumerate() {
+        let names: Vec<String> = model
+            .dense_params()
+            .into_iter()
+            .map(|p| p.name.clone())
+            .collect();
+        for (param, (name, g)) in names.iter().zip(grads.dense()).enumerate() {
             let g = to_vec(g.clone()).unwrap();
             let index = (param * 7) % g.len();
             let fd = fd_dense(&mut model, &b, (name, index), eps);
@@ -157,11 +165,11 @@ fn trajectory(config: &Config, placement: &[BandPlacement], steps: u64) -> Vec<f
     config.model.input_bands.placement = placement.to_vec();
     let compute = flex().with_buffer_cap(256);
     let mut model = wide(&config, &compute);
-    let mut meter = widebag_model::MemoryMeter::new(model.device());
+    let mut probe = widebag_model::StepProbe::new(model.device());
     let losses = (0..steps)
         .map(|s| {
             model
-                .train_step(&batch(&config, s * 6), &mut meter)
+                .train_step(&batch(&config, s * 6), &mut probe)
                 .unwrap()
                 .loss
         })

@@ -13,8 +13,9 @@ use widebag_config::{
     TargetKind,
 };
 use widebag_model::layout::dense::DenseModel;
+use widebag_model::params::init::Init;
 use widebag_model::tensors::to_vec;
-use widebag_model::{MemoryMeter, WideModel};
+use widebag_model::{SparseModel, StepProbe};
 
 fn config(target: TargetKind, output: OutputKind, table: TableOptim, dense: DenseOptim) -> Config {
     let mut c = Config::default();
@@ -46,20 +47,20 @@ fn config(target: TargetKind, output: OutputKind, table: TableOptim, dense: Dens
 fn train_sparse(config: &Config, kernels: CpuKernels, steps: u64) -> (Vec<f32>, Vec<f32>) {
     let mut config = config.clone();
     config.train.cpu_kernels = kernels;
-    let mut model: WideModel = wide(&config, &flex());
-    let mut meter = MemoryMeter::new(model.device());
+    let mut model: SparseModel = wide(&config, &flex());
+    let mut probe = StepProbe::new(model.device());
     let losses = (0..steps)
         .map(|s| {
             let b = batch(&config, s * config.train.batch_size as u64);
-            model.train_step(&b, &mut meter).unwrap().loss
+            model.train_step(&b, &mut probe).unwrap().loss
         })
         .collect();
     model.flush_deferred().unwrap();
     let mut weights = Vec::new();
-    for band in &model.bands {
+    for band in model.bands() {
         weights.extend(band.table.to_vec().unwrap());
     }
-    for p in model.dense.iter() {
+    for p in model.dense_params().into_iter() {
         weights.extend(to_vec(p.value.clone()).unwrap());
     }
     (losses, weights)
@@ -134,12 +135,12 @@ fn host_kernels_train_the_dense_layout_like_the_tensor_path() {
         c.model.layout = Layout::Dense;
         c.train.cpu_kernels = kernels;
         let bands = ModelBands::resolve(&c).unwrap();
-        let mut model = DenseModel::new(&c, &bands, &flex()).unwrap();
-        let mut meter = MemoryMeter::new(model.device());
+        let mut model = DenseModel::new(&c, &bands, &flex(), Init::Seeded).unwrap();
+        let mut probe = StepProbe::new(model.device());
         let losses: Vec<f32> = (0..4)
             .map(|s| {
                 model
-                    .train_step(&batch(&c, s * 24), &mut meter)
+                    .train_step(&batch(&c, s * 24), &mut probe)
                     .unwrap()
                     .loss
             })

@@ -11,10 +11,11 @@ use widebag_config::{Activation, Config, DenseOptim, TableOptim, TargetKind};
 use widebag_csr::CsrBatch;
 use widebag_model::layout::dense::DenseModel;
 use widebag_model::layout::reference::dense_reference;
-use widebag_model::model::dense_optim::DenseParam;
+use widebag_model::optim::dense::DenseParam;
 use widebag_model::output::softmax::{self, ChunkTargets};
+use widebag_model::params::init::Init;
 use widebag_model::tensors::{floats, to_vec};
-use widebag_model::{Compute, WideModel};
+use widebag_model::{Compute, SparseModel};
 
 fn small_config(target: TargetKind) -> Config {
     let mut c = Config::default();
@@ -31,9 +32,9 @@ fn small_config(target: TargetKind) -> Config {
 }
 
 /// Sparse gradient of the touched rows, laid out as a full `[width, dim]` table gradient.
-fn scatter_rows(model: &WideModel, batch: &CsrBatch, rows: Vec<f32>) -> Vec<f32> {
-    let dim = model.spec.dim;
-    let mut full = vec![0.0; model.spec.width * dim];
+fn scatter_rows(model: &SparseModel, batch: &CsrBatch, rows: Vec<f32>) -> Vec<f32> {
+    let dim = model.spec().dim;
+    let mut full = vec![0.0; model.spec().width * dim];
     for (k, &id) in batch.unique_ids().iter().enumerate() {
         full[id as usize * dim..(id as usize + 1) * dim]
             .copy_from_slice(&rows[k * dim..(k + 1) * dim]);
@@ -54,7 +55,7 @@ fn check_layers_against_dense_and_fd(compute: Compute, label: &str, layers: fn(&
         // leaves), bag entries in pieces of 8, and 5-class output chunks (2 chunks).
         let compute = compute.clone().with_buffer_cap(128);
         let mut model = wide(&config, &compute);
-        assert!(model.bands[0].table.n_shards() > 1 && model.chunks.len() > 1);
+        assert!(model.bands()[0].table.n_shards() > 1 && model.output().class_chunks().len() > 1);
         let b = batch(&config, 11);
         let grads = model.gradients(&b).unwrap();
         let reference = dense_reference(&model, &b).unwrap();
@@ -75,7 +76,12 @@ fn check_layers_against_dense_and_fd(compute: Compute, label: &str, layers: fn(&
             1e-5,
             1e-4,
         );
-        for (i, (g, p)) in grads.dense.iter().zip(model.dense.iter()).enumerate() {
+        for (i, (g, p)) in grads
+            .dense()
+            .into_iter()
+            .zip(model.dense_params())
+            .enumerate()
+        {
             let g = to_vec(g.clone()).unwrap();
             let name = &p.name;
             assert_close(
@@ -88,7 +94,7 @@ fn check_layers_against_dense_and_fd(compute: Compute, label: &str, layers: fn(&
         }
         // Central finite differences on table entries of touched rows and on dense elements.
         let eps = 1e-2;
-        let dim = model.spec.dim;
+        let dim = model.spec().dim;
         for (k, &id) in b.unique_ids().iter().enumerate().step_by(3).take(4) {
             let col = k % dim;
             let fd = fd_table(&mut model, &b, (id, col), eps);
@@ -99,11 +105,15 @@ fn check_layers_against_dense_and_fd(compute: Compute, label: &str, layers: fn(&
             );
         }
         // The first hidden weight, the first output chunk's weight and the last output bias.
-        let names: Vec<String> = model.dense.iter().map(|p| p.name.clone()).collect();
+        let names: Vec<String> = model
+            .dense_params()
+            .into_iter()
+            .map(|p| p.name.clone())
+            .collect();
         let last = names.last().unwrap().clone();
         for name in ["hidden.0.weight", "output.0.weight", last.as_str()] {
             let param = names.iter().position(|n| n == name).unwrap();
-            let g = to_vec(grads.dense.iter().nth(param).unwrap().clone()).unwrap();
+            let g = to_vec(grads.dense().into_iter().nth(param).unwrap().clone()).unwrap();
             let index = g.len() / 2;
             let fd = fd_dense(&mut model, &b, (name, index), eps);
             assert_fd(&format!("{what} {name}[{index}]"), fd, g[index]);
@@ -149,18 +159,18 @@ fn check_lazy_adam(compute: Compute, label: &str) {
     config.optim.dense = DenseOptim::Sgd;
     config.optim.lr = 0.05;
     let mut model = wide(&config, &compute);
-    let width = model.spec.width;
-    let dim = model.spec.dim;
+    let width = model.spec().width;
+    let dim = model.spec().dim;
     let mut dense_table = DenseParam::new(
         "table",
         floats(
-            model.bands[0].table.to_vec().unwrap(),
+            model.bands()[0].table.to_vec().unwrap(),
             [width, dim],
             model.device(),
         ),
         DenseOptim::Adam,
     );
-    let mut meter = widebag_model::MemoryMeter::new(model.device());
+    let mut probe = widebag_model::StepProbe::new(model.device());
     for step in 0..6u64 {
         let b = batch(&config, step * 100);
         assert_eq!(b.unique_ids().len(), width, "every row must be touched");
@@ -172,8 +182,8 @@ fn check_lazy_adam(compute: Compute, label: &str) {
             &config.optim,
             step + 1,
         );
-        model.train_step(&b, &mut meter).unwrap();
-        let lazy = model.bands[0].table.to_vec().unwrap();
+        model.train_step(&b, &mut probe).unwrap();
+        let lazy = model.bands()[0].table.to_vec().unwrap();
         let dense = to_vec(dense_table.value.clone()).unwrap();
         assert_close(
             &format!("{label} lazy vs dense Adam, step {}", step + 1),
@@ -245,10 +255,10 @@ fn check_chunked_softmax(compute: Compute, label: &str) {
         .collect();
     let layer: Vec<_> = w_chunks.iter().map(|(a, b)| (a, b)).collect();
     let ct = ChunkTargets::new(&t, &chunks, &device);
-    let mut meter = widebag_model::MemoryMeter::new(&device);
+    let mut probe = widebag_model::StepProbe::new(&device);
     let cols = softmax::reduce_cols(compute.backend);
-    let fwd = softmax::forward(&h_t, &layer, &chunks, &ct, cols, &mut meter);
-    let grads = softmax::backward(&h_t, &layer, &chunks, &ct, &fwd.lse, &mut meter);
+    let fwd = softmax::forward(&h_t, &layer, &chunks, &ct, cols, &mut probe);
+    let grads = softmax::backward(&h_t, &layer, &chunks, &ct, &fwd.lse, &mut probe);
 
     // The unchunked reference runs on flex: on lavapipe, burn 0.22's own `log_softmax` over
     // 240,000 columns returned a wrong loss (5.61 against 28.75), while widebag's chunked
@@ -330,8 +340,8 @@ fn check_bag_alone(compute: Compute, label: &str) {
     let compute = compute.with_buffer_cap(128);
     let model = wide(&config, &compute);
     let b = batch(&config, 11);
-    let (rows, width, dim) = (b.n_rows(), model.spec.width, model.spec.dim);
-    let table = model.bands[0].table.to_vec().unwrap();
+    let (rows, width, dim) = (b.n_rows(), model.spec().width, model.spec().dim);
+    let table = model.bands()[0].table.to_vec().unwrap();
     let x = b.to_dense();
     let mut want = vec![0.0f32; rows * dim];
     for r in 0..rows {
@@ -392,14 +402,18 @@ fn check_layouts_over_240k_classes(compute: Compute, label: &str) {
     config.model.hidden = vec![];
     config.train.batch_size = 8;
     let bands = ModelBands::resolve(&config).unwrap();
-    let reference = WideModel::new(&config, &bands, &flex()).unwrap();
+    let mut reference = SparseModel::new(&config, &bands, &flex()).unwrap();
     let batches = [batch(&config, 0), batch(&config, 40)];
     let want: Vec<f32> = batches.iter().map(|b| reference.loss(b).unwrap()).collect();
     for (class_chunk, n_chunks) in [(30_000, 8), (240_000, 1)] {
         config.model.class_chunk = class_chunk;
-        let sparse = WideModel::new(&config, &bands, &compute).unwrap();
-        let dense = DenseModel::new(&config, &bands, &compute).unwrap();
-        assert_eq!(sparse.chunks.len(), n_chunks, "{label}: class chunks");
+        let mut sparse = SparseModel::new(&config, &bands, &compute).unwrap();
+        let dense = DenseModel::new(&config, &bands, &compute, Init::Seeded).unwrap();
+        assert_eq!(
+            sparse.output().class_chunks().len(),
+            n_chunks,
+            "{label}: class chunks"
+        );
         let got: Vec<f32> = batches
             .iter()
             .flat_map(|b| [sparse.loss(b).unwrap(), dense.gradients(b).unwrap().loss])

@@ -19,10 +19,11 @@ use widebag_config::{
 };
 use widebag_eval::{EvalReport, RecallConvention, Task};
 use widebag_model::eval::{EvalSet, EvalSpec, evaluate, evaluate_part};
-use widebag_model::step::memory::MemoryMeter;
+use widebag_model::params::init::Init;
+use widebag_model::probe::StepProbe;
 use widebag_model::table::ids::SortedIdBuf;
 use widebag_model::tensors::to_vec;
-use widebag_model::{BackendKind, Ranks, TrainLayout, WideModel};
+use widebag_model::{BackendKind, Ranks, SparseModel, Trainable};
 
 const STEPS: u64 = 4;
 
@@ -41,9 +42,9 @@ fn base() -> Config {
 }
 
 /// Every table row of `model` (its block, in order) and every dense value.
-fn weights(model: &WideModel) -> (Vec<Vec<f32>>, Vec<f32>) {
+fn weights(model: &SparseModel) -> (Vec<Vec<f32>>, Vec<f32>) {
     let tables = model
-        .bands
+        .bands()
         .iter()
         .map(|b| {
             let n = b.table.n_rows() as u32;
@@ -52,8 +53,8 @@ fn weights(model: &WideModel) -> (Vec<Vec<f32>>, Vec<f32>) {
         })
         .collect();
     let dense = model
-        .dense
-        .iter()
+        .dense_params()
+        .into_iter()
         .flat_map(|p| to_vec(p.value.clone()).unwrap())
         .collect();
     (tables, dense)
@@ -128,10 +129,10 @@ fn check(name: &str, config: &Config, size: usize) {
     // The single process.
     let mut one = wide(config, &flex());
     let mut losses = Vec::new();
-    let mut meter = MemoryMeter::new(one.device());
+    let mut probe = StepProbe::new(one.device());
     for s in 0..STEPS {
         losses.push(
-            one.train_step(&batch(config, s * b as u64), &mut meter)
+            one.train_step(&batch(config, s * b as u64), &mut probe)
                 .unwrap()
                 .loss,
         );
@@ -153,8 +154,8 @@ fn check(name: &str, config: &Config, size: usize) {
             rank: c.rank(),
             size: c.size(),
         };
-        let mut m = WideModel::new_rank(config, &bands, &flex(), ranks).unwrap();
-        let mut meter = MemoryMeter::new(m.device());
+        let mut m = SparseModel::new_rank(config, &bands, &flex(), ranks, Init::Seeded).unwrap();
+        let mut probe = StepProbe::new(m.device());
         let mut losses = Vec::new();
         for s in 0..STEPS {
             let global = batch(config, s * b as u64);
@@ -162,7 +163,7 @@ fn check(name: &str, config: &Config, size: usize) {
                 widebag_collective::partition::local_rows(global.n_rows(), c.rank(), c.size());
             let part = global.row_range(mine);
             let stats = m
-                .train_step_part(&part, global.n_rows(), &c, &mut meter)
+                .train_step_on_rank(&part, global.n_rows(), &c, &mut probe)
                 .unwrap();
             losses.push(stats.loss);
         }
@@ -172,7 +173,7 @@ fn check(name: &str, config: &Config, size: usize) {
             .map(|&task| evaluate_part(&mut m, &set, &spec(task), BackendKind::Flex, &c).unwrap())
             .collect();
         // The tail clusters of the adaptive softmax from their owners, as evaluation sees them.
-        m.sync_clusters(&c).unwrap();
+        m.begin_split_scoring(&c).unwrap();
         (losses, eval, weights(&m), reports)
     });
     for (rank, r) in out.into_iter().enumerate() {
@@ -259,12 +260,12 @@ fn a_rank_on_the_tensor_path_is_refused_not_run() {
             rank: c.rank(),
             size: c.size(),
         };
-        let mut m = WideModel::new_rank(&config, &bands, &gpu, ranks).unwrap();
-        let mut meter = MemoryMeter::new(m.device());
+        let mut m = SparseModel::new_rank(&config, &bands, &gpu, ranks, Init::Seeded).unwrap();
+        let mut probe = StepProbe::new(m.device());
         let global = batch(&config, 0);
         let part = global.row_range(widebag_collective::partition::local_rows(12, c.rank(), 2));
         let err = m
-            .train_step_part(&part, global.n_rows(), &c, &mut meter)
+            .train_step_on_rank(&part, global.n_rows(), &c, &mut probe)
             .unwrap_err();
         err.to_string()
     });

@@ -166,7 +166,7 @@ fn recall_and_ndcg_match_the_definitions_on_the_full_matrix() {
     let prepared = open_data(&config, &PrepareOptions::READ_ONLY).unwrap();
     let compute = common::flex();
     let mut model =
-        widebag_model::WideModel::new(&prepared.config, &prepared.model_bands, &compute).unwrap();
+        widebag_model::SparseModel::new(&prepared.config, &prepared.model_bands, &compute).unwrap();
     let set_ = widebag_model::eval::EvalSet {
         batches: prepared.eval.clone(),
         seen: prepared.eval_seen.clone(),
@@ -319,7 +319,7 @@ fn a_head_tail_export_holds_what_the_bag_computes_for_each_id() {
     let saved = widebag_model::checkpoint::saved::load(&prepared, &compute, &ck).unwrap();
     drop(saved);
     let mut model =
-        widebag_model::WideModel::new(&prepared.config, &prepared.model_bands, &compute).unwrap();
+        widebag_model::SparseModel::new(&prepared.config, &prepared.model_bands, &compute).unwrap();
     widebag_model::checkpoint::load(
         &mut model,
         &ck,

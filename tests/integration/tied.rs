@@ -8,7 +8,7 @@ use crate::common;
 use common::{assert_close, assert_fd, batch, flex, wide};
 use widebag_config::{Activation, Config, DenseOptim, TargetKind};
 use widebag_csr::CsrBatch;
-use widebag_model::WideModel;
+use widebag_model::SparseModel;
 use widebag_model::layout::reference::dense_reference;
 use widebag_model::tensors::to_vec;
 
@@ -31,9 +31,10 @@ fn tied_config(target: TargetKind) -> Config {
 }
 
 /// Where id `id`'s column lives: its class chunk's weight, and the index of `(col, id)` in it.
-fn weight_entry(model: &WideModel, id: u32, col: usize) -> (String, usize) {
+fn weight_entry(model: &SparseModel, id: u32, col: usize) -> (String, usize) {
     let (k, c) = model
-        .chunks
+        .output()
+        .class_chunks()
         .iter()
         .enumerate()
         .find(|(_, c)| (c.offset..c.offset + c.n).contains(&(id as usize)))
@@ -46,8 +47,12 @@ fn weight_entry(model: &WideModel, id: u32, col: usize) -> (String, usize) {
 
 /// Every chunk's `[dim, n]` values of `values` (one vector per dense parameter) read out as
 /// table rows `[width, dim]`.
-fn as_rows(model: &WideModel, values: &[Vec<f32>]) -> Vec<f32> {
-    let names: Vec<String> = model.dense.iter().map(|p| p.name.clone()).collect();
+fn as_rows(model: &SparseModel, values: &[Vec<f32>]) -> Vec<f32> {
+    let names: Vec<String> = model
+        .dense_params()
+        .into_iter()
+        .map(|p| p.name.clone())
+        .collect();
     (0..WIDTH * DIM)
         .map(|k| {
             let (name, index) = weight_entry(model, (k / DIM) as u32, k % DIM);
@@ -57,10 +62,10 @@ fn as_rows(model: &WideModel, values: &[Vec<f32>]) -> Vec<f32> {
 }
 
 /// The output weight's chunks as table rows.
-fn weight_rows(model: &WideModel) -> Vec<f32> {
+fn weight_rows(model: &SparseModel) -> Vec<f32> {
     let values: Vec<Vec<f32>> = model
-        .dense
-        .iter()
+        .dense_params()
+        .into_iter()
         .map(|p| to_vec(p.value.clone()).unwrap())
         .collect();
     as_rows(model, &values)
@@ -68,9 +73,9 @@ fn weight_rows(model: &WideModel) -> Vec<f32> {
 
 /// Central finite difference of the loss in tied value `(id, col)`: the table's entry and the
 /// weight's entry moved together, then restored.
-fn fd_tied(model: &mut WideModel, b: &CsrBatch, (id, col): (u32, usize), eps: f32) -> f32 {
+fn fd_tied(model: &mut SparseModel, b: &CsrBatch, (id, col): (u32, usize), eps: f32) -> f32 {
     let (name, index) = weight_entry(model, id, col);
-    let at = |model: &mut WideModel, delta: f32| {
+    let at = |model: &mut SparseModel, delta: f32| {
         model.perturb_table(id, col, delta).unwrap();
         model.perturb_dense(&name, index, delta).unwrap();
     };
@@ -88,10 +93,14 @@ fn a_tied_vector_takes_both_uses_gradients_as_the_dense_formulation_and_finite_d
         let config = tied_config(target);
         // A 128-byte buffer cap: 8-row table shards and several class chunks.
         let mut model = wide(&config, &flex().with_buffer_cap(128));
-        assert!(model.tied() && model.bands[0].table.n_shards() > 1 && model.chunks.len() > 1);
+        assert!(
+            model.tied()
+                && model.bands()[0].table.n_shards() > 1
+                && model.output().class_chunks().len() > 1
+        );
         assert_eq!(
             weight_rows(&model),
-            model.bands[0].table.to_vec().unwrap(),
+            model.bands()[0].table.to_vec().unwrap(),
             "the table starts as the weight's transpose"
         );
         let b = batch(&config, 11);
@@ -100,8 +109,8 @@ fn a_tied_vector_takes_both_uses_gradients_as_the_dense_formulation_and_finite_d
         model.tie_gradients(&mut grads).unwrap();
         assert!(grads.rows.is_empty(), "no row is left for the row updates");
         let tied: Vec<Vec<f32>> = grads
-            .dense
-            .iter()
+            .dense()
+            .into_iter()
             .map(|g| to_vec(g.clone()).unwrap())
             .collect();
         let tied = as_rows(&model, &tied);
@@ -132,13 +141,13 @@ fn a_tied_step_applies_the_dense_update_and_keeps_the_table_the_weights_transpos
     config.optim.dense = DenseOptim::Sgd;
     config.optim.lr = 0.1;
     let mut model = wide(&config, &flex());
-    let mut meter = widebag_model::MemoryMeter::new(model.device());
+    let mut probe = widebag_model::StepProbe::new(model.device());
     let b = batch(&config, 5);
     let mut grads = model.gradients(&b).unwrap();
     model.tie_gradients(&mut grads).unwrap();
     let g: Vec<Vec<f32>> = grads
-        .dense
-        .iter()
+        .dense()
+        .into_iter()
         .map(|g| to_vec(g.clone()).unwrap())
         .collect();
     let want: Vec<f32> = weight_rows(&model)
@@ -146,17 +155,17 @@ fn a_tied_step_applies_the_dense_update_and_keeps_the_table_the_weights_transpos
         .zip(as_rows(&model, &g))
         .map(|(x, g)| x - 0.1 * g)
         .collect();
-    model.train_step(&b, &mut meter).unwrap();
+    model.train_step(&b, &mut probe).unwrap();
     let got = weight_rows(&model);
     assert_close("SGD on the tied weight", &got, &want, 1e-6, 1e-5);
-    assert_eq!(model.bands[0].table.to_vec().unwrap(), got);
+    assert_eq!(model.bands()[0].table.to_vec().unwrap(), got);
     // Adam too: after every step the table holds exactly the weight's columns.
     config.optim.dense = DenseOptim::Adam;
     let mut model = wide(&config, &flex());
     let first = model.loss(&b).unwrap();
     for step in 0..20 {
-        model.train_step(&b, &mut meter).unwrap();
-        let table = model.bands[0].table.to_vec().unwrap();
+        model.train_step(&b, &mut probe).unwrap();
+        let table = model.bands()[0].table.to_vec().unwrap();
         assert_eq!(table, weight_rows(&model), "step {step}");
     }
     let last = model.loss(&b).unwrap();

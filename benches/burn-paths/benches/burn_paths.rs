@@ -13,7 +13,7 @@ use widebag_data::SyntheticStream;
 use widebag_model::table::ShardedTable;
 use widebag_model::table::optim::TableState;
 use widebag_model::tensors::floats;
-use widebag_model::{Compute, MemoryMeter, SortedIds, WideModel, open_device};
+use widebag_model::{Compute, StepProbe, SortedIds, SparseModel, open_device};
 use widebag_prepare::synthetic_spec;
 
 const WIDTH: usize = 240_000;
@@ -55,7 +55,7 @@ fn embedding_bag(c: &mut Criterion) {
     let compute = compute();
     let config = config();
     let bands = ModelBands::resolve(&config).expect("explicit cutoffs");
-    let model = WideModel::new(&config, &bands, &compute).expect("a model");
+    let model = SparseModel::new(&config, &bands, &compute).expect("a model");
     let batch = SyntheticStream::new(synthetic_spec(&config))
         .expect("valid spec")
         .batch_at(0, BATCH_ROWS)
@@ -116,14 +116,14 @@ fn table_update(c: &mut Criterion) {
             compute.max_buffer_bytes,
             widebag_config::Precision::F32,
         );
-        let mut meter = MemoryMeter::new(&device);
+        let mut probe = StepProbe::new(&device);
         let mut step = 0u64;
         g.bench_function(BenchmarkId::from_parameter(kind.name()), |b| {
             b.iter(|| {
                 step += 1;
                 let gr = floats(grad.clone(), [uniq.len(), DIM], &device);
                 state
-                    .step(&mut table, ids, gr, &optim, step, &mut meter)
+                    .step(&mut table, ids, gr, &optim, step, &mut probe)
                     .expect("row update");
                 device.sync().expect("sync");
             })
@@ -148,7 +148,7 @@ fn host_tier(c: &mut Criterion) {
             &device,
             placement,
             // The tensor path for the device table: what the host tier is compared with.
-            widebag_model::cpu::Kernels::Tensor,
+            widebag_model::device::ComputePath::Tensor,
             widebag_model::table::RowFormat::F32,
             |r, out| out.fill(r as f32 * 1e-6),
         );

@@ -46,7 +46,7 @@ mod trunk;
 
 pub use eval::{EvalPeak, eval_peak};
 pub use exchange::{Traffic, names as collective_names, traffic};
-pub use spec::{BatchFacts, DeviceFacts, RankFacts, Sampling, StepSpec};
+pub use spec::{BatchFacts, DeviceFacts, OutputLayerKind, RankFacts, Sampling, StepSpec};
 pub use trunk::{CheckpointEffect, checkpoint_effect};
 use widebag_config::{DenseOptim, Layout, TableOptim};
 

@@ -10,9 +10,9 @@ use std::sync::OnceLock;
 
 use burn::tensor::wgpu::{WgpuBackend, wgpu};
 use burn::tensor::{Device, DeviceKind};
-use widebag_config::DeviceChoice;
+use widebag_config::{CpuKernels, DeviceChoice};
 
-use crate::ModelError;
+use crate::error::ModelError;
 
 /// Which burn backend runs the model.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
@@ -277,8 +277,7 @@ pub fn check_precisions(
     n_bands: usize,
 ) -> Result<(), ModelError> {
     use widebag_config::{BandPlacement, CpuKernels, Precision};
-    let host_kernels =
-        crate::cpu::is_flex(&compute.device) && config.train.cpu_kernels == CpuKernels::Host;
+    let host_kernels = is_flex(&compute.device) && config.train.cpu_kernels == CpuKernels::Host;
     let ib = &config.model.input_bands;
     let dtype = |p: Precision| match p {
         Precision::F32 => burn::tensor::DType::F32,
@@ -307,6 +306,42 @@ pub fn check_precisions(
         }
     }
     Ok(())
+}
+
+/// Whether `device` is flex's (tensors whose buffers the host kernels can use in place).
+pub fn is_flex(device: &Device) -> bool {
+    *device == Device::flex()
+}
+
+/// Which code runs a model's output layer, dense optimizers and table updates: chosen once, from
+/// the device and `train.cpu_kernels`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ComputePath {
+    /// The host kernels of `crate::cpu` (flex with `train.cpu_kernels = "host"`).
+    Host,
+    /// burn's tensor operations (wgpu, or flex with `train.cpu_kernels = "tensor"`).
+    Tensor,
+}
+
+impl ComputePath {
+    /// Host kernels on flex unless `choice` asks for the tensor path; tensors elsewhere.
+    pub fn choose(device: &Device, choice: CpuKernels) -> Self {
+        match (is_flex(device), choice) {
+            (true, CpuKernels::Host) => ComputePath::Host,
+            _ => ComputePath::Tensor,
+        }
+    }
+}
+
+/// Threads the host kernels run on for `device`: rayon's pool on flex, 0 elsewhere (the ledger
+/// prices one scratch block per thread).
+pub fn host_threads(device: &Device) -> u64 {
+    if is_flex(device) {
+        rayon::current_num_threads() as u64
+    } else {
+        0
+    }
 }
 
 #[cfg(test)]

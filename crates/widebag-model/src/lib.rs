@@ -1,29 +1,47 @@
-//! The burn side of widebag, one folder per concept, dependencies pointing one way (the loop →
-//! the step → the layers → the table and the host kernels, never back):
+//! The burn side of widebag, one folder per concept, each importing only from the floors below
+//! it (`tests/integration/layers.rs` holds the order; ARCHITECTURE.md draws it). Top to bottom:
 //!
-//! - `train/`: the training loop for one process or each rank of many (batches, progress,
-//!   checkpoints on schedule, the summary; `group`: what the ranks of one run agree on), and
-//!   `eval/`: held-out metrics and predictions (`split`: with the model split across ranks).
-//! - `step/`: one training step top to bottom (`exchange`: what passes between the ranks'
-//!   stages, skipped for one process), its stage profile and memory readings.
-//! - `layout/`: a training layout as the loop sees it (sparse, or the dense baseline).
-//! - `model/`: the sparse layout's model (`WideModel`): its spec, the embedding bag over the
-//!   input bands, the dense parameters with their optimizers, the seeded initialisation.
-//! - `output/`: the full softmax in class chunks, the adaptive softmax, class scores.
-//! - `table/`: the row-sharded table outside autodiff, its host tier, I/O and row optimizers.
-//! - `cpu/`: flex's host kernels; `checkpoint/` and `export/`: a layout saved, read back, exported.
-//! - At the root: the device (`device`), the error type, tensor helpers and `caught`.
+//! - `train/`: the training loop for one process or each rank of many (`group`: what the ranks
+//!   of one run agree on).
+//! - `eval/`: held-out metrics and predictions (`split`: with the model split across ranks);
+//!   `export/`: a trained model written for use elsewhere.
+//! - `checkpoint/`: a layout saved, read back (`saved`), gathered from ranks (`gather`).
+//! - `layout/`: a training layout as the loop sees it ([`layout::Trainable`]: the sparse model,
+//!   or the dense baseline).
+//! - `step/`: the sparse model's training step, top to bottom (`exchange`: what passes between
+//!   the ranks' stages, skipped for one process).
+//! - `model/`: the sparse model ([`model::SparseModel`]): the bag, the trunk, its parts.
+//! - `output/`: the output layer as one type ([`output::OutputLayer`]) and its kinds.
+//! - `table/` (the row-sharded tables outside autodiff, their host tier and row optimizers),
+//!   `params/` (the trunk's parameters, their seeded numbers and updates), `entries` (what a
+//!   checkpoint holds, by name), `spec` (the model's shapes), `ranks` (a rank and its rows of a
+//!   batch), `input` (the input transform).
+//! - `cpu/`: flex's host kernels.
+//! - `optim/` (the optimizers' update rules) and `probe/` (the step's instruments: memory
+//!   readings, stage timer, progress).
+//! - At the bottom: the device (`device`), the error type (`error`), tensor helpers (`tensors`)
+//!   and `caught`.
+//!
+//! The re-exports below are for other crates; inside the crate every name is imported from the
+//! module that defines it.
 
 pub mod caught;
 pub mod checkpoint;
 pub mod cpu;
 pub mod device;
+pub mod entries;
 pub mod error;
 pub mod eval;
 pub mod export;
+pub mod input;
 pub mod layout;
 pub mod model;
+pub mod optim;
 pub mod output;
+pub mod params;
+pub mod probe;
+pub mod ranks;
+pub mod spec;
 pub mod step;
 pub mod table;
 pub mod tensors;
@@ -31,14 +49,15 @@ pub mod train;
 
 pub use device::{BackendKind, Compute, open_device};
 pub use error::ModelError;
-pub use layout::{LayoutFacts, TrainLayout};
-pub use model::params::DenseParams;
-pub use model::{ModelSpec, Ranks, StepStats, WideModel};
+pub use layout::{LayoutFacts, Trainable};
+pub use model::SparseModel;
+pub use probe::profile::{ProfileReport, Stage, StepProfile};
+pub use probe::{Phase, Point, ProbeMode, StepProbe};
+pub use ranks::Ranks;
+pub use spec::ModelSpec;
 pub use step::Grads;
-pub use step::memory::{MemoryMeter, MeterMode, Phase, Point};
-pub use step::profile::{ProfileReport, Stage, StepProfile};
+pub use step::stats::StepStats;
 pub use table::ids::{SortedIdBuf, SortedIds};
 pub use train::{
-    AcrossRanks, CheckpointPlan, Evaluation, Resume, RunOptions, RunSummary, run_training,
-    run_training_in, run_training_with,
+    AcrossRanks, CheckpointPlan, Evaluation, Resume, RunOptions, RunSummary, Watch, train,
 };

@@ -2,7 +2,7 @@
 
 use burn::tensor::{Device, Int, Tensor, TensorData};
 
-use crate::ModelError;
+use crate::error::ModelError;
 
 pub fn floats<const D: usize>(values: Vec<f32>, shape: [usize; D], device: &Device) -> Tensor<D> {
     Tensor::from_data(TensorData::new(values, shape), device)
@@ -38,4 +38,10 @@ pub(crate) fn activate(x: Tensor<2>, activation: widebag_config::Activation) -> 
         widebag_config::Activation::Tanh => burn::tensor::activation::tanh(x),
         widebag_config::Activation::Linear => x,
     }
+}
+
+/// A gradient leaf's gradient in `grads`, zeros when the loss did not reach it.
+pub fn leaf_grad(leaf: &Tensor<2>, grads: &burn::tensor::Gradients) -> Tensor<2> {
+    leaf.grad(grads)
+        .unwrap_or_else(|| leaf.clone().inner().zeros_like())
 }

@@ -12,7 +12,7 @@ use widebag_collective::Collective;
 use widebag_config::units::format_bytes;
 use widebag_ledger::{Placement, Point};
 use widebag_model::train::group::refused_across_ranks;
-use widebag_model::{RunOptions, run_training_in};
+use widebag_model::{RunOptions, Watch, train};
 
 use crate::failure::{Failure, Outcome};
 use crate::prerun::{device_facts, open_compute, predict_rank};
@@ -72,11 +72,14 @@ fn measure_rank(req: &OneExplain, comm: &dyn Collective) -> Result<Option<RanksR
         predict_rank(&prepared, device_facts(&compute), rank, size, 1).map_err(Failure::usage)?;
     // The first step is a warm-up: its readings are dropped.
     let options = RunOptions {
-        measure: true,
-        warmup_steps: 1,
+        watch: Watch {
+            measure: true,
+            warmup_steps: 1,
+            ..Watch::default()
+        },
         ..RunOptions::default()
     };
-    let summary = run_training_in(prepared, &compute, comm, options, |_| {})
+    let summary = train(prepared, &compute, comm, options, |_| {})
         .map_err(|e| Failure::run(anyhow::anyhow!("rank {rank}: {e}")))?;
     let measured = summary.across.map(|a| a.measured_point_bytes);
     let mut mine = Vec::new();

@@ -73,7 +73,13 @@ fn calibrate(
                 widebag_prepare::open_data(&config, &widebag_prepare::PrepareOptions::READ_ONLY)?;
             let (spec, ledger) = predict(&prepared, device_facts(compute))?;
             check_fits(&ledger, &spec)?;
-            let summary = widebag_model::run_training(prepared, compute, |_| {})?;
+            let summary = widebag_model::train(
+                prepared,
+                compute,
+                &widebag_collective::local::Local,
+                widebag_model::RunOptions::default(),
+                |_| {},
+            )?;
             Ok(CalibrationRow {
                 overrides: overrides.clone(),
                 work: widebag_solver::StepWork::of(&spec),

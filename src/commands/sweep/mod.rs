@@ -8,10 +8,11 @@ pub mod results;
 use std::path::Path;
 
 use anyhow::Context;
+use widebag_collective::local::Local;
 use widebag_config::sweep::{Sweep, SweepPoint};
 use widebag_config::units::format_bytes;
 use widebag_ledger::Placement;
-use widebag_model::{CheckpointPlan, Compute, MeterMode, RunOptions, run_training_with};
+use widebag_model::{CheckpointPlan, Compute, ProbeMode, RunOptions, Watch, train};
 use widebag_solver::Calibration;
 
 use crate::commands::explain;
@@ -127,17 +128,19 @@ fn train_point(
     // Every point of the step is read in the first three steps (after the first, discarded as
     // warm-up), so the measured peak covers the peaks inside a step; the rest are timed.
     let options = RunOptions {
-        meter: MeterMode::PhaseEnds,
-        warmup_steps: 1,
-        detailed_steps: 3,
-        profile_sync: false,
+        watch: Watch {
+            probe: ProbeMode::PhaseEnds,
+            warmup_steps: 1,
+            detailed_steps: 3,
+            ..Watch::default()
+        },
         checkpoints: (prepared.config.train.checkpoint_every > 0).then(|| CheckpointPlan {
             root: dir.checkpoints(),
             every: prepared.config.train.checkpoint_every as u64,
         }),
         ..RunOptions::default()
     };
-    let summary = run_training_with(prepared, compute, options, |s| {
+    let summary = train(prepared, compute, &Local, options, |s| {
         metrics.step(s);
         row.losses.push(s.loss);
     })

@@ -156,7 +156,7 @@ pub fn assert_close(what: &str, got: &[f32], want: &[f32], atol: f32, rtol: f32)
 /// Central finite difference of `model`'s loss on `batch` in table entry `(id, col)`; the entry
 /// is restored.
 pub fn fd_table(
-    model: &mut widebag_model::WideModel,
+    model: &mut widebag_model::SparseModel,
     batch: &widebag_csr::CsrBatch,
     (id, col): (u32, usize),
     eps: f32,
@@ -172,7 +172,7 @@ pub fn fd_table(
 /// Central finite difference of `model`'s loss on `batch` in element `index` of the dense
 /// parameter `name`; the element is restored.
 pub fn fd_dense(
-    model: &mut widebag_model::WideModel,
+    model: &mut widebag_model::SparseModel,
     batch: &widebag_csr::CsrBatch,
     (name, index): (&str, usize),
     eps: f32,
@@ -194,9 +194,9 @@ pub fn assert_fd(what: &str, fd: f32, grad: f32) {
 }
 
 /// The sparse layout of `config` (explicit cutoffs) on `compute`.
-pub fn wide(config: &widebag_config::Config, compute: &Compute) -> widebag_model::WideModel {
+pub fn wide(config: &widebag_config::Config, compute: &Compute) -> widebag_model::SparseModel {
     let bands = widebag_config::bands::ModelBands::resolve(config).unwrap();
-    widebag_model::WideModel::new(config, &bands, compute).unwrap()
+    widebag_model::SparseModel::new(config, &bands, compute).unwrap()
 }
 
 /// `config.train.batch_size` synthetic rows of `config` from row `first_row`.
@@ -211,7 +211,7 @@ pub fn batch(config: &widebag_config::Config, first_row: u64) -> widebag_csr::Cs
 pub fn flat_grads(g: widebag_model::step::Grads) -> Vec<f32> {
     let mut out = vec![g.loss];
     out.extend(g.rows_to_vec().unwrap());
-    for t in g.dense.iter() {
+    for t in g.dense().into_iter() {
         out.extend(widebag_model::tensors::to_vec(t.clone()).unwrap());
     }
     out

@@ -8,7 +8,7 @@ use widebag_config::bands::Band;
 use widebag_config::{BandPlacement, TableOptim};
 
 use super::builder::Builder;
-use super::spec::StepSpec;
+use super::spec::{OutputLayerKind, StepSpec};
 use super::{adaptive, host, trunk};
 use crate::shapes::{self, ClassChunk, F32_BYTES, I32_BYTES};
 use crate::{Category, Entry, Ledger, Lifetime, Placement, Point, Pool};
@@ -316,19 +316,22 @@ fn unique_rows(b: &mut Builder, cuts: &Cuts) {
 /// Stage 3, forward: what autodiff saves of the bag and each layer, each tail band's bag, then
 /// the output layer: the adaptive softmax, or the full softmax one class chunk at a time.
 fn forward(b: &mut Builder, spec: &StepSpec, cuts: &Cuts) {
+    trunk::activations(b, spec, &cuts.bands);
+    match spec.output_layer() {
+        OutputLayerKind::HostAdaptiveSoftmax => {
+            host::adaptive_softmax(b, spec, adaptive::head_classes(spec))
+        }
+        OutputLayerKind::HostSoftmax => host::full_softmax(b, spec, cuts.chunks[0].n as u64),
+        OutputLayerKind::AdaptiveSoftmax => adaptive::activations(b, spec),
+        OutputLayerKind::ChunkedSoftmax => chunked_forward(b, spec, cuts),
+    }
+}
+
+/// The chunked full softmax's forward on tensors: the targets' flat indices, one chunk's
+/// logits at a time, each row's log-sum-exp kept for backward.
+fn chunked_forward(b: &mut Builder, spec: &StepSpec, cuts: &Cuts) {
     use Point::*;
     let rows = spec.batch.n_rows;
-    trunk::activations(b, spec, &cuts.bands);
-    if spec.host_kernels() {
-        return match spec.adaptive() {
-            true => host::adaptive_softmax(b, spec, adaptive::head_classes(spec)),
-            false => host::full_softmax(b, spec, cuts.chunks[0].n as u64),
-        };
-    }
-    if spec.adaptive() {
-        adaptive::activations(b, spec);
-        return;
-    }
     let first = cuts.chunks[0].n as u64;
     b.add(
         "target flat indices per class chunk (i32, for the loss)",
@@ -366,7 +369,7 @@ fn forward(b: &mut Builder, spec: &StepSpec, cuts: &Cuts) {
 fn backward(b: &mut Builder, spec: &StepSpec, cuts: &Cuts) {
     use Point::*;
     let rows = spec.batch.n_rows;
-    if !spec.adaptive() && !spec.host_kernels() {
+    if spec.output_layer() == OutputLayerKind::ChunkedSoftmax {
         let last_chunk = cuts.chunks[cuts.chunks.len() - 1].n as u64;
         b.f32(
             "logit gradient of the last chunk",

@@ -11,6 +11,25 @@ use widebag_config::{
 
 use crate::shapes;
 
+/// The output layer of a sparse step, chosen once from the device and the output bands: what
+/// the ledger prices (one branch per kind in each stage) and what the model builds
+/// (`widebag_model::output::build`; a test holds the two to the same choice). A tied output
+/// layer is the host softmax whose weight is the table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OutputLayerKind {
+    /// The full softmax in class chunks on burn's tensors (wgpu, or flex's tensor path).
+    ChunkedSoftmax,
+    /// The full softmax on flex's host kernels, by cache-sized class block (across ranks: split
+    /// by classes).
+    HostSoftmax,
+    /// The adaptive softmax on autodiff.
+    AdaptiveSoftmax,
+    /// The adaptive softmax on flex's host kernels (across ranks: each tail cluster at its
+    /// owner).
+    HostAdaptiveSoftmax,
+}
+
 /// What the ledger needs to know about the device.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DeviceFacts {
@@ -346,6 +365,17 @@ impl StepSpec {
     /// Whether the output is the adaptive softmax.
     pub fn adaptive(&self) -> bool {
         self.output_bands.len() > 1
+    }
+
+    /// The output layer the step runs, as the ledger prices it: the full softmax or the
+    /// adaptive softmax, on the tensor path or on flex's host kernels.
+    pub fn output_layer(&self) -> OutputLayerKind {
+        match (self.adaptive(), self.host_kernels()) {
+            (false, false) => OutputLayerKind::ChunkedSoftmax,
+            (false, true) => OutputLayerKind::HostSoftmax,
+            (true, false) => OutputLayerKind::AdaptiveSoftmax,
+            (true, true) => OutputLayerKind::HostAdaptiveSoftmax,
+        }
     }
 
     /// Upper bounds of the bytes host bands move per step, `(to the device, back)`: each host

@@ -13,8 +13,8 @@ use safetensors::tensor::{Dtype, View};
 
 use widebag_checkpoint::{CheckpointError, Header};
 
-use super::slots::{Named, Part, Slot};
-use crate::ModelError;
+use crate::entries::{CheckpointEntry, CheckpointFile, Slot};
+use crate::error::ModelError;
 use crate::table::ShardedTable;
 use crate::tensors::to_vec;
 
@@ -72,15 +72,15 @@ impl View for Lazy<'_> {
     }
 }
 
-/// Writes the slots of `part` to `path` (safetensors with `metadata`).
+/// Writes the entries of `file` to `path` (safetensors with `metadata`).
 pub fn write(
-    slots: &[Named<'_>],
-    part: Part,
+    slots: &[CheckpointEntry<'_>],
+    file: CheckpointFile,
     metadata: HashMap<String, String>,
     path: &Path,
 ) -> Result<(), ModelError> {
     let mut views: Vec<(String, Lazy<'_>)> = Vec::new();
-    for n in slots.iter().filter(|n| n.part == part) {
+    for n in slots.iter().filter(|n| n.file == file) {
         match &n.slot {
             Slot::Table(t) => {
                 for (s, (_, rows)) in t.shard_ranges().into_iter().enumerate() {
@@ -166,9 +166,13 @@ impl Reader {
             .collect())
     }
 
-    /// Fills the slots of `part` from this file, shard by shard.
-    pub fn load(&mut self, slots: &mut [Named<'_>], part: Part) -> Result<(), ModelError> {
-        for n in slots.iter_mut().filter(|n| n.part == part) {
+    /// Fills the entries of `file` from this file, shard by shard.
+    pub fn load(
+        &mut self,
+        slots: &mut [CheckpointEntry<'_>],
+        file: CheckpointFile,
+    ) -> Result<(), ModelError> {
+        for n in slots.iter_mut().filter(|n| n.file == file) {
             match &mut n.slot {
                 Slot::Table(t) => {
                     let dim = t.dim();

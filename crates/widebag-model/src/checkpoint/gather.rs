@@ -3,21 +3,22 @@
 //! checkpoint (`checkpoints/rank-R-of-N/step-…`, at the newest step every rank holds) is loaded
 //! into that rank's part of the model, its blocks of every table are laid end to end, its class
 //! blocks of the full softmax put back in place, each tail cluster of the adaptive softmax taken
-//! from its owner and the replicated dense layers from rank 0. Weights only: the optimizers'
-//! state stays in the ranks' checkpoints.
+//! from its owner (the output layer's own `gather_owned`) and the replicated dense layers from
+//! rank 0. Weights only: the optimizers' state stays in the ranks' checkpoints. Every model is
+//! built with zeros: the checkpoints set every value read.
 
 use std::path::{Path, PathBuf};
 
 use widebag_config::Config;
 use widebag_config::bands::ModelBands;
 
-use crate::ModelError;
 use crate::checkpoint::{self, Manifest, Match};
 use crate::device::Compute;
-use crate::layout::TrainLayout;
-use crate::model::params::OutputParams;
-use crate::model::{Ranks, WideModel};
-use crate::tensors::{floats, to_vec};
+use crate::error::ModelError;
+use crate::layout::Trainable;
+use crate::model::SparseModel;
+use crate::params::init::Init;
+use crate::ranks::Ranks;
 
 /// The rank counts that wrote checkpoints under `root` (its `rank-R-of-N` directories), sorted.
 pub fn rank_sizes(root: &Path) -> Vec<usize> {
@@ -80,16 +81,14 @@ pub fn load_gathered(
     compute: &Compute,
     root: &Path,
     size: usize,
-) -> Result<(WideModel, Manifest), ModelError> {
+) -> Result<(SparseModel, Manifest), ModelError> {
     let step = common_step(root, size)?;
-    let mut full = WideModel::new(config, bands, compute)?;
+    let mut full = SparseModel::new_rank(config, bands, compute, Ranks::ONE, Init::Zeros)?;
     let mut tables: Vec<Vec<f32>> = vec![Vec::new(); full.bands.len()];
-    let (last, n_classes) = (full.spec.last_hidden(), full.spec.n_classes);
-    let mut weight = vec![0.0f32; last * n_classes];
-    let mut bias = vec![0.0f32; n_classes];
     let mut manifest = None;
     for rank in 0..size {
-        let mut part = WideModel::new_rank(config, bands, compute, Ranks { rank, size })?;
+        let ranks = Ranks { rank, size };
+        let mut part = SparseModel::new_rank(config, bands, compute, ranks, Init::Zeros)?;
         let dir = rank_root(root, rank, size).join(checkpoint::step_dir_name(step));
         let m = checkpoint::load(&mut part, &dir, config, Match::Shapes)?;
         // Each rank's block of every band, in rank order: the band's rows.
@@ -98,44 +97,17 @@ pub fn load_gathered(
                 tables[k].extend_from_slice(&band.table.read_shard(s)?);
             }
         }
-        if let OutputParams::Full { chunks } = &part.dense.output {
-            // Each class chunk keeps its global offset: its columns of the whole layer.
-            for (c, lin) in part.chunks.iter().zip(chunks) {
-                let w = to_vec(lin.weight.value.clone())?;
-                let b = to_vec(lin.bias.value.clone())?;
-                for row in 0..last {
-                    let at = row * n_classes + c.offset;
-                    weight[at..at + c.n].copy_from_slice(&w[row * c.n..(row + 1) * c.n]);
-                }
-                bias[c.offset..c.offset + c.n].copy_from_slice(&b);
-            }
-        }
-        // Each tail cluster of the adaptive softmax from its owner (rank `k mod N`), which alone
-        // updated it.
-        if let (
-            OutputParams::Adaptive { clusters: to, .. },
-            OutputParams::Adaptive { clusters: from, .. },
-        ) = (&mut full.dense.output, &part.dense.output)
-        {
-            for (k, (to, from)) in to.iter_mut().zip(from).enumerate() {
-                if k % size == rank {
-                    to.proj.value = from.proj.value.clone();
-                    to.weight.value = from.weight.value.clone();
-                    to.bias.value = from.bias.value.clone();
-                }
-            }
-        }
+        // What the rank alone holds of the output layer: its classes of the full softmax, the
+        // tail clusters of the adaptive softmax it owns (rank `k mod N`, which alone updated
+        // them).
+        full.output.gather_owned(part.output.as_ref(), ranks)?;
         if rank == 0 {
             // The replicated dense layers (and the adaptive softmax's head).
-            let own = match &part.dense.output {
-                OutputParams::Full { .. } => part.dense.output.iter().count(),
-                OutputParams::Adaptive { clusters, .. } => 3 * clusters.len(),
-            };
-            let replicated = full.dense.iter().count() - own;
+            let replicated = part.trunk.iter().count() + part.output.replicated();
             for (to, from) in full
-                .dense
-                .iter_mut()
-                .zip(part.dense.iter())
+                .dense_params_mut()
+                .into_iter()
+                .zip(part.dense_params())
                 .take(replicated)
             {
                 to.value = from.value.clone();
@@ -148,18 +120,6 @@ pub fn load_gathered(
         for (s, (first, n)) in band.table.shard_ranges().into_iter().enumerate() {
             band.table
                 .write_shard(s, rows[first * dim..(first + n) * dim].to_vec())?;
-        }
-    }
-    let device = full.device().clone();
-    if let OutputParams::Full { chunks } = &mut full.dense.output {
-        for (c, lin) in full.chunks.iter().zip(chunks.iter_mut()) {
-            let mut w = Vec::with_capacity(last * c.n);
-            for row in 0..last {
-                let at = row * n_classes + c.offset;
-                w.extend_from_slice(&weight[at..at + c.n]);
-            }
-            lin.weight.value = floats(w, [last, c.n], &device);
-            lin.bias.value = floats(bias[c.offset..c.offset + c.n].to_vec(), [1, c.n], &device);
         }
     }
     let manifest = manifest.ok_or_else(|| ModelError::Checkpoint("no ranks".into()))?;

@@ -8,7 +8,6 @@ pub mod gather;
 pub mod saved;
 
 pub mod files;
-pub mod slots;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -16,18 +15,18 @@ use std::path::{Path, PathBuf};
 use widebag_config::Config;
 use widebag_data::DataPosition;
 
-use crate::ModelError;
-use crate::layout::TrainLayout;
-use slots::Part;
+use crate::entries::CheckpointFile;
+use crate::error::ModelError;
+use crate::layout::Trainable;
 use widebag_checkpoint::manifest;
 pub use widebag_checkpoint::{Manifest, config_hash};
 
 /// Checkpoints kept in a run directory (older ones are removed once a newer one is complete).
 pub const KEEP: usize = 2;
 
-const PARTS: [(&str, Part); 2] = [
-    ("weights.safetensors", Part::Weights),
-    ("optimizer.safetensors", Part::Optimizer),
+const PARTS: [(&str, CheckpointFile); 2] = [
+    ("weights.safetensors", CheckpointFile::Weights),
+    ("optimizer.safetensors", CheckpointFile::Optimizer),
 ];
 
 fn io(path: &Path) -> impl Fn(std::io::Error) -> ModelError + '_ {
@@ -50,7 +49,7 @@ pub fn step_dir_name(step: u64) -> String {
 /// Writes a checkpoint of `layout` at `point` under `root` (deferred updates are applied
 /// first) and removes all but the newest [`KEEP`]. Returns its directory.
 pub fn save(
-    layout: &mut dyn TrainLayout,
+    layout: &mut dyn Trainable,
     point: RunPoint,
     config: &Config,
     root: &Path,
@@ -80,7 +79,7 @@ pub fn save(
 
 /// Writes `layout`'s weights alone (no optimizer state, no manifest) to the safetensors file
 /// `path`, through a temporary sibling renamed into place: the numbers a peer starts from.
-pub fn save_weights(layout: &mut dyn TrainLayout, path: &Path) -> Result<(), ModelError> {
+pub fn save_weights(layout: &mut dyn Trainable, path: &Path) -> Result<(), ModelError> {
     layout.flush_deferred()?;
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
     let tmp = path.with_file_name(format!(".{}.tmp", name.unwrap_or_default()));
@@ -89,12 +88,13 @@ pub fn save_weights(layout: &mut dyn TrainLayout, path: &Path) -> Result<(), Mod
         "widebag".to_string(),
         format!("{} initial weights", layout.name()),
     );
-    let written = files::write(&layout.slots(), Part::Weights, metadata, &tmp).and_then(|()| {
-        std::fs::File::open(&tmp)
-            .and_then(|f| f.sync_all())
-            .and_then(|()| std::fs::rename(&tmp, path))
-            .map_err(io(path))
-    });
+    let written = files::write(&layout.entries(), CheckpointFile::Weights, metadata, &tmp)
+        .and_then(|()| {
+            std::fs::File::open(&tmp)
+                .and_then(|f| f.sync_all())
+                .and_then(|()| std::fs::rename(&tmp, path))
+                .map_err(io(path))
+        });
     if written.is_err() {
         let _ = std::fs::remove_file(&tmp);
     }
@@ -102,7 +102,7 @@ pub fn save_weights(layout: &mut dyn TrainLayout, path: &Path) -> Result<(), Mod
 }
 
 fn write_into(
-    layout: &mut dyn TrainLayout,
+    layout: &mut dyn Trainable,
     point: RunPoint,
     config: &Config,
     dir: &Path,
@@ -121,7 +121,7 @@ fn write_into(
     );
     let mut files = BTreeMap::new();
     {
-        let slots = layout.slots();
+        let slots = layout.entries();
         for (file, part) in PARTS {
             let path = dir.join(file);
             files::write(&slots, part, metadata.clone(), &path)?;
@@ -216,7 +216,7 @@ pub enum Match {
 /// Loads the checkpoint in `dir` into `layout` (built from `config`) after checking it; returns
 /// its manifest.
 pub fn load(
-    layout: &mut dyn TrainLayout,
+    layout: &mut dyn Trainable,
     dir: &Path,
     config: &Config,
     want: Match,
@@ -239,7 +239,7 @@ pub fn load(
             layout.name()
         )));
     }
-    let mut slots = layout.slots();
+    let mut slots = layout.entries();
     for (file, part) in PARTS {
         files::Reader::open(&dir.join(file))?.load(&mut slots, part)?;
     }

@@ -1,21 +1,21 @@
-//! A trained run read back: its layout rebuilt from the run's config and loaded from a
-//! checkpoint (names and shapes checked), then evaluated on held-out rows or asked for its top
-//! classes.
+//! A trained run read back: its layout built from the run's config with zeros where the numbers
+//! go (nothing seeded that the checkpoint overwrites) and loaded from a checkpoint (names and
+//! shapes checked), or gathered from every rank's checkpoints of a run trained across ranks.
 
 use std::path::Path;
 
-use widebag_eval::EvalReport;
 use widebag_prepare::Prepared;
 
 use crate::checkpoint::{self, Manifest, Match};
-use crate::eval::{EvalSet, eval_spec, evaluate};
-use crate::layout::{self, TrainLayout};
-use crate::train::batches::InputTransform;
-use crate::{Compute, ModelError};
+use crate::device::Compute;
+use crate::error::ModelError;
+use crate::layout::{self, Trainable};
+use crate::params::init::Init;
+use crate::ranks::Ranks;
 
 /// A run's model at one of its checkpoints.
 pub struct Saved {
-    pub layout: Box<dyn TrainLayout>,
+    pub layout: Box<dyn Trainable>,
     pub manifest: Manifest,
 }
 
@@ -35,29 +35,14 @@ pub fn load(prepared: &Prepared, compute: &Compute, dir: &Path) -> Result<Saved,
             manifest,
         });
     }
-    let mut layout = layout::build(&prepared.config, &prepared.model_bands, compute)?;
-    let manifest = checkpoint::load(layout.as_mut(), dir, &prepared.config, Match::Shapes)?;
+    let config = &prepared.config;
+    let mut layout = layout::build(
+        config,
+        &prepared.model_bands,
+        compute,
+        Ranks::ONE,
+        Init::Zeros,
+    )?;
+    let manifest = checkpoint::load(layout.as_mut(), dir, config, Match::Shapes)?;
     Ok(Saved { layout, manifest })
-}
-
-/// The task's metrics on `prepared`'s held-out rows (`None` without any).
-pub fn evaluate_held_out(
-    saved: &mut Saved,
-    prepared: &Prepared,
-    compute: &Compute,
-) -> Result<Option<EvalReport>, ModelError> {
-    if prepared.eval.is_empty() {
-        return Ok(None);
-    }
-    let transform = InputTransform::of(&prepared.config);
-    let set = EvalSet {
-        batches: prepared
-            .eval
-            .iter()
-            .map(|b| transform.eval(b.clone()))
-            .collect(),
-        seen: prepared.eval_seen.clone(),
-    };
-    let spec = eval_spec(&prepared.config);
-    evaluate(saved.layout.as_mut(), &set, &spec, compute.backend).map(Some)
 }

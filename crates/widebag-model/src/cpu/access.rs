@@ -4,7 +4,7 @@
 
 use burn::tensor::{Device, Tensor, TensorData};
 
-use crate::ModelError;
+use crate::error::ModelError;
 
 /// A tensor's values held on the host, row-major, with the tensor's shape.
 pub struct HostMatrix {

@@ -1,12 +1,13 @@
 //! The dense optimizers on the host, for the flex CPU backend: the same update as
-//! [`crate::model::dense_optim`] (PyTorch's SGD, momentum, Adam and AdamW), one parallel pass over the
+//! [`crate::optim::dense`] (PyTorch's SGD, momentum, Adam and AdamW), one parallel pass over the
 //! value, its state and its gradient, each buffer written in place.
 
 use rayon::prelude::*;
 use widebag_config::OptimConfig;
 
-use crate::ModelError;
-use crate::model::dense_optim::{AdamStep, DenseParam, DenseState, Moments};
+use crate::error::ModelError;
+use crate::optim::adam::AdamStep;
+use crate::optim::dense::{DenseParam, DenseState, Moments};
 
 use super::access::{HostMatrix, update_in_place};
 

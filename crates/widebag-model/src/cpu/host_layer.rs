@@ -1,13 +1,12 @@
-//! The output layer's softmax weights held as host matrices for a step on flex (the full
-//! softmax's class chunks, or the adaptive softmax's head and tail clusters, whose projections
-//! stay on autodiff): taken out of the model's parameters without a copy for the step, and put
-//! back before the dense update.
+//! An output layer's softmax weights held as host matrices for a pass on flex (the full
+//! softmax's class chunks, or the adaptive softmax's head and tail clusters): taken out of their
+//! parameters' tensors without a copy for the pass, and put back before anything else reads
+//! them.
 
 use burn::tensor::{Device, Tensor};
 
-use crate::ModelError;
-use crate::model::dense_optim::DenseParam;
-use crate::model::params::OutputParams;
+use crate::error::ModelError;
+use crate::optim::dense::DenseParam;
 
 use super::access::HostMatrix;
 use super::blocks::ChunkRef;
@@ -19,25 +18,19 @@ pub struct HostLayer {
 }
 
 impl HostLayer {
-    /// The layer's buffers, moved out of `output` (empty tensors stand in until
-    /// [`Self::restore`]).
-    pub fn take(output: &mut OutputParams<DenseParam>) -> Result<Self, ModelError> {
-        let chunks = pairs(output)
+    /// The buffers of each `(weight, bias)` pair, moved out of their parameters (empty tensors
+    /// stand in until [`Self::restore`]).
+    pub fn take(pairs: Vec<(&mut DenseParam, &mut DenseParam)>) -> Result<Self, ModelError> {
+        let chunks = pairs
             .into_iter()
             .map(|(w, b)| Ok((take(w)?, take(b)?)))
             .collect::<Result<_, ModelError>>()?;
         Ok(Self { chunks })
     }
 
-    /// A copy of the layer's values, leaving `output` as it is.
-    pub fn copy_of(output: &OutputParams<DenseParam>) -> Result<Self, ModelError> {
-        let mut output = output.clone();
-        Self::take(&mut output)
-    }
-
-    /// Puts the buffers back where [`Self::take`] found them.
-    pub fn restore(self, output: &mut OutputParams<DenseParam>, device: &Device) {
-        for ((w, b), (hw, hb)) in pairs(output).into_iter().zip(self.chunks) {
+    /// Puts the buffers back into the pairs [`Self::take`] took them from.
+    pub fn restore(self, pairs: Vec<(&mut DenseParam, &mut DenseParam)>, device: &Device) {
+        for ((w, b), (hw, hb)) in pairs.into_iter().zip(self.chunks) {
             w.value = hw.into_tensor(device);
             b.value = hb.into_tensor(device);
         }
@@ -70,22 +63,6 @@ impl HostLayer {
     /// Classes of each chunk.
     pub fn chunk_classes(&self) -> Vec<usize> {
         self.chunks.iter().map(|(_, b)| b.cols).collect()
-    }
-}
-
-/// The `(weight, bias)` pairs the host kernel takes: the full softmax's chunks, or the adaptive
-/// softmax's head and each cluster's (not its projection).
-fn pairs(output: &mut OutputParams<DenseParam>) -> Vec<(&mut DenseParam, &mut DenseParam)> {
-    match output {
-        OutputParams::Full { chunks } => chunks
-            .iter_mut()
-            .map(|l| (&mut l.weight, &mut l.bias))
-            .collect(),
-        OutputParams::Adaptive { head, clusters } => {
-            std::iter::once((&mut head.weight, &mut head.bias))
-                .chain(clusters.iter_mut().map(|c| (&mut c.weight, &mut c.bias)))
-                .collect()
-        }
     }
 }
 

@@ -9,13 +9,12 @@ use widebag_collective::local::Local;
 use widebag_collective::partition::local_rows;
 use widebag_csr::CsrBatch;
 
-use crate::ModelError;
-use crate::cpu::host_layer::HostLayer;
-use crate::model::WideModel;
-use crate::step::exchange::Part;
-use crate::step::memory::MemoryMeter;
+use crate::error::ModelError;
+use crate::model::SparseModel;
+use crate::probe::StepProbe;
+use crate::ranks::RankBatch;
 
-impl WideModel {
+impl SparseModel {
     /// Mean loss over held-out batches, weighted by their rows, after the deferred row updates
     /// are applied.
     pub fn eval_loss(&mut self, batches: &[CsrBatch]) -> Result<Option<f64>, ModelError> {
@@ -33,7 +32,7 @@ impl WideModel {
             self.check_rank_kernels("this device")?;
         }
         self.flush_deferred()?;
-        let mut meter = MemoryMeter::new(self.device());
+        let mut probe = StepProbe::new(self.device());
         let (mut sum, mut n_rows) = (0.0f64, 0usize);
         for global in batches {
             let batch = match comm.size() {
@@ -43,22 +42,14 @@ impl WideModel {
                     Cow::Owned(global.row_range(mine))
                 }
             };
-            let part = Part::new(self.ranks, comm, global.n_rows(), batch.n_rows())?;
+            let part = RankBatch::new(self.ranks, comm, global.n_rows(), batch.n_rows())?;
             self.check_batch(&batch)?;
             let ids = self.part_ids(&batch, &part)?;
             let (_, inputs, rows) = self.part_rows(&batch, &ids, &part)?;
-            let host = match self.host_softmax() {
-                true => Some(HostLayer::take(&mut self.dense.output)?),
-                false => None,
-            };
-            let loss = self
-                .forward(&batch, &part, inputs, rows, host.as_ref(), &mut meter)
-                .map(|f| f.loss);
-            if let Some(host) = host {
-                let device = self.device().clone();
-                host.restore(&mut self.dense.output, &device);
-            }
-            sum += loss? as f64 * global.n_rows() as f64;
+            let forward = self.forward(&batch, &part, inputs, rows, &mut probe)?;
+            let loss = forward.loss;
+            self.output.end_pass(forward.pass);
+            sum += loss as f64 * global.n_rows() as f64;
             n_rows += global.n_rows();
         }
         Ok((n_rows > 0).then(|| sum / n_rows as f64))

@@ -5,6 +5,7 @@
 //! log-sum-exp run on the device and only `[rows, K]` comes back.
 
 pub(crate) mod fold;
+pub mod held_out;
 pub(crate) mod loss;
 pub(crate) mod split;
 
@@ -20,12 +21,13 @@ use widebag_eval::{ClassMetrics, EvalReport, PerplexityMetrics, RankingMetrics, 
 use crate::cpu::ChunkRef;
 use crate::cpu::access::HostMatrix;
 use crate::cpu::score_blocks::visit_score_blocks;
+use crate::device::BackendKind;
+use crate::error::ModelError;
 use crate::eval::fold::{RowState, fold_row, masked_in, targets_in};
-use crate::layout::TrainLayout;
+use crate::layout::Trainable;
 use crate::output::scores::ScoreKind;
 use crate::output::softmax::RunningLse;
 use crate::tensors::{floats, ints, to_vec};
-use crate::{BackendKind, ModelError};
 
 /// What an evaluation computes.
 #[derive(Clone, Debug, PartialEq)]
@@ -81,13 +83,13 @@ impl ScoreNeed {
 
 /// The top-K and the targets' log-probabilities of every row of `batch`.
 pub fn score_rows(
-    layout: &mut dyn TrainLayout,
+    layout: &mut dyn Trainable,
     batch: &CsrBatch,
     options: ScoreOptions<'_>,
 ) -> Result<Vec<RowScores>, ModelError> {
     let mut acc = Accumulator::new(batch, options);
     // On flex the full softmax's scores are made and read by class block on the host.
-    let by_blocks = match (options.backend, layout.wide()) {
+    let by_blocks = match (options.backend, layout.sparse()) {
         (BackendKind::Flex, Some(model)) => model
             .host_score_blocks(batch, &mut |h, hidden, layer, offsets| {
                 acc.add_host_blocks(h, hidden, layer, offsets)
@@ -134,7 +136,7 @@ impl<'a> Accumulator<'a> {
             top: (0..n).map(|_| RowTopK::new(options.k)).collect(),
             target: vec![0.0; n],
             host_lse: vec![(f64::NEG_INFINITY, 0.0); n],
-            lse: lse.then(|| DeviceLse(RunningLse::new(crate::output::softmax::WGPU_REDUCE_COLS))),
+            lse: lse.then(|| DeviceLse(RunningLse::new(crate::spec::WGPU_REDUCE_COLS))),
         }
     }
 
@@ -332,7 +334,7 @@ pub struct EvalSet {
 /// Evaluates `layout` on held-out rows: the task's metrics over all of them (the one-rank case of
 /// [`evaluate_part`]).
 pub fn evaluate(
-    layout: &mut dyn TrainLayout,
+    layout: &mut dyn Trainable,
     set: &EvalSet,
     spec: &EvalSpec,
     backend: BackendKind,
@@ -346,7 +348,7 @@ pub fn evaluate(
 /// sparse layout trains, each part scored where it is and merged at rank 0 ([`split`]). Either
 /// way the rows are folded into the metrics here, in the held-out rows' order.
 pub fn evaluate_part(
-    layout: &mut dyn TrainLayout,
+    layout: &mut dyn Trainable,
     set: &EvalSet,
     spec: &EvalSpec,
     backend: BackendKind,
@@ -354,7 +356,7 @@ pub fn evaluate_part(
 ) -> Result<Option<EvalReport>, ModelError> {
     let split = comm.size() > 1;
     if split {
-        let model = layout.wide().ok_or_else(crate::layout::sparse_only)?;
+        let model = layout.sparse().ok_or_else(crate::layout::sparse_only)?;
         model.begin_split_scoring(comm)?;
     }
     let k = top_k(spec);
@@ -374,7 +376,7 @@ pub fn evaluate_part(
                 },
             )?),
             true => {
-                let model = layout.wide().ok_or_else(crate::layout::sparse_only)?;
+                let model = layout.sparse().ok_or_else(crate::layout::sparse_only)?;
                 model.score_split(batch, seen, k, comm)?
             }
         };
@@ -384,8 +386,8 @@ pub fn evaluate_part(
             metrics.add(s, &t.classes[t.row_ptr[r]..t.row_ptr[r + 1]]);
         }
     }
-    if let Some(model) = layout.wide().filter(|_| split) {
-        model.release_clusters();
+    if let Some(model) = layout.sparse().filter(|_| split) {
+        model.end_split_scoring();
     }
     Ok((comm.rank() == 0).then(|| metrics.report()))
 }

@@ -14,11 +14,11 @@ use widebag_collective::partition::local_rows;
 use widebag_csr::CsrBatch;
 use widebag_eval::RowTopK;
 
-use crate::BackendKind;
-use crate::ModelError;
+use crate::device::BackendKind;
+use crate::error::ModelError;
 use crate::eval::{Accumulator, RowScores, ScoreNeed, ScoreOptions};
-use crate::model::WideModel;
-use crate::model::dense_optim::DenseParam;
+use crate::model::SparseModel;
+use crate::optim::dense::DenseParam;
 use crate::tensors::{floats, to_vec};
 
 /// One row's part as a rank sends it to rank 0: its running log-sum-exp `(max, Σ exp(s − max))`
@@ -76,14 +76,19 @@ fn decode(v: &[u32]) -> Result<Vec<RowPart>, ModelError> {
     Ok(rows)
 }
 
-impl WideModel {
+impl SparseModel {
     /// Readies this rank's part of the model for scoring held-out rows: its deferred row updates
     /// applied and (adaptive softmax) every tail cluster fetched from its owner, until
-    /// [`Self::release_clusters`].
-    pub(crate) fn begin_split_scoring(&mut self, comm: &dyn Collective) -> Result<(), ModelError> {
+    /// [`Self::end_split_scoring`].
+    pub fn begin_split_scoring(&mut self, comm: &dyn Collective) -> Result<(), ModelError> {
         self.check_rank_kernels("this device")?;
         self.flush_deferred()?;
-        self.sync_clusters(comm)
+        self.output.begin_scoring(comm)
+    }
+
+    /// Drops what [`Self::begin_split_scoring`] fetched.
+    pub(crate) fn end_split_scoring(&mut self) {
+        self.output.end_scoring();
     }
 
     /// Every row's scores of the global held-out batch `global` (each row's seen classes in
@@ -101,11 +106,11 @@ impl WideModel {
         let ids = self.band_ids_whole(&batch)?;
         let (_, rows) = self.fetch_rows(&ids, comm)?;
         let inputs = self.upload_inputs(&batch, &ids);
-        let off_graph = |p: &DenseParam| p.value.clone().autodiff();
-        let params = self.dense.map_split(off_graph, |p| p.value.clone());
+        let params = self.trunk.map(|p: &DenseParam| p.value.clone().autodiff());
         let h = self.forward_hidden(&rows, &params, &inputs).inner();
         // Data-parallel: this rank's rows, whole; class split: every row, its classes.
-        let (scored, part_seen, rows_of) = match self.adaptive() {
+        let by_classes = self.output.splits_classes();
+        let (scored, part_seen, rows_of) = match !by_classes {
             true => (h, seen.get(mine.clone()).unwrap_or(&[]), &batch),
             false => {
                 let all = comm.all_gather_f32(&to_vec(h)?)?.concat();
@@ -122,14 +127,15 @@ impl WideModel {
             need: ScoreNeed::LogProbs,
         };
         let mut acc = Accumulator::new(rows_of, options);
-        self.score_hidden(&scored, &params, &mut |start, s| acc.add(start, s))?;
+        self.output
+            .scores(&scored, &mut |start, s| acc.add(start, s))?;
         let parts: Vec<RowPart> = acc
             .top
             .into_iter()
             .zip(acc.host_lse)
             .zip(acc.target)
             .map(|((top, lse), target)| RowPart {
-                lse: if self.adaptive() { (0.0, 0.0) } else { lse },
+                lse: if by_classes { lse } else { (0.0, 0.0) },
                 target,
                 top: top.into_sorted(),
             })
@@ -141,7 +147,7 @@ impl WideModel {
             return Ok(None);
         }
         let from: Vec<Vec<RowPart>> = got.iter().map(|v| decode(v)).collect::<Result<_, _>>()?;
-        Ok(Some(match self.adaptive() {
+        Ok(Some(match !by_classes {
             true => from
                 .into_iter()
                 .flatten()

@@ -7,11 +7,12 @@ use widebag_data::SyntheticStream;
 use widebag_prepare::synthetic_spec;
 
 use super::{Accumulator, RowScores, ScoreNeed, ScoreOptions, score_rows};
-use crate::model::WideModel;
-use crate::{BackendKind, Compute};
+use crate::device::BackendKind;
+use crate::device::Compute;
+use crate::model::SparseModel;
 
 /// Several class chunks (5,000 and 4,000 classes), the first cut into two blocks at 64 rows.
-fn model_and_batch() -> (WideModel, widebag_csr::CsrBatch) {
+fn model_and_batch() -> (SparseModel, widebag_csr::CsrBatch) {
     let mut c = Config::default();
     c.data.width = 300;
     c.data.n_classes = Some(9000);
@@ -24,8 +25,8 @@ fn model_and_batch() -> (WideModel, widebag_csr::CsrBatch) {
     c.train.batch_size = 64;
     c.train.seed = 5;
     let bands = ModelBands::resolve(&c).unwrap();
-    let model = WideModel::new(&c, &bands, &Compute::flex()).unwrap();
-    assert_eq!(model.chunks.len(), 2, "two class chunks");
+    let model = SparseModel::new(&c, &bands, &Compute::flex()).unwrap();
+    assert_eq!(model.output.class_chunks().len(), 2, "two class chunks");
     let batch = SyntheticStream::new(synthetic_spec(&c))
         .unwrap()
         .batch_at(7, 64)
@@ -34,7 +35,7 @@ fn model_and_batch() -> (WideModel, widebag_csr::CsrBatch) {
 }
 
 fn by_chunks(
-    model: &mut WideModel,
+    model: &mut SparseModel,
     batch: &widebag_csr::CsrBatch,
     o: ScoreOptions,
 ) -> Vec<RowScores> {

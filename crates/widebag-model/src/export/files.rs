@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::Path;
 
-use crate::ModelError;
+use crate::error::ModelError;
 
 /// A tensor of a safetensors file: its name, shape and element type (`F32`, `I64`).
 pub struct Spec {

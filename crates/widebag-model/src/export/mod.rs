@@ -13,54 +13,13 @@ use std::path::{Path, PathBuf};
 use burn::tensor::Tensor;
 use widebag_prepare::Prepared;
 
-use crate::ModelError;
+use crate::error::ModelError;
 use crate::export::files::{Spec, put_f32, write_npy, write_safetensors};
-use crate::layout::TrainLayout;
-use crate::layout::dense::DenseModel;
-use crate::model::WideModel;
-use crate::table::ids::SortedIds;
-use crate::tensors::{ints, to_vec};
+use crate::layout::Trainable;
+use crate::tensors::to_vec;
 
 /// Original ids per embedding block.
 const BLOCK_IDS: usize = 8192;
-
-impl WideModel {
-    /// The input embedding of sorted distinct (frequency-numbered) `ids`: each band's rows, the
-    /// tails projected to the full dim, `[n, dim]` row-major.
-    pub fn embedding_rows(&self, ids: &[u32]) -> Result<Vec<f32>, ModelError> {
-        let mut out = Vec::with_capacity(ids.len() * self.spec.dim);
-        for (k, b) in self.bands.iter().enumerate() {
-            let (lo, hi) = (b.band.start as u32, b.band.end as u32);
-            let local: Vec<u32> = ids
-                .iter()
-                .filter(|&&i| (lo..hi).contains(&i))
-                .map(|&i| i - lo)
-                .collect();
-            if local.is_empty() {
-                continue;
-            }
-            let mut rows = b.table.gather(SortedIds::new(&local)?)?;
-            if k > 0 {
-                rows = rows.matmul(self.dense.projections[k - 1].value.clone());
-            }
-            out.extend(to_vec(rows)?);
-        }
-        Ok(out)
-    }
-}
-
-impl DenseModel {
-    /// Rows `ids` of the input weight, `[n, dim]` row-major.
-    pub fn embedding_rows(&self, ids: &[u32]) -> Result<Vec<f32>, ModelError> {
-        let device = self.device().clone();
-        to_vec(
-            self.input_weight
-                .value
-                .clone()
-                .select(0, ints(ids, &device)),
-        )
-    }
-}
 
 /// What an export wrote.
 #[derive(Clone, Debug, serde::Serialize)]
@@ -71,7 +30,7 @@ pub struct Exported {
 
 /// Writes the export of `layout` (trained on `prepared`'s data) into `dir`.
 pub fn export(
-    layout: &mut dyn TrainLayout,
+    layout: &mut dyn Trainable,
     prepared: &Prepared,
     dir: &Path,
 ) -> Result<Vec<Exported>, ModelError> {
@@ -152,7 +111,7 @@ pub fn export(
 /// softmax's class chunks joined into `output.weight`/`output.bias`; with the adaptive softmax,
 /// `output.class_order` gives the original class id of each position.
 fn dense_file(
-    layout: &mut dyn TrainLayout,
+    layout: &mut dyn Trainable,
     prepared: &Prepared,
     dir: &Path,
 ) -> Result<Exported, ModelError> {

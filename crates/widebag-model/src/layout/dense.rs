@@ -10,18 +10,23 @@ use widebag_config::bands::ModelBands;
 use widebag_config::{Config, OptimConfig};
 use widebag_csr::CsrBatch;
 
-use crate::cpu::Kernels;
 use crate::cpu::access::HostMatrix;
 use crate::cpu::host_layer::HostLayer;
 use crate::cpu::softmax_ce::{self, HostTargets, Logits};
-use crate::model::dense_optim::DenseParam;
-use crate::model::init;
-use crate::model::params::{DenseParams, Linear, OutputParams, n_values, update_param};
-use crate::model::{ModelSpec, StepStats};
+use crate::device::{Compute, ComputePath};
+use crate::entries::{CheckpointEntry, dense_entries};
+use crate::error::ModelError;
+use crate::optim::dense::DenseParam;
+use crate::optim::scheduled;
+use crate::output::scores::{ScoreKind, Visit};
 use crate::output::softmax::{self, ClassChunk, RunningLse};
-use crate::step::memory::{MemoryMeter, Point, Stage};
-use crate::tensors::{activate, floats, scalar};
-use crate::{Compute, ModelError};
+use crate::params::init::{self, Init};
+use crate::params::update::{update_all, update_param};
+use crate::params::{Linear, TrunkParams, n_values};
+use crate::probe::{Point, Stage, StepProbe};
+use crate::spec::ModelSpec;
+use crate::step::stats::StepStats;
+use crate::tensors::{activate, floats, ints, leaf_grad, scalar, to_vec};
 
 /// Shapes of the dense model.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
@@ -37,7 +42,7 @@ pub struct DenseSpec {
     /// Columns one row reduction spans at most ([`softmax::reduce_cols`]).
     pub reduce_cols: usize,
     /// Host kernels (flex) or burn's tensor operations for the softmax and the updates.
-    pub kernels: Kernels,
+    pub compute_path: ComputePath,
     /// Each layer's activation: the input layer's, then each hidden layer's.
     pub activations: Vec<widebag_config::Activation>,
 }
@@ -47,8 +52,10 @@ pub struct DenseGrads {
     pub loss: f32,
     /// Gradient of the `[width, dim]` input weight.
     pub input_weight: Tensor<2>,
-    /// Gradients of the other parameters (the output as one chunk).
-    pub dense: DenseParams<Tensor<2>>,
+    /// Gradients of the input bias and the hidden layers.
+    pub trunk: TrunkParams<Tensor<2>>,
+    /// Gradients of the output layer's weight and bias.
+    pub output: Linear<Tensor<2>>,
 }
 
 /// The dense-layout model.
@@ -56,9 +63,11 @@ pub struct DenseModel {
     pub spec: DenseSpec,
     /// `input.weight [width, dim]`: the sparse layout's table as one matrix.
     pub input_weight: DenseParam,
-    /// `input.bias [1, dim]` (the sparse layout's bag bias), the hidden layers, and the output
-    /// layer as one `[last, classes]` chunk; no projections.
-    pub params: DenseParams,
+    /// `input.bias [1, dim]` (the sparse layout's bag bias) and the hidden layers; no
+    /// projections.
+    pub params: TrunkParams,
+    /// The output layer as one `[last, classes]` weight and its `[1, classes]` bias.
+    pub output: Linear<DenseParam>,
     pub optim: OptimConfig,
     pub step: u64,
     device: Device,
@@ -107,7 +116,12 @@ fn cross_entropy(z: Tensor<2>, y: Tensor<2>, chunks: &[ClassChunk], max_cols: us
 impl DenseModel {
     /// The dense layout of the configured model, from the same initial numbers as the sparse
     /// layout ([`init`]), built directly: the table is never held twice.
-    pub fn new(config: &Config, bands: &ModelBands, compute: &Compute) -> Result<Self, ModelError> {
+    pub fn new(
+        config: &Config,
+        bands: &ModelBands,
+        compute: &Compute,
+        init: Init,
+    ) -> Result<Self, ModelError> {
         let s = ModelSpec::new(config, bands, compute)?;
         if bands.input_split() || bands.output_split() {
             return Err(ModelError::Shape(
@@ -133,20 +147,20 @@ impl DenseModel {
         }
         let device = compute.device.clone();
         let kind = config.optim.dense;
-        let input_weight = DenseParam::new("input.weight", init::input_weight(&s, &device), kind);
+        let weight = init::input_weight(&s, init, &device);
+        let input_weight = DenseParam::new("input.weight", weight, kind);
+        let mut params = init::trunk_params(&s, kind, init, &device);
+        params.bag_bias.name = "input.bias".into();
         // The output as one chunk of every class: the same numbers as any cut of it.
         let whole = softmax::class_chunks(s.n_classes, s.n_classes);
-        let mut params = init::dense_params(&s, &whole, kind, &device);
-        params.bag_bias.name = "input.bias".into();
-        if let OutputParams::Full { chunks } = &mut params.output {
-            chunks[0].weight.name = "output.weight".into();
-            chunks[0].bias.name = "output.bias".into();
-        }
+        let mut output = init::full_output(&s, &whole, kind, init, &device).remove(0);
+        output.weight.name = "output.weight".into();
+        output.bias.name = "output.bias".into();
         Ok(Self::from_parts(
             &s,
             input_weight,
-            params,
-            &crate::model::scheduled(config),
+            (params, output),
+            &scheduled(config),
             device,
         ))
     }
@@ -155,7 +169,7 @@ impl DenseModel {
     pub(crate) fn from_parts(
         s: &ModelSpec,
         input_weight: DenseParam,
-        params: DenseParams,
+        (params, output): (TrunkParams, Linear<DenseParam>),
         optim: &OptimConfig,
         device: Device,
     ) -> Self {
@@ -168,13 +182,14 @@ impl DenseModel {
             max_buffer_bytes: s.max_buffer_bytes,
             class_chunk: s.class_chunk,
             reduce_cols: s.reduce_cols,
-            kernels: s.kernels,
+            compute_path: s.compute_path,
             activations: s.activations.clone(),
         };
         Self {
             spec,
             input_weight,
             params,
+            output,
             optim: optim.clone(),
             step: 0,
             device,
@@ -207,10 +222,14 @@ impl DenseModel {
 
     /// Loss and gradients of one batch without changing the model.
     pub fn gradients(&self, batch: &CsrBatch) -> Result<DenseGrads, ModelError> {
-        let mut unused = MemoryMeter::new(&self.device);
-        let host = match self.spec.kernels {
-            Kernels::Host => Some(HostLayer::copy_of(&self.params.output)?),
-            Kernels::Tensor => None,
+        let mut unused = StepProbe::new(&self.device);
+        let host = match self.spec.compute_path {
+            // A copy of the output layer's values, the model left as it is.
+            ComputePath::Host => {
+                let mut copy = self.output.clone();
+                Some(HostLayer::take(vec![(&mut copy.weight, &mut copy.bias)])?)
+            }
+            ComputePath::Tensor => None,
         };
         self.forward_backward(batch, host.as_ref(), &mut unused)
     }
@@ -239,10 +258,8 @@ impl DenseModel {
         for (Linear { weight, bias }, &act) in p.hidden.iter().zip(&acts[1..]) {
             h = activate(h.matmul(weight.value.clone()) + bias.value.clone(), act);
         }
-        let OutputParams::Full { chunks } = &p.output else {
-            unreachable!("the dense layout's output is the full softmax");
-        };
-        Ok(h.matmul(chunks[0].weight.value.clone()) + chunks[0].bias.value.clone())
+        let out = &self.output;
+        Ok(h.matmul(out.weight.value.clone()) + out.bias.value.clone())
     }
 
     /// Loss and gradients; with `host` (flex), the output layer runs on the host kernel,
@@ -251,11 +268,11 @@ impl DenseModel {
         &self,
         batch: &CsrBatch,
         host: Option<&HostLayer>,
-        meter: &mut MemoryMeter,
+        probe: &mut StepProbe,
     ) -> Result<DenseGrads, ModelError> {
         self.check_batch(batch)?;
         if let Some(layer) = host {
-            return self.forward_backward_host(batch, layer, meter);
+            return self.forward_backward_host(batch, layer, probe);
         }
         let s = &self.spec;
         let ad = self.device.clone().autodiff();
@@ -267,11 +284,12 @@ impl DenseModel {
             [n_rows, s.n_classes],
             &ad,
         );
-        meter.lap(Stage::Gather);
+        probe.lap(Stage::Gather);
         // 2. every parameter is a gradient leaf.
         let leaf = |p: &DenseParam| p.value.clone().autodiff().require_grad();
         let input_weight = leaf(&self.input_weight);
         let leaves = self.params.map(leaf);
+        let out = self.output.map(leaf);
         // 3. forward.
         let acts = &s.activations;
         let mut h = activate(
@@ -281,31 +299,26 @@ impl DenseModel {
         for (Linear { weight, bias }, &act) in leaves.hidden.iter().zip(&acts[1..]) {
             h = activate(h.matmul(weight.clone()) + bias.clone(), act);
         }
-        let OutputParams::Full { chunks } = &leaves.output else {
-            unreachable!("the dense layout's output is the full softmax");
-        };
-        meter.lap(Stage::Forward);
-        let logits = h.matmul(chunks[0].weight.clone()) + chunks[0].bias.clone();
+        probe.lap(Stage::Forward);
+        let logits = h.matmul(out.weight.clone()) + out.bias.clone();
         let class_chunks = softmax::class_chunks(s.n_classes, s.class_chunk);
         let loss = cross_entropy(logits, y, &class_chunks, s.reduce_cols);
         let loss_value = scalar(loss.clone().inner())?;
-        meter.lap(Stage::OutputForward);
-        meter.sample(Point::ForwardEnd);
+        probe.lap(Stage::OutputForward);
+        probe.sample(Point::ForwardEnd);
         // 4. backward: autodiff through everything in one pass (its time is the output's
         //    backward).
         let ad_grads = loss.backward();
-        meter.lap(Stage::OutputBackward);
-        let grad = |l: &Tensor<2>| {
-            l.grad(&ad_grads)
-                .unwrap_or_else(|| l.clone().inner().zeros_like())
-        };
+        probe.lap(Stage::OutputBackward);
+        let grad = |l: &Tensor<2>| leaf_grad(l, &ad_grads);
         let grads = DenseGrads {
             loss: loss_value,
             input_weight: grad(&input_weight),
-            dense: leaves.map(grad),
+            trunk: leaves.map(grad),
+            output: out.map(grad),
         };
         drop(ad_grads);
-        meter.sample(Point::BackwardEnd);
+        probe.sample(Point::BackwardEnd);
         Ok(grads)
     }
 
@@ -316,17 +329,17 @@ impl DenseModel {
         &self,
         batch: &CsrBatch,
         layer: &HostLayer,
-        meter: &mut MemoryMeter,
+        probe: &mut StepProbe,
     ) -> Result<DenseGrads, ModelError> {
         let s = &self.spec;
         let ad = self.device.clone().autodiff();
         let n_rows = batch.n_rows();
         let x = floats(batch.to_dense(), [n_rows, s.width], &ad);
         let targets = HostTargets::new(&batch.targets().normalised(), &layer.chunk_classes());
-        meter.lap(Stage::Gather);
+        probe.lap(Stage::Gather);
         let leaf = |p: &DenseParam| p.value.clone().autodiff().require_grad();
         let input_weight = leaf(&self.input_weight);
-        let leaves = self.params.map_split(leaf, |p| p.value.clone());
+        let leaves = self.params.map(leaf);
         let acts = &s.activations;
         let mut h = activate(
             x.matmul(input_weight.clone()) + leaves.bag_bias.clone(),
@@ -335,44 +348,36 @@ impl DenseModel {
         for (Linear { weight, bias }, &act) in leaves.hidden.iter().zip(&acts[1..]) {
             h = activate(h.matmul(weight.clone()) + bias.clone(), act);
         }
-        meter.lap(Stage::Forward);
+        probe.lap(Stage::Forward);
         let h_host = HostMatrix::take(h.clone().inner())?;
         let refs = layer.refs();
         let hidden = h_host.cols;
         let mut fwd = softmax_ce::forward(h_host.as_slice(), hidden, &refs, &targets, Logits::Keep);
         let loss = fwd.loss;
-        meter.lap(Stage::OutputForward);
-        meter.sample(Point::ForwardEnd);
+        probe.lap(Stage::OutputForward);
+        probe.sample(Point::ForwardEnd);
         let (dh, out) = softmax_ce::backward(h_host.as_slice(), hidden, &refs, &targets, &mut fwd);
         drop(fwd);
-        meter.lap(Stage::OutputBackward);
+        probe.lap(Stage::OutputBackward);
         let dh = floats(dh, [n_rows, hidden], &self.device);
         let ad_grads = (h * Tensor::from_inner(dh)).sum().backward();
-        meter.lap(Stage::TrunkBackward);
-        let grad = |l: &Tensor<2>| {
-            l.grad(&ad_grads)
-                .unwrap_or_else(|| l.clone().inner().zeros_like())
-        };
-        let mut dense = leaves.map_split(grad, |_| Tensor::empty([0, 0], &self.device));
-        dense.output = OutputParams::Full {
-            chunks: out
-                .into_iter()
-                .map(|g| {
-                    let n = g.db.len();
-                    Linear {
-                        weight: floats(g.dw, [hidden, n], &self.device),
-                        bias: floats(g.db, [1, n], &self.device),
-                    }
-                })
-                .collect(),
+        probe.lap(Stage::TrunkBackward);
+        let grad = |l: &Tensor<2>| leaf_grad(l, &ad_grads);
+        let trunk = leaves.map(grad);
+        let g = out.into_iter().next().expect("one output chunk");
+        let n = g.db.len();
+        let output = Linear {
+            weight: floats(g.dw, [hidden, n], &self.device),
+            bias: floats(g.db, [1, n], &self.device),
         };
         let grads = DenseGrads {
             loss,
             input_weight: grad(&input_weight),
-            dense,
+            trunk,
+            output,
         };
         drop(ad_grads);
-        meter.sample(Point::BackwardEnd);
+        probe.sample(Point::BackwardEnd);
         Ok(grads)
     }
 
@@ -380,18 +385,20 @@ impl DenseModel {
     pub fn train_step(
         &mut self,
         batch: &CsrBatch,
-        meter: &mut MemoryMeter,
+        probe: &mut StepProbe,
     ) -> Result<StepStats, ModelError> {
-        meter.probe(Point::Setup);
+        probe.detail(Point::Setup);
         // On flex the output layer leaves its tensors for the host kernel (no copy) until its
         // gradients are out.
-        let host = match self.spec.kernels {
-            Kernels::Host => Some(HostLayer::take(&mut self.params.output)?),
-            Kernels::Tensor => None,
+        let out = &mut self.output;
+        let host = match self.spec.compute_path {
+            ComputePath::Host => Some(HostLayer::take(vec![(&mut out.weight, &mut out.bias)])?),
+            ComputePath::Tensor => None,
         };
-        let grads = self.forward_backward(batch, host.as_ref(), meter);
+        let grads = self.forward_backward(batch, host.as_ref(), probe);
         if let Some(host) = host {
-            host.restore(&mut self.params.output, &self.device);
+            let out = &mut self.output;
+            host.restore(vec![(&mut out.weight, &mut out.bias)], &self.device);
         }
         let grads = grads?;
         self.step += 1;
@@ -400,12 +407,18 @@ impl DenseModel {
             grads.input_weight,
             &self.optim,
             self.step,
-            self.spec.kernels,
+            self.spec.compute_path,
         )?;
-        self.params
-            .update(grads.dense, &self.optim, self.step, self.spec.kernels)?;
-        meter.lap(Stage::DenseUpdate);
-        meter.sample(Point::StepEnd);
+        let path = self.spec.compute_path;
+        let mut rest = grads.trunk.into_vec();
+        rest.extend([grads.output.weight, grads.output.bias]);
+        let params = self
+            .params
+            .iter_mut()
+            .chain([&mut self.output.weight, &mut self.output.bias]);
+        update_all(params, rest, &self.optim, self.step, path)?;
+        probe.lap(Stage::DenseUpdate);
+        probe.sample(Point::StepEnd);
         Ok(StepStats::new(self.step, grads.loss, batch))
     }
 
@@ -415,6 +428,55 @@ impl DenseModel {
 
     /// Bytes of all parameters.
     pub fn parameter_bytes(&self) -> u64 {
-        4 * (n_values([&self.input_weight]) + n_values(self.params.iter()))
+        4 * (n_values([&self.input_weight]) + n_values(self.dense_params()))
+    }
+
+    /// Every dense parameter but the input weight, in one fixed order: the input bias, the
+    /// hidden layers, the output layer's weight and bias.
+    pub fn dense_params(&self) -> Vec<&DenseParam> {
+        self.params
+            .iter()
+            .chain([&self.output.weight, &self.output.bias])
+            .collect()
+    }
+
+    /// Every weight and optimizer state by name, in a fixed order: the input weight, then
+    /// [`Self::dense_params`].
+    pub fn entries(&mut self) -> Vec<CheckpointEntry<'_>> {
+        let mut out = Vec::new();
+        dense_entries(&mut self.input_weight, &mut out);
+        let params = self.params.iter_mut();
+        for p in params.chain([&mut self.output.weight, &mut self.output.bias]) {
+            dense_entries(p, &mut out);
+        }
+        out
+    }
+
+    /// Rows `ids` of the input weight, `[n, dim]` row-major.
+    pub fn embedding_rows(&self, ids: &[u32]) -> Result<Vec<f32>, ModelError> {
+        let device = self.device().clone();
+        to_vec(
+            self.input_weight
+                .value
+                .clone()
+                .select(0, ints(ids, &device)),
+        )
+    }
+
+    /// Visits the chunks of the dense layout's full logits (which it holds whole, as in
+    /// training).
+    pub fn score_chunks(
+        &mut self,
+        batch: &CsrBatch,
+        visit: &mut Visit<'_>,
+    ) -> Result<ScoreKind, ModelError> {
+        let logits = self.logits(batch)?;
+        for chunk in softmax::class_chunks(self.spec.n_classes, self.spec.class_chunk) {
+            visit(
+                chunk.offset,
+                logits.clone().narrow(1, chunk.offset, chunk.n),
+            )?;
+        }
+        Ok(ScoreKind::Logits)
     }
 }

@@ -1,4 +1,4 @@
-//! A training layout as the training loop sees it: the sparse layout ([`WideModel`]) or the dense
+//! A training layout as the training loop sees it: the sparse layout ([`SparseModel`]) or the dense
 //! baseline ([`DenseModel`]), stepped, flushed, evaluated and measured through one trait.
 
 pub mod dense;
@@ -11,12 +11,16 @@ use widebag_config::bands::ModelBands;
 use widebag_config::{Config, Layout};
 use widebag_csr::CsrBatch;
 
-use crate::checkpoint::slots::Named;
+use crate::device::Compute;
+use crate::entries::CheckpointEntry;
+use crate::error::ModelError;
 use crate::layout::dense::DenseModel;
-use crate::model::{Ranks, StepStats, WideModel};
+use crate::model::SparseModel;
 use crate::output::scores::{ScoreKind, Visit};
-use crate::step::memory::MemoryMeter;
-use crate::{Compute, ModelError};
+use crate::params::init::Init;
+use crate::probe::StepProbe;
+use crate::ranks::Ranks;
+use crate::step::stats::StepStats;
 
 /// What a run reports about its model's sizes and host traffic.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -40,15 +44,15 @@ pub struct LayoutFacts {
 }
 
 /// A model the training loop can run.
-pub trait TrainLayout {
+pub trait Trainable {
     /// One training step on this process's `batch`, its rows of a global batch of
     /// `global_rows` rows; a single process is the one-rank case (`widebag_collective::local`).
-    fn train_step_part(
+    fn train_step_on_rank(
         &mut self,
         batch: &CsrBatch,
         global_rows: usize,
         comm: &dyn Collective,
-        meter: &mut MemoryMeter,
+        probe: &mut StepProbe,
     ) -> Result<StepStats, ModelError>;
 
     /// Applies every update still deferred, so the weights are those of dense training (the
@@ -64,13 +68,13 @@ pub trait TrainLayout {
     ) -> Result<Option<f64>, ModelError>;
 
     /// The sparse layout's model, the one layout that trains across ranks.
-    fn wide(&mut self) -> Option<&mut WideModel>;
+    fn sparse(&mut self) -> Option<&mut SparseModel>;
 
     /// Sizes and traffic for the run's summary.
     fn facts(&self) -> LayoutFacts;
 
     /// Every weight and optimizer state by name (checkpoints).
-    fn slots(&mut self) -> Vec<Named<'_>>;
+    fn entries(&mut self) -> Vec<CheckpointEntry<'_>>;
 
     /// `sparse` or `dense`.
     fn name(&self) -> &'static str;
@@ -93,27 +97,19 @@ pub trait TrainLayout {
     ) -> Result<ScoreKind, ModelError>;
 }
 
-/// The configured layout with the resolved `bands`.
+/// Rank `ranks.rank` of `ranks.size`'s part of the configured layout with the resolved `bands`
+/// (across ranks, only the sparse layout), its numbers starting as `init` says.
 pub fn build(
     config: &Config,
     bands: &ModelBands,
     compute: &Compute,
-) -> Result<Box<dyn TrainLayout>, ModelError> {
-    build_rank(config, bands, compute, Ranks::ONE)
-}
-
-/// Rank `ranks.rank` of `ranks.size`'s part of the configured layout (across ranks, only the
-/// sparse layout).
-pub fn build_rank(
-    config: &Config,
-    bands: &ModelBands,
-    compute: &Compute,
     ranks: Ranks,
-) -> Result<Box<dyn TrainLayout>, ModelError> {
+    init: Init,
+) -> Result<Box<dyn Trainable>, ModelError> {
     Ok(match config.model.layout {
-        Layout::Sparse => Box::new(WideModel::new_rank(config, bands, compute, ranks)?),
+        Layout::Sparse => Box::new(SparseModel::new_rank(config, bands, compute, ranks, init)?),
         Layout::Dense if ranks.size > 1 => return Err(sparse_only()),
-        Layout::Dense => Box::new(DenseModel::new(config, bands, compute)?),
+        Layout::Dense => Box::new(DenseModel::new(config, bands, compute, init)?),
     })
 }
 
@@ -133,23 +129,23 @@ pub(crate) fn sparse_only() -> ModelError {
     }
 }
 
-impl TrainLayout for WideModel {
-    fn train_step_part(
+impl Trainable for SparseModel {
+    fn train_step_on_rank(
         &mut self,
         batch: &CsrBatch,
         global_rows: usize,
         comm: &dyn Collective,
-        meter: &mut MemoryMeter,
+        probe: &mut StepProbe,
     ) -> Result<StepStats, ModelError> {
-        WideModel::train_step_part(self, batch, global_rows, comm, meter)
+        SparseModel::train_step_on_rank(self, batch, global_rows, comm, probe)
     }
 
-    fn wide(&mut self) -> Option<&mut WideModel> {
+    fn sparse(&mut self) -> Option<&mut SparseModel> {
         Some(self)
     }
 
     fn flush_deferred(&mut self) -> Result<(), ModelError> {
-        WideModel::flush_deferred(self)
+        SparseModel::flush_deferred(self)
     }
 
     fn held_out_loss(
@@ -157,7 +153,7 @@ impl TrainLayout for WideModel {
         batches: &[CsrBatch],
         comm: &dyn Collective,
     ) -> Result<Option<f64>, ModelError> {
-        WideModel::held_out_loss_part(self, batches, comm)
+        SparseModel::held_out_loss_part(self, batches, comm)
     }
 
     fn score_chunks(
@@ -165,11 +161,11 @@ impl TrainLayout for WideModel {
         batch: &CsrBatch,
         visit: &mut Visit<'_>,
     ) -> Result<ScoreKind, ModelError> {
-        WideModel::score_chunks(self, batch, visit)
+        SparseModel::score_chunks(self, batch, visit)
     }
 
-    fn slots(&mut self) -> Vec<Named<'_>> {
-        WideModel::slots(self)
+    fn entries(&mut self) -> Vec<CheckpointEntry<'_>> {
+        SparseModel::entries(self)
     }
 
     fn name(&self) -> &'static str {
@@ -177,12 +173,12 @@ impl TrainLayout for WideModel {
     }
 
     fn embedding_rows(&self, ids: &[u32]) -> Result<Vec<f32>, ModelError> {
-        WideModel::embedding_rows(self, ids)
+        SparseModel::embedding_rows(self, ids)
     }
 
     fn dense_values(&self) -> Vec<(String, Tensor<2>)> {
-        self.dense
-            .iter()
+        self.dense_params()
+            .into_iter()
             .map(|p| (p.name.clone(), p.value.clone()))
             .collect()
     }
@@ -196,7 +192,7 @@ impl TrainLayout for WideModel {
         LayoutFacts {
             table_bytes: self.bands.iter().map(|b| b.table.bytes()).sum(),
             table_shards: self.bands.iter().map(|b| b.table.n_shards()).sum(),
-            class_chunks: self.chunks.len(),
+            class_chunks: self.output.class_chunks().len(),
             max_buffer_bytes: self.spec.max_buffer_bytes,
             parameter_bytes: self.parameter_bytes(),
             table_parameters: self.table_parameters(),
@@ -208,19 +204,19 @@ impl TrainLayout for WideModel {
     }
 }
 
-impl TrainLayout for DenseModel {
-    fn train_step_part(
+impl Trainable for DenseModel {
+    fn train_step_on_rank(
         &mut self,
         batch: &CsrBatch,
         _global_rows: usize,
         comm: &dyn Collective,
-        meter: &mut MemoryMeter,
+        probe: &mut StepProbe,
     ) -> Result<StepStats, ModelError> {
         one_process(comm)?;
-        DenseModel::train_step(self, batch, meter)
+        DenseModel::train_step(self, batch, probe)
     }
 
-    fn wide(&mut self) -> Option<&mut WideModel> {
+    fn sparse(&mut self) -> Option<&mut SparseModel> {
         None
     }
 
@@ -246,8 +242,8 @@ impl TrainLayout for DenseModel {
         DenseModel::score_chunks(self, batch, visit)
     }
 
-    fn slots(&mut self) -> Vec<Named<'_>> {
-        DenseModel::slots(self)
+    fn entries(&mut self) -> Vec<CheckpointEntry<'_>> {
+        DenseModel::entries(self)
     }
 
     fn name(&self) -> &'static str {
@@ -259,8 +255,8 @@ impl TrainLayout for DenseModel {
     }
 
     fn dense_values(&self) -> Vec<(String, Tensor<2>)> {
-        self.params
-            .iter()
+        self.dense_params()
+            .into_iter()
             .map(|p| (p.name.clone(), p.value.clone()))
             .collect()
     }

@@ -4,55 +4,12 @@
 //! of its ids' rows, the tail bands projected up to the full dim.
 
 use burn::tensor::{Device, IndexingUpdateOp, Int, Tensor};
-use widebag_config::bands::Band;
 use widebag_csr::CsrBatch;
 
-use crate::ModelError;
-use crate::model::WideModel;
-use crate::table::ids::{SortedIdBuf, SortedIds};
-use crate::table::optim::TableState;
-use crate::table::{Segment, ShardedTable};
+use crate::error::ModelError;
+use crate::model::SparseModel;
+use crate::table::bands::{BandIds, BandSegment};
 use crate::tensors::{floats, ints};
-
-/// An input band: ids `band.start..band.end`, `band.dim`-wide rows, and their optimizer state.
-pub struct InputBand {
-    pub band: Band,
-    pub table: ShardedTable,
-    pub state: TableState,
-}
-
-/// A run of the batch's unique ids within one shard of one band: `seg` indexes the band's
-/// local ids, which start at position `offset` of the batch's `unique_ids`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct BandSegment {
-    pub band: usize,
-    pub seg: Segment,
-    pub offset: usize,
-}
-
-impl BandSegment {
-    /// Positions in the batch's `unique_ids`.
-    pub fn global(&self) -> std::ops::Range<usize> {
-        self.offset + self.seg.start..self.offset + self.seg.end
-    }
-}
-
-/// The batch's unique ids split by band (as band-local ids) and each band's segments: computed
-/// once per step, read by the gather and by the row updates.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct BandIds {
-    /// Per band, its ids among the batch's unique ids, minus the band's first id.
-    pub local: Vec<SortedIdBuf>,
-    /// Every band's segments, band by band.
-    pub segments: Vec<BandSegment>,
-}
-
-impl BandIds {
-    /// The band-local ids of segment `s`.
-    pub fn of(&self, s: &BandSegment) -> SortedIds<'_> {
-        self.local[s.band].ids().range(s.seg.start..s.seg.end)
-    }
-}
 
 /// Entries of the batch that read one table segment, at most a buffer's worth.
 struct BagPiece {
@@ -116,52 +73,16 @@ impl BagInputs {
     }
 }
 
-impl WideModel {
-    /// The batch's unique ids by band and segment.
+impl SparseModel {
+    /// The batch's unique ids by band and segment (each band's cut by its table's shards).
     pub(crate) fn band_ids(&self, batch: &CsrBatch) -> Result<BandIds, ModelError> {
-        let uniq = SortedIds::new(batch.unique_ids())?;
-        let mut local = Vec::with_capacity(self.bands.len());
-        let mut segments = Vec::new();
-        for (k, b) in self.bands.iter().enumerate() {
-            let (offset, ids) = uniq.window(b.band.start as u32, b.band.end as u32);
-            segments.extend(
-                b.table
-                    .segments(ids.ids())
-                    .into_iter()
-                    .map(|seg| BandSegment {
-                        band: k,
-                        seg,
-                        offset,
-                    }),
-            );
-            local.push(ids);
-        }
-        Ok(BandIds { local, segments })
+        BandIds::by_shard(batch.unique_ids(), &self.bands)
     }
 
-    /// The batch's unique ids by band as [`Self::band_ids`], each band's in one segment (a rank
-    /// of a multi-process run gathers them from their owners, not from shards of its own).
+    /// The batch's unique ids by band, each band's in one segment (a rank of a multi-process
+    /// run gathers them from their owners, not from shards of its own).
     pub(crate) fn band_ids_whole(&self, batch: &CsrBatch) -> Result<BandIds, ModelError> {
-        let uniq = SortedIds::new(batch.unique_ids())?;
-        let mut local = Vec::with_capacity(self.bands.len());
-        let mut segments = Vec::new();
-        for (k, b) in self.bands.iter().enumerate() {
-            let (offset, ids) = uniq.window(b.band.start as u32, b.band.end as u32);
-            if !ids.ids().is_empty() {
-                let seg = Segment {
-                    shard: 0,
-                    start: 0,
-                    end: ids.ids().len(),
-                };
-                segments.push(BandSegment {
-                    band: k,
-                    seg,
-                    offset,
-                });
-            }
-            local.push(ids);
-        }
-        Ok(BandIds { local, segments })
+        BandIds::whole(batch.unique_ids(), &self.bands)
     }
 
     /// The batch's bag inputs on the autodiff device, by the segments of `ids`.
@@ -238,7 +159,7 @@ impl WideModel {
 
     /// The projections as gradient leaves (the bag alone, for benchmarks and checks).
     fn projection_leaves(&self) -> Vec<Tensor<2>> {
-        self.dense
+        self.trunk
             .projections
             .iter()
             .map(|p| p.value.clone().autodiff().require_grad())

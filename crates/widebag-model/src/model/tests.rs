@@ -9,11 +9,13 @@ use widebag_csr::CsrBatch;
 use widebag_data::SyntheticStream;
 use widebag_prepare::synthetic_spec;
 
+use crate::device::Compute;
+use crate::layout::Trainable;
 use crate::layout::dense::DenseModel;
-use crate::model::WideModel;
-use crate::step::memory::MemoryMeter;
+use crate::model::SparseModel;
+use crate::params::init::Init;
+use crate::probe::StepProbe;
 use crate::tensors::to_vec;
-use crate::{Compute, TrainLayout};
 
 fn small_config() -> Config {
     let mut c = Config::default();
@@ -49,11 +51,14 @@ fn the_dense_layout_starts_from_the_sparse_layouts_numbers_without_building_it()
     let mut config = small_config();
     config.model.class_chunk = 3;
     let compute = Compute::flex();
-    let sparse = WideModel::new(&config, &bands(&config), &compute).unwrap();
-    let dense = DenseModel::new(&config, &bands(&config), &compute).unwrap();
+    let mut sparse = SparseModel::new(&config, &bands(&config), &compute).unwrap();
+    let dense = DenseModel::new(&config, &bands(&config), &compute, Init::Seeded).unwrap();
     let table = sparse.bands[0].table.to_vec().unwrap();
     assert_eq!(to_vec(dense.input_weight.value.clone()).unwrap(), table);
-    assert!(sparse.chunks.len() > 1, "several output chunks");
+    assert!(
+        sparse.output.class_chunks().len() > 1,
+        "several output chunks"
+    );
     let b = batch(&config, 11);
     close(
         "loss",
@@ -67,8 +72,12 @@ fn the_dense_layout_starts_from_the_sparse_layouts_numbers_without_building_it()
 fn dense_parameters_are_named_and_walked_in_one_order() {
     let mut config = small_config();
     config.model.hidden = vec![5, 6];
-    let model = WideModel::new(&config, &bands(&config), &Compute::flex()).unwrap();
-    let names: Vec<&str> = model.dense.iter().map(|p| p.name.as_str()).collect();
+    let model = SparseModel::new(&config, &bands(&config), &Compute::flex()).unwrap();
+    let names: Vec<&str> = model
+        .dense_params()
+        .into_iter()
+        .map(|p| p.name.as_str())
+        .collect();
     assert_eq!(
         names,
         [
@@ -81,14 +90,14 @@ fn dense_parameters_are_named_and_walked_in_one_order() {
             "output.0.bias"
         ]
     );
-    assert_eq!(model.dense.hidden[1].weight.value.dims(), [5, 6]);
+    assert_eq!(model.trunk.hidden[1].weight.value.dims(), [5, 6]);
 }
 
 #[test]
 fn the_row_gradients_carry_the_band_ids_the_update_writes() {
     let config = small_config();
     let compute = Compute::flex().with_buffer_cap(128);
-    let model = WideModel::new(&config, &bands(&config), &compute).unwrap();
+    let mut model = SparseModel::new(&config, &bands(&config), &compute).unwrap();
     let b = batch(&config, 5);
     let grads = model.gradients(&b).unwrap();
     assert!(grads.rows.len() > 1, "several segments");
@@ -112,9 +121,9 @@ fn adamw_eval_losses(flush: bool) -> (f64, f64) {
     config.optim.lr = 0.02;
     config.optim.weight_decay = 0.1;
     let compute = Compute::flex();
-    let mut sparse = WideModel::new(&config, &bands(&config), &compute).unwrap();
-    let mut dense = DenseModel::new(&config, &bands(&config), &compute).unwrap();
-    let mut meter = MemoryMeter::new(&Device::flex());
+    let mut sparse = SparseModel::new(&config, &bands(&config), &compute).unwrap();
+    let mut dense = DenseModel::new(&config, &bands(&config), &compute, Init::Seeded).unwrap();
+    let mut probe = StepProbe::new(&Device::flex());
     let batches: Vec<CsrBatch> = (0..8).map(|s| batch(&config, 4 * s)).collect();
     let idle = |id: &u32| batches[1..].iter().all(|b| !b.unique_ids().contains(id));
     assert!(
@@ -123,14 +132,14 @@ fn adamw_eval_losses(flush: bool) -> (f64, f64) {
     );
     for b in &batches {
         let (s, d) = (
-            sparse.train_step(b, &mut meter).unwrap(),
-            dense.train_step(b, &mut meter).unwrap(),
+            sparse.train_step(b, &mut probe).unwrap(),
+            dense.train_step(b, &mut probe).unwrap(),
         );
         close("training loss", s.loss as f64, d.loss as f64, 1e-5);
     }
     let eval: Vec<CsrBatch> = (0..3).map(|s| batch(&config, 1000 + 4 * s)).collect();
     let sparse_loss = if flush {
-        TrainLayout::held_out_loss(&mut sparse, &eval, &widebag_collective::local::Local)
+        Trainable::held_out_loss(&mut sparse, &eval, &widebag_collective::local::Local)
             .unwrap()
             .unwrap()
     } else {
@@ -141,10 +150,9 @@ fn adamw_eval_losses(flush: bool) -> (f64, f64) {
         }
         sum / rows as f64
     };
-    let dense_loss =
-        TrainLayout::held_out_loss(&mut dense, &eval, &widebag_collective::local::Local)
-            .unwrap()
-            .unwrap();
+    let dense_loss = Trainable::held_out_loss(&mut dense, &eval, &widebag_collective::local::Local)
+        .unwrap()
+        .unwrap();
     (sparse_loss, dense_loss)
 }
 

@@ -1,16 +1,182 @@
-//! The adaptive softmax's loss and log-probabilities on autodiff: the head (frequent classes and
-//! one token per tail cluster) and the tail clusters, each tail evaluated only on the rows whose
-//! targets fall in it, in row pieces within the buffer limit.
+//! The adaptive softmax (Grave et al. 2017): a head (the frequent classes and one token per tail
+//! cluster) and tail clusters (`(h proj) weight + bias`), its parameters shared by both paths
+//! ([`AdaptiveParams`]), a batch's targets split over the clusters ([`AdaptiveTargets`]), and
+//! the layer on autodiff ([`AdaptiveSoftmax`]): its loss is differentiated with the trunk in one
+//! pass, each tail evaluated only on the rows whose targets fall in it, in row pieces within the
+//! buffer limit.
 
 use burn::tensor::{Device, Tensor};
+use widebag_collective::Collective;
+use widebag_config::DenseOptim;
 use widebag_config::bands::Band;
 use widebag_csr::Targets;
+use widebag_ledger::shapes::ClassChunk;
+use widebag_ledger::step::OutputLayerKind;
 
-use crate::model::WideModel;
-use crate::model::params::{Cluster, Linear};
+use crate::error::ModelError;
+use crate::optim::dense::DenseParam;
+use crate::output::scores::{ScoreKind, Visit};
 use crate::output::softmax::RunningLse;
-use crate::step::memory::{MemoryMeter, Point};
-use crate::tensors::{floats, ints};
+use crate::output::tail_owners;
+use crate::output::{Objective, OutputGrads, OutputLayer, OutputPass, Upstream};
+use crate::params::init::{Init, adaptive_output};
+use crate::params::{Cluster, Linear};
+use crate::probe::{Point, Stage, StepProbe};
+use crate::ranks::{RankBatch, Ranks};
+use crate::spec::ModelSpec;
+use crate::tensors::{floats, ints, leaf_grad, scalar};
+
+/// The adaptive softmax's parameters and shapes.
+pub struct AdaptiveParams {
+    pub head: Linear<DenseParam>,
+    pub clusters: Vec<Cluster<DenseParam>>,
+    /// The output clusters: the head's classes, then each tail's.
+    pub bands: Vec<Band>,
+    /// This rank and the ranks training together (tail cluster `k` is owned by `k mod size`).
+    pub ranks: Ranks,
+    /// Columns one row reduction spans at most.
+    pub reduce_cols: usize,
+    pub max_buffer_bytes: u64,
+}
+
+impl AdaptiveParams {
+    /// `spec`'s head and clusters with `optim` state; across ranks, the clusters other ranks own
+    /// are placeholders ([`tail_owners::release`]).
+    pub fn new(
+        spec: &ModelSpec,
+        ranks: Ranks,
+        optim: DenseOptim,
+        init: Init,
+        device: &Device,
+    ) -> Self {
+        let (head, clusters) = adaptive_output(spec, optim, init, device);
+        let mut params = Self {
+            head,
+            clusters,
+            bands: spec.bands.output.clone(),
+            ranks,
+            reduce_cols: spec.reduce_cols,
+            max_buffer_bytes: spec.max_buffer_bytes,
+        };
+        tail_owners::release(&mut params);
+        params
+    }
+
+    /// The head's classes.
+    pub fn head_n(&self) -> usize {
+        self.bands[0].n_rows()
+    }
+
+    /// Every parameter: the head's weight and bias, then each cluster's projection, weight and
+    /// bias.
+    pub fn params(&self) -> Vec<&DenseParam> {
+        let mut all = vec![&self.head.weight, &self.head.bias];
+        for c in &self.clusters {
+            all.extend([&c.proj, &c.weight, &c.bias]);
+        }
+        all
+    }
+
+    /// [`Self::params`] by mutable reference.
+    pub fn params_mut(&mut self) -> Vec<&mut DenseParam> {
+        let mut all = vec![&mut self.head.weight, &mut self.head.bias];
+        for c in &mut self.clusters {
+            all.extend([&mut c.proj, &mut c.weight, &mut c.bias]);
+        }
+        all
+    }
+
+    /// The head's and each cluster's `(weight, bias)` (not the projections), as the host kernels
+    /// take them.
+    pub fn pairs(&mut self) -> Vec<(&mut DenseParam, &mut DenseParam)> {
+        std::iter::once((&mut self.head.weight, &mut self.head.bias))
+            .chain(
+                self.clusters
+                    .iter_mut()
+                    .map(|c| (&mut c.weight, &mut c.bias)),
+            )
+            .collect()
+    }
+
+    /// An error unless a batch of `n_rows` rows' head logits, and every parameter, fit a buffer.
+    pub fn check_batch(&self, n_rows: usize, max_buffer_bytes: u64) -> Result<(), ModelError> {
+        let head_n = self.head.bias.value.shape()[1];
+        let logits = 4 * (n_rows * head_n) as u64;
+        if logits > max_buffer_bytes {
+            return Err(ModelError::Shape(format!(
+                "the adaptive softmax's [batch, {head_n}] head logits need one {logits}-byte \
+                 buffer, over the device's {max_buffer_bytes}-byte limit: use a smaller head \
+                 (model.output_bands.cutoffs) or train.batch_size"
+            )));
+        }
+        for p in self.params() {
+            let bytes = 4 * p.value.shape().num_elements() as u64;
+            if bytes > max_buffer_bytes {
+                return Err(ModelError::Shape(format!(
+                    "{} needs one {bytes}-byte buffer, over the device's {max_buffer_bytes}-byte \
+                     limit",
+                    p.name
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// The head's log-probabilities `[rows, head + clusters]` for the rows of `h`.
+    fn head_log_probs(&self, h: &Tensor<2>) -> Tensor<2> {
+        let head = &self.head;
+        log_softmax_rows(
+            h.clone().matmul(head.weight.value.clone()) + head.bias.value.clone(),
+            self.reduce_cols,
+        )
+    }
+
+    /// Visits the log-probabilities of every class for the rows of `h`: the head's classes,
+    /// then each cluster's.
+    pub fn scores(&self, h: &Tensor<2>, visit: &mut Visit<'_>) -> Result<ScoreKind, ModelError> {
+        let head_n = self.head_n();
+        let head_lp = self.head_log_probs(h);
+        visit(0, head_lp.clone().narrow(1, 0, head_n))?;
+        for (k, cluster) in self.clusters.iter().enumerate() {
+            let z = cluster_logits(h.clone(), &cluster.map(|p| p.value.clone()));
+            let lp =
+                log_softmax_rows(z, self.reduce_cols) + head_lp.clone().narrow(1, head_n + k, 1);
+            visit(self.bands[k + 1].start, lp)?;
+        }
+        Ok(ScoreKind::LogProbs)
+    }
+
+    /// Log-probabilities `[rows, n_classes]` of every class (every cluster evaluated).
+    pub fn log_probs(&self, h: &Tensor<2>) -> Tensor<2> {
+        let head_n = self.head_n();
+        let head = self.head_log_probs(h);
+        let mut parts = vec![head.clone().narrow(1, 0, head_n)];
+        for (k, cluster) in self.clusters.iter().enumerate() {
+            let z = cluster_logits(h.clone(), &cluster.map(|p| p.value.clone()));
+            parts.push(
+                log_softmax_rows(z, self.reduce_cols) + head.clone().narrow(1, head_n + k, 1),
+            );
+        }
+        Tensor::cat(parts, 1)
+    }
+
+    /// Each tail cluster `part`'s rank owns, taken from `part` (the same layer as that rank
+    /// holds it).
+    pub fn gather_owned(&mut self, part: &[&DenseParam], ranks: Ranks) -> Result<(), ModelError> {
+        for (k, to) in self.clusters.iter_mut().enumerate() {
+            if tail_owners::owner(k, ranks.size) != ranks.rank {
+                continue;
+            }
+            let from = part.get(2 + 3 * k..5 + 3 * k).ok_or_else(|| {
+                ModelError::Checkpoint(format!("rank {} holds no tail cluster {k}", ranks.rank))
+            })?;
+            to.proj.value = from[0].value.clone();
+            to.weight.value = from[1].value.clone();
+            to.bias.value = from[2].value.clone();
+        }
+        Ok(())
+    }
+}
 
 /// Rows of the batch whose targets fall in one output cluster, and those targets.
 pub(crate) struct ClusterTargets {
@@ -86,25 +252,43 @@ pub(crate) fn cluster_logits(h: Tensor<2>, c: &Cluster<Tensor<2>>) -> Tensor<2> 
     h.matmul(c.proj.clone()).matmul(c.weight.clone()) + c.bias.clone()
 }
 
-impl WideModel {
-    /// The adaptive softmax's loss on autodiff: `-(1/B) sum w log p(target)`, where
-    /// `log p(c) = log p_head(c)` for head classes and `log p_head(token_k) + log p_k(c)` for
-    /// classes of tail cluster `k`. Only clusters holding a target are evaluated, on the rows
-    /// whose targets fall in them, in row pieces within the buffer limit.
-    pub(crate) fn adaptive_loss(
+/// The adaptive softmax on autodiff: its parameters are gradient leaves of the step's graph.
+pub struct AdaptiveSoftmax {
+    pub(crate) params: AdaptiveParams,
+    objective: Objective,
+}
+
+/// What the forward pass keeps for the backward pass: the loss on autodiff and the leaves.
+struct Saved {
+    loss: Tensor<1>,
+    head: Linear<Tensor<2>>,
+    clusters: Vec<Cluster<Tensor<2>>>,
+}
+
+impl AdaptiveSoftmax {
+    pub fn new(params: AdaptiveParams, objective: Objective) -> Self {
+        Self { params, objective }
+    }
+
+    /// The loss on autodiff: `-(1/B) sum w log p(target)`, where `log p(c) = log p_head(c)` for
+    /// head classes and `log p_head(token_k) + log p_k(c)` for classes of tail cluster `k`. Only
+    /// clusters holding a target are evaluated, on the rows whose targets fall in them, in row
+    /// pieces within the buffer limit.
+    fn loss(
         &self,
         h: &Tensor<2>,
         head: &Linear<Tensor<2>>,
         clusters: &[Cluster<Tensor<2>>],
         targets: &Targets,
-        meter: &mut MemoryMeter,
+        probe: &mut StepProbe,
     ) -> Tensor<1> {
+        let p = &self.params;
         let ad = h.device();
         let n_rows = h.shape()[0];
-        let split = AdaptiveTargets::new(targets, &self.spec.bands.output);
+        let split = AdaptiveTargets::new(targets, &p.bands);
         let head_logits = h.clone().matmul(head.weight.clone()) + head.bias.clone();
         let mut total = weighted_pick(
-            log_softmax_rows(head_logits, self.spec.reduce_cols),
+            log_softmax_rows(head_logits, p.reduce_cols),
             &split.head,
             &ad,
         );
@@ -114,7 +298,7 @@ impl WideModel {
             }
             let per = widebag_ledger::shapes::rows_per_piece(
                 cluster.weight.shape()[1],
-                self.spec.max_buffer_bytes,
+                p.max_buffer_bytes,
             );
             let mut first = 0;
             while first < t.rows.len() {
@@ -127,35 +311,127 @@ impl WideModel {
                     .filter(|e| (first..end).contains(&(e.0 as usize)))
                     .map(|&(r, c, w)| (r - first as u32, c, w))
                     .collect();
-                total = total
-                    + weighted_pick(log_softmax_rows(z, self.spec.reduce_cols), &entries, &ad);
+                total = total + weighted_pick(log_softmax_rows(z, p.reduce_cols), &entries, &ad);
                 first = end;
             }
         }
-        meter.probe(Point::ForwardLogits);
+        probe.detail(Point::ForwardLogits);
         total.mul_scalar(-1.0 / n_rows.max(1) as f64)
     }
+}
 
-    /// Log-probabilities `[rows, n_classes]` of every class under the adaptive softmax (every
-    /// cluster evaluated; evaluation only).
-    pub(crate) fn adaptive_log_probs(
-        &self,
+impl OutputLayer for AdaptiveSoftmax {
+    fn priced_as(&self) -> OutputLayerKind {
+        OutputLayerKind::AdaptiveSoftmax
+    }
+
+    fn objective(&self) -> Objective {
+        self.objective
+    }
+
+    fn class_chunks(&self) -> &[ClassChunk] {
+        &[]
+    }
+
+    fn params(&self) -> Vec<&DenseParam> {
+        self.params.params()
+    }
+
+    fn params_mut(&mut self) -> Vec<&mut DenseParam> {
+        self.params.params_mut()
+    }
+
+    fn replicated(&self) -> usize {
+        2
+    }
+
+    fn check_batch(&self, n_rows: usize, max_buffer_bytes: u64) -> Result<(), ModelError> {
+        self.params.check_batch(n_rows, max_buffer_bytes)
+    }
+
+    fn forward(
+        &mut self,
         h: &Tensor<2>,
-        head: &Linear<Tensor<2>>,
-        clusters: &[Cluster<Tensor<2>>],
-    ) -> Tensor<2> {
-        let head_n = self.spec.bands.output[0].n_rows();
-        let head = log_softmax_rows(
-            h.clone().matmul(head.weight.clone()) + head.bias.clone(),
-            self.spec.reduce_cols,
-        );
-        let mut parts = vec![head.clone().narrow(1, 0, head_n)];
-        for (k, cluster) in clusters.iter().enumerate() {
-            let z = cluster_logits(h.clone(), cluster);
-            parts.push(
-                log_softmax_rows(z, self.spec.reduce_cols) + head.clone().narrow(1, head_n + k, 1),
-            );
+        targets: &Targets,
+        _batch: &RankBatch<'_>,
+        probe: &mut StepProbe,
+    ) -> Result<OutputPass, ModelError> {
+        // The output layer is on the trunk's graph: its parameters are gradient leaves.
+        let leaf = |p: &DenseParam| p.value.clone().autodiff().require_grad();
+        let head = self.params.head.map(leaf);
+        let clusters: Vec<Cluster<Tensor<2>>> =
+            self.params.clusters.iter().map(|c| c.map(leaf)).collect();
+        let loss = self.loss(h, &head, &clusters, targets, probe);
+        let value = scalar(loss.clone().inner())?;
+        let saved = Saved {
+            loss,
+            head,
+            clusters,
+        };
+        Ok(OutputPass::new(value, Vec::new(), saved))
+    }
+
+    fn backward(
+        &mut self,
+        pass: OutputPass,
+        _batch: &RankBatch<'_>,
+        probe: &mut StepProbe,
+    ) -> Result<OutputGrads, ModelError> {
+        let Saved {
+            loss,
+            head,
+            clusters,
+        } = pass.into_saved();
+        // Autodiff through the adaptive softmax, the MLP and the bag (one pass: its time is the
+        // output's backward).
+        let grads = loss.backward();
+        probe.lap(Stage::OutputBackward);
+        probe.detail(Point::BackwardLogits);
+        let mut params = vec![
+            leaf_grad(&head.weight, &grads),
+            leaf_grad(&head.bias, &grads),
+        ];
+        for c in &clusters {
+            params.extend([&c.proj, &c.weight, &c.bias].map(|l| leaf_grad(l, &grads)));
         }
-        Tensor::cat(parts, 1)
+        Ok(OutputGrads {
+            upstream: Upstream::Graph(grads),
+            params,
+        })
+    }
+
+    fn end_pass(&mut self, _pass: OutputPass) {}
+
+    fn traffic(
+        &self,
+        _batch: &RankBatch<'_>,
+        _n_targets: usize,
+        _pass_sent: &[(&'static str, u64)],
+    ) -> Vec<(&'static str, u64)> {
+        Vec::new()
+    }
+
+    fn scores(&self, h: &Tensor<2>, visit: &mut Visit<'_>) -> Result<ScoreKind, ModelError> {
+        self.params.scores(h, visit)
+    }
+
+    fn log_probs(&self, h: &Tensor<2>) -> Tensor<2> {
+        self.params.log_probs(h)
+    }
+
+    fn splits_classes(&self) -> bool {
+        false
+    }
+
+    fn begin_scoring(&mut self, comm: &dyn Collective) -> Result<(), ModelError> {
+        tail_owners::sync(&mut self.params, comm)
+    }
+
+    fn end_scoring(&mut self) {
+        tail_owners::release(&mut self.params);
+    }
+
+    fn gather_owned(&mut self, part: &dyn OutputLayer, ranks: Ranks) -> Result<(), ModelError> {
+        self.params.gather_owned(&part.params(), ranks)
     }
 }

@@ -15,8 +15,7 @@
 use burn::tensor::{Device, Int, Tensor};
 use widebag_csr::Targets;
 
-use crate::device::BackendKind;
-use crate::step::memory::{MemoryMeter, Point};
+use crate::probe::{Point, StepProbe};
 use crate::tensors::floats;
 
 pub use widebag_ledger::shapes::{ClassChunk, class_chunks, max_chunk_classes};
@@ -114,22 +113,7 @@ pub(crate) fn logits(h: &Tensor<2>, w: &Tensor<2>, b: &Tensor<2>) -> Tensor<2> {
     h.clone().matmul(w.clone()) + b.clone()
 }
 
-/// Columns one row reduction (`max_dim`, `sum_dim`) over classes spans at most on wgpu. On
-/// lavapipe, burn 0.22's fused row reductions over tens of thousands of columns came back wrong
-/// in some op graphs (the sparse layout's loss over 8 chunks of 30,000 classes 0.034 low, the
-/// dense layout's over one chunk of 240,000 half the truth, a 140,000-column adaptive tail
-/// cluster with a row of `+inf`), while pieces of this width were right in every case tried.
-pub const WGPU_REDUCE_COLS: usize = 8_192;
-
-/// Columns one row reduction over classes spans at most on `backend`. flex reduces whole rows
-/// right, and its narrowed views are slow to reduce (the dense layout ran 6.6× slower in
-/// 8,192-column pieces), so it takes a row at once.
-pub fn reduce_cols(backend: BackendKind) -> usize {
-    match backend {
-        BackendKind::Wgpu => WGPU_REDUCE_COLS,
-        BackendKind::Flex => usize::MAX,
-    }
-}
+pub use crate::spec::{WGPU_REDUCE_COLS, reduce_cols};
 
 /// `t` whole when it has at most `max_cols` columns, else its column pieces of that width.
 fn column_pieces(t: Tensor<2>, max_cols: usize) -> Vec<Tensor<2>> {
@@ -219,7 +203,7 @@ pub fn forward(
     chunks: &[ClassChunk],
     targets: &ChunkTargets,
     max_cols: usize,
-    meter: &mut MemoryMeter,
+    probe: &mut StepProbe,
 ) -> SoftmaxForward {
     let device = h.device();
     let mut lse = RunningLse::new(max_cols);
@@ -234,7 +218,7 @@ pub fn forward(
         if c == 0 {
             // The first chunk is the largest and, classes being sorted by frequency, the one
             // holding targets: its logits and dense targets are alive here.
-            meter.probe(Point::ForwardLogits);
+            probe.detail(Point::ForwardLogits);
         }
         if let (Some(flat), Some((_, weights))) = (&targets.flat[c], &targets.per_chunk[c]) {
             let picked = z
@@ -262,7 +246,7 @@ pub fn backward(
     chunks: &[ClassChunk],
     targets: &ChunkTargets,
     lse: &Tensor<2>,
-    meter: &mut MemoryMeter,
+    probe: &mut StepProbe,
 ) -> SoftmaxGrads {
     let device = h.device();
     let last = chunks.len().saturating_sub(1);
@@ -284,7 +268,7 @@ pub fn backward(
         });
         grads.push((ht.clone().matmul(g.clone()), g.clone().sum_dim(0)));
         if c == last {
-            meter.probe(Point::BackwardLogits);
+            probe.detail(Point::BackwardLogits);
         }
         drop(g);
     }

@@ -1,43 +1,36 @@
 //! The trunk's side of the backward pass: the gradients autodiff holds for the gathered rows and
 //! the trunk's parameters, and checkpointing's recompute of the bag and the MLP from the output's
-//! `dL/dh` (`model.checkpointing = "mlp"`); the host kernel's output gradients as tensors.
+//! `dL/dh` (`model.checkpointing = "mlp"`).
 
 use burn::tensor::{Gradients, Tensor};
 use widebag_config::Checkpointing;
 
-use crate::cpu::softmax_ce::ChunkGrad;
-use crate::model::WideModel;
-use crate::model::bag::{BagInputs, BandIds, BandSegment};
-use crate::model::dense_optim::DenseParam;
-use crate::model::params::{DenseParams, Linear, OutputParams};
-use crate::step::memory::{MemoryMeter, Point};
-use crate::tensors::floats;
+use crate::model::SparseModel;
+use crate::model::bag::BagInputs;
+use crate::optim::dense::DenseParam;
+use crate::params::TrunkParams;
+use crate::probe::{Point, StepProbe};
+use crate::table::bands::{BandIds, BandSegment};
+use crate::tensors::leaf_grad;
 
-impl WideModel {
+impl SparseModel {
     /// What autodiff's `grads` hold for the rows (the gradient leaves `rows`, one per segment of
-    /// `ids`) and the trunk's parameters (`params`), with the output layer's gradients `output`.
+    /// `ids`) and the trunk's parameters (`params`).
     pub(crate) fn trunk_grads(
         &self,
         ids: &BandIds,
         rows: &[Tensor<2>],
-        params: &DenseParams<Tensor<2>>,
+        params: &TrunkParams<Tensor<2>>,
         grads: &Gradients,
-        output: OutputParams<Tensor<2>>,
-    ) -> (Vec<(BandSegment, Tensor<2>)>, DenseParams<Tensor<2>>) {
+    ) -> (Vec<(BandSegment, Tensor<2>)>, TrunkParams<Tensor<2>>) {
         let rows_grad = ids
             .segments
             .iter()
             .zip(rows)
             .map(|(s, leaf)| (*s, self.row_grad(s, leaf, grads)))
             .collect();
-        let grad = |leaf: &Tensor<2>| leaf_grad(leaf, grads);
-        let dense = DenseParams {
-            bag_bias: grad(&params.bag_bias),
-            projections: params.projections.iter().map(grad).collect(),
-            hidden: params.hidden.iter().map(|l| l.map(grad)).collect(),
-            output,
-        };
-        (rows_grad, dense)
+        let trunk = params.map(|leaf| leaf_grad(leaf, grads));
+        (rows_grad, trunk)
     }
 
     /// Whether the trunk is checkpointed (`model.checkpointing = "mlp"`): run off the graph in
@@ -57,44 +50,16 @@ impl WideModel {
         grads: &Gradients,
         rows: &[Tensor<2>],
         inputs: &BagInputs,
-        meter: &mut MemoryMeter,
-    ) -> (Gradients, Vec<Tensor<2>>, DenseParams<Tensor<2>>) {
+        probe: &mut StepProbe,
+    ) -> (Gradients, Vec<Tensor<2>>, TrunkParams<Tensor<2>>) {
         let dh = leaf_grad(h, grads);
         let rows: Vec<Tensor<2>> = rows.iter().map(|r| r.clone().require_grad()).collect();
-        let leaf = |p: &DenseParam| p.value.clone().autodiff().require_grad();
-        let d = &self.dense;
-        let params = DenseParams {
-            bag_bias: leaf(&d.bag_bias),
-            projections: d.projections.iter().map(leaf).collect(),
-            hidden: d.hidden.iter().map(|l| l.map(leaf)).collect(),
-            output: OutputParams::Full { chunks: Vec::new() },
-        };
+        let params = self
+            .trunk
+            .map(|p: &DenseParam| p.value.clone().autodiff().require_grad());
         let h = self.forward_hidden(&rows, &params, inputs);
-        meter.probe(Point::BackwardInput);
+        probe.detail(Point::BackwardInput);
         let grads = (h * Tensor::from_inner(dh)).sum().backward();
         (grads, rows, params)
     }
-}
-
-/// The host kernel's per-chunk output gradients as `[hidden, n]` and `[1, n]` tensors.
-pub(crate) fn chunk_tensors(
-    out: Vec<ChunkGrad>,
-    hidden: usize,
-    device: &burn::tensor::Device,
-) -> Vec<Linear<Tensor<2>>> {
-    out.into_iter()
-        .map(|g| {
-            let n = g.db.len();
-            Linear {
-                weight: floats(g.dw, [hidden, n], device),
-                bias: floats(g.db, [1, n], device),
-            }
-        })
-        .collect()
-}
-
-/// A leaf's gradient, zeros when the loss did not reach it.
-pub(crate) fn leaf_grad(leaf: &Tensor<2>, grads: &Gradients) -> Tensor<2> {
-    leaf.grad(grads)
-        .unwrap_or_else(|| leaf.clone().inner().zeros_like())
 }

@@ -4,8 +4,8 @@
 use rayon::prelude::*;
 use widebag_config::OptimConfig;
 
-use crate::ModelError;
-use crate::model::dense_optim::AdamStep;
+use crate::error::ModelError;
+use crate::optim::adam::AdamStep;
 use crate::table::ShardedTable;
 use crate::table::ids::SortedIds;
 use crate::tensors::{floats, to_vec};

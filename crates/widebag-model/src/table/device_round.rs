@@ -7,7 +7,7 @@
 use burn::tensor::{FloatDType, Tensor};
 
 use crate::cpu::rounding::{Half, random_bits};
-use crate::table::host_store::RoundKey;
+use crate::table::host_rows::RoundKey;
 
 /// `(mantissa bits, smallest normal exponent, largest finite value)` of a half format.
 fn limits(half: Half) -> (i32, i32, f32) {

@@ -1,7 +1,7 @@
 //! Sorted, distinct row ids: the only ids a table gathers, splits into segments or updates
 //! (`scatter_nd` with duplicate indices races on GPUs; a host update walks them in order).
 
-use crate::ModelError;
+use crate::error::ModelError;
 
 /// Row ids in strictly ascending order, checked once when built.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

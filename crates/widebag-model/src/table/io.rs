@@ -5,9 +5,9 @@ use std::borrow::Cow;
 
 use burn::tensor::{DType, Device, Tensor, TensorData};
 
-use crate::ModelError;
 use crate::cpu::rounding::Half;
-use crate::table::host_store::{HostRows, half_of};
+use crate::error::ModelError;
+use crate::table::host_rows::{HostRows, half_of};
 use crate::table::{ShardedTable, Storage};
 use crate::tensors::{floats, to_vec};
 
@@ -100,14 +100,17 @@ mod tests {
     #[test]
     fn shards_round_trip_on_both_storages() {
         let device = crate::device::Compute::flex().device;
-        for kernels in [crate::cpu::Kernels::Host, crate::cpu::Kernels::Tensor] {
+        for compute_path in [
+            crate::device::ComputePath::Host,
+            crate::device::ComputePath::Tensor,
+        ] {
             let mut t = ShardedTable::placed(
                 10,
                 3,
                 4 * 3 * 4,
                 &device,
                 widebag_config::BandPlacement::Device,
-                kernels,
+                compute_path,
                 crate::table::RowFormat::F32,
                 |r, out| out.fill(r as f32),
             );

@@ -8,13 +8,15 @@
 //! per update), with no traffic: the device is the host. A half-precision table adds in f32 and
 //! rounds the sums back ([`RowFormat::rounding`]), on the host or on the device (`device_round`).
 
+pub mod bands;
 pub(crate) mod catch_up;
 pub(crate) mod device_round;
-pub(crate) mod host_rows;
-pub mod host_store;
+pub mod host_rows;
+pub(crate) mod host_store;
 pub mod ids;
 pub(crate) mod io;
 pub mod optim;
+pub(crate) mod row_update;
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -22,12 +24,12 @@ use std::sync::atomic::Ordering;
 use burn::tensor::{Device, FloatDType, IndexingUpdateOp, Tensor};
 use widebag_config::{BandPlacement, Precision, Rounding};
 
-use crate::ModelError;
-use crate::cpu::Kernels;
 use crate::cpu::rounding::Half;
+use crate::device::ComputePath;
+use crate::error::ModelError;
 use crate::table::device_round::{dtype_of, uniforms};
-pub use crate::table::host_rows::Traffic;
-use crate::table::host_store::{HostRows, RoundKey, RowMut, half_of};
+use crate::table::host_rows::{HostRows, RoundKey, RowMut, half_of};
+pub use crate::table::host_store::Traffic;
 use crate::table::ids::SortedIds;
 use crate::table::io::upload_shard;
 use crate::tensors::{floats, ints, row_indices, to_vec};
@@ -116,7 +118,7 @@ impl ShardedTable {
             max_buffer_bytes,
             device,
             BandPlacement::Device,
-            Kernels::Tensor,
+            ComputePath::Tensor,
             RowFormat::F32,
             init,
         )
@@ -134,12 +136,12 @@ impl ShardedTable {
         max_buffer_bytes: u64,
         device: &Device,
         placement: BandPlacement,
-        kernels: Kernels,
+        compute_path: ComputePath,
         format: RowFormat,
         init: impl Fn(usize, &mut [f32]) + Sync,
     ) -> Self {
         let rows_per_shard = Self::rows_per_shard(n_rows, dim, max_buffer_bytes);
-        let resident = kernels == Kernels::Host;
+        let resident = compute_path == ComputePath::Host;
         let storage = if placement == BandPlacement::Host || resident {
             Storage::Host(HostRows::new(n_rows, dim, format.precision, init))
         } else {
@@ -183,8 +185,8 @@ impl ShardedTable {
             &self.device,
             self.placement(),
             match self.resident {
-                true => Kernels::Host,
-                false => Kernels::Tensor,
+                true => ComputePath::Host,
+                false => ComputePath::Tensor,
             },
             format,
             |_, out| out.fill(0.0),

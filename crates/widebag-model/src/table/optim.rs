@@ -7,13 +7,13 @@
 use burn::tensor::Tensor;
 use widebag_config::{OptimConfig, Precision, TableOptim};
 
-use crate::ModelError;
-use crate::cpu::row_update;
-use crate::model::dense_optim::AdamStep;
-use crate::step::memory::{MemoryMeter, Point};
+use crate::error::ModelError;
+use crate::optim::adam::AdamStep;
+use crate::probe::{Point, StepProbe};
 use crate::table::ShardedTable;
 use crate::table::catch_up::replay;
 use crate::table::ids::{SortedIdBuf, SortedIds};
+use crate::table::row_update;
 
 /// Optimizer state of the table, in the table's own row layout. Not `Clone`, like the tables it
 /// holds: their updates are in place only while each has one handle.
@@ -174,7 +174,7 @@ impl TableState {
         grad_rows: Tensor<2>,
         config: &OptimConfig,
         step: u64,
-        meter: &mut MemoryMeter,
+        probe: &mut StepProbe,
     ) -> Result<(), ModelError> {
         // A no-op when the training step caught these rows up before reading them.
         self.catch_up(table, uniq, config, step)?;
@@ -185,7 +185,7 @@ impl TableState {
                     return Ok(());
                 }
                 let delta = grad_rows.mul_scalar(-config.table_lr_at(step));
-                meter.probe(Point::TableUpdate);
+                probe.detail(Point::TableUpdate);
                 table.scatter_add(uniq, delta)?;
             }
             TableState::Momentum { buf } => {
@@ -193,7 +193,7 @@ impl TableState {
                 let old = buf.gather(uniq)?;
                 let dbuf = old.clone().mul_scalar(config.momentum - 1.0) + grad_rows;
                 let delta = (old + dbuf.clone()).mul_scalar(-config.table_lr_at(step));
-                meter.probe(Point::TableUpdate);
+                probe.detail(Point::TableUpdate);
                 buf.scatter_add(uniq, dbuf)?;
                 table.scatter_add(uniq, delta)?;
             }
@@ -203,7 +203,7 @@ impl TableState {
                 let acc_new = acc.gather(uniq)? + g2.clone();
                 let delta = (grad_rows / acc_new.sqrt().add_scalar(config.eps))
                     .mul_scalar(-config.table_lr_at(step));
-                meter.probe(Point::TableUpdate);
+                probe.detail(Point::TableUpdate);
                 acc.scatter_add(uniq, g2)?;
                 table.scatter_add(uniq, delta)?;
             }
@@ -220,7 +220,7 @@ impl TableState {
                 let dm = (grad_rows.clone() - m_old.clone()).mul_scalar(1.0 - a.beta1);
                 let dv = (grad_rows.square() - v_old.clone()).mul_scalar(1.0 - a.beta2);
                 let delta = a.delta(m_old + dm.clone(), v_old + dv.clone());
-                meter.probe(Point::TableUpdate);
+                probe.detail(Point::TableUpdate);
                 m.scatter_add(uniq, dm)?;
                 v.scatter_add(uniq, dv)?;
                 table.scatter_add(uniq, delta)?;
@@ -235,7 +235,7 @@ impl TableState {
                 let dv = (grad_rows.square() - v_old.clone()).mul_scalar(1.0 - a.beta2);
                 let delta = a.delta(m_old + dm.clone(), v_old + dv.clone())
                     - w_old.mul_scalar(config.table_lr_at(step) * config.weight_decay);
-                meter.probe(Point::TableUpdate);
+                probe.detail(Point::TableUpdate);
                 m.scatter_add(uniq, dm)?;
                 v.scatter_add(uniq, dv)?;
                 table.scatter_add(uniq, delta)?;
@@ -274,7 +274,7 @@ mod tests {
     use widebag_config::{DenseOptim, TableOptim};
 
     use super::*;
-    use crate::model::dense_optim::{DenseParam, DenseState};
+    use crate::optim::dense::{DenseParam, DenseState};
     use crate::tensors::{floats, to_vec};
 
     fn ids(ids: &[u32]) -> SortedIds<'_> {
@@ -292,11 +292,11 @@ mod tests {
             eps: 1e-8,
             ..OptimConfig::default()
         };
-        let mut meter = MemoryMeter::new(&device);
+        let mut probe = StepProbe::new(&device);
         for step in 1..=2 {
             let g = floats(vec![1.0, 2.0, 3.0, 4.0], [2, 2], &device);
             state
-                .step(&mut table, ids(&[0, 2]), g, &config, step, &mut meter)
+                .step(&mut table, ids(&[0, 2]), g, &config, step, &mut probe)
                 .unwrap();
         }
         table.to_vec().unwrap()
@@ -354,7 +354,7 @@ mod tests {
             floats(init.clone(), [rows, dim], &device),
             DenseOptim::AdamW,
         );
-        let mut meter = MemoryMeter::new(&device);
+        let mut probe = StepProbe::new(&device);
         let mut rng = 0x9E37_79B9_7F4A_7C15u64;
         for step in 1..=steps {
             let mut uniq: Vec<u32> = Vec::new();
@@ -384,7 +384,7 @@ mod tests {
             if !uniq.is_empty() {
                 let grad = floats(sparse, [uniq.len(), dim], &device);
                 state
-                    .step(&mut table, ids(&uniq), grad, &config, step, &mut meter)
+                    .step(&mut table, ids(&uniq), grad, &config, step, &mut probe)
                     .unwrap();
             }
             dense = dense.step(floats(full, [rows, dim], &device), &config, step);
@@ -423,7 +423,7 @@ mod tests {
         let device = table.device();
         let all: Vec<u32> = (0..rows as u32).collect();
         let zero = || floats(vec![0.0; rows * dim], [rows, dim], &device);
-        let mut meter = MemoryMeter::new(&device);
+        let mut probe = StepProbe::new(&device);
         state
             .step(
                 &mut table,
@@ -431,7 +431,7 @@ mod tests {
                 zero(),
                 &config,
                 steps + 1,
-                &mut meter,
+                &mut probe,
             )
             .unwrap();
         dense = dense.step(zero(), &config, steps + 1);

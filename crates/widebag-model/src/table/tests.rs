@@ -3,7 +3,7 @@
 
 use super::*;
 use crate::table::device_round;
-use crate::table::host_store::half_of;
+use crate::table::host_rows::half_of;
 use widebag_config::{Precision, Rounding};
 const F32: RowFormat = RowFormat::F32;
 
@@ -52,7 +52,7 @@ fn a_host_table_moves_only_the_touched_rows() {
         48,
         &device,
         BandPlacement::Host,
-        Kernels::Tensor,
+        ComputePath::Tensor,
         F32,
         init,
     );
@@ -62,7 +62,7 @@ fn a_host_table_moves_only_the_touched_rows() {
         48,
         &device,
         BandPlacement::Device,
-        Kernels::Tensor,
+        ComputePath::Tensor,
         F32,
         init,
     );
@@ -87,19 +87,19 @@ fn a_resident_table_is_the_device_table_updated_in_place_without_traffic() {
     // Host kernels: rows on the host path, placed on the device (the host), state too.
     let device = Device::flex();
     let init = |r: usize, out: &mut [f32]| out.iter_mut().for_each(|o| *o = r as f32);
-    let placed = |kernels| {
+    let placed = |compute_path| {
         ShardedTable::placed(
             10,
             4,
             48,
             &device,
             BandPlacement::Device,
-            kernels,
+            compute_path,
             F32,
             init,
         )
     };
-    let (mut res, mut dev) = (placed(Kernels::Host), placed(Kernels::Tensor));
+    let (mut res, mut dev) = (placed(ComputePath::Host), placed(ComputePath::Tensor));
     assert_eq!(res.placement(), BandPlacement::Device);
     let rows = ids(&[1, 4, 8]);
     assert_eq!(
@@ -120,10 +120,11 @@ fn unsorted_or_out_of_range_ids_are_refused_not_a_panic() {
     // Unsorted ids once underflowed the host update's offset arithmetic.
     let device = Device::flex();
     for placement in [BandPlacement::Host, BandPlacement::Device] {
-        let kernels = Kernels::Tensor;
-        let mut t = ShardedTable::placed(10, 4, 48, &device, placement, kernels, F32, |_, o| {
-            o.fill(1.0)
-        });
+        let compute_path = ComputePath::Tensor;
+        let mut t =
+            ShardedTable::placed(10, 4, 48, &device, placement, compute_path, F32, |_, o| {
+                o.fill(1.0)
+            });
         assert!(SortedIds::new(&[9, 2]).is_err());
         assert!(SortedIds::new(&[2, 2]).is_err());
         let delta = || floats(vec![1.0; 8], [2, 4], &device);
@@ -179,13 +180,13 @@ fn half_tables_store_two_bytes_and_round_updates_alike_on_every_storage() {
                 rounding,
                 seed: 11,
             };
-            let make = |placement, kernels| {
-                ShardedTable::placed(10, 4, 48, &device, placement, kernels, format, init)
+            let make = |placement, compute_path| {
+                ShardedTable::placed(10, 4, 48, &device, placement, compute_path, format, init)
             };
             let mut tables = [
-                make(BandPlacement::Host, Kernels::Tensor),
-                make(BandPlacement::Device, Kernels::Host),
-                make(BandPlacement::Device, Kernels::Tensor),
+                make(BandPlacement::Host, ComputePath::Tensor),
+                make(BandPlacement::Device, ComputePath::Host),
+                make(BandPlacement::Device, ComputePath::Tensor),
             ];
             let rows = ids(&[1, 2, 9]);
             let first = to_vec(tables[0].gather(rows).unwrap()).unwrap();

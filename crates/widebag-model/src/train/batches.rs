@@ -1,53 +1,12 @@
-//! Training batches on their way to the step: the input transform (normalisation, input
-//! dropout keyed by each entry's place in its batch) and the background thread that assembles
-//! the next batches — whole, or one rank's rows of each ([`prefetch`]).
+//! Training batches on their way to the step: the background thread that assembles the next
+//! batches — whole, or one rank's rows of each ([`prefetch`]) — through the input transform.
 
 use std::sync::mpsc;
 
 use widebag_csr::CsrBatch;
-use widebag_data::{BatchSource, DataError, DataPosition, InputDropout};
+use widebag_data::{BatchSource, DataError, DataPosition};
 
-/// What the model does to a training batch's input bag before its first layer.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct InputTransform {
-    normalize: bool,
-    dropout: InputDropout,
-}
-
-impl InputTransform {
-    pub(crate) fn of(config: &widebag_config::Config) -> Self {
-        Self {
-            normalize: config.data.normalize,
-            dropout: InputDropout::new(config.model.input_dropout, config.train.seed),
-        }
-    }
-
-    /// Step `step`'s batch (1-based): normalised, then its dropout mask, a pure function of
-    /// the seed and the step (the one the ledger's sampling reads).
-    fn train(&self, batch: CsrBatch, step: u64) -> CsrBatch {
-        self.dropout.apply(self.eval(batch), step)
-    }
-
-    /// One rank's rows of a training batch, normalised by [`Self::eval`] already, whose entries
-    /// follow `first_entry` of the whole batch's: dropped out as the whole batch would be.
-    pub(crate) fn dropout_part(&self, batch: CsrBatch, step: u64, first_entry: usize) -> CsrBatch {
-        self.dropout.apply_from(batch, step, first_entry)
-    }
-
-    /// Whether training batches lose entries to dropout.
-    pub(crate) fn drops(&self) -> bool {
-        self.dropout.drops()
-    }
-
-    /// A held-out batch: normalised, never dropped out.
-    pub(crate) fn eval(&self, batch: CsrBatch) -> CsrBatch {
-        if self.normalize {
-            batch.l2_normalized()
-        } else {
-            batch
-        }
-    }
-}
+use crate::input::InputTransform;
 
 /// This process's rows of a training batch (transformed; across ranks not yet dropped out:
 /// the loop drops them where the lower ranks' entries end), the global batch's rows and where
@@ -84,5 +43,22 @@ pub(crate) fn prefetch(
             }
         }
     });
+    rx
+}
+
+/// Every batch of steps `steps` read before training starts ([`prefetch`]'s, drained): a
+/// measured run's producer thread allocates nothing while the heap is read.
+pub(crate) fn read_all(
+    stream: BatchSource,
+    batch_size: usize,
+    steps: std::ops::RangeInclusive<u64>,
+    transform: InputTransform,
+    part: (usize, usize),
+) -> mpsc::Receiver<Fetched> {
+    let producer = prefetch(stream, batch_size, steps, transform, part);
+    let (tx, rx) = mpsc::channel();
+    for fetched in producer.iter() {
+        let _ = tx.send(fetched);
+    }
     rx
 }

@@ -8,9 +8,9 @@
 use widebag_collective::Collective;
 use widebag_config::Layout;
 
-use crate::ModelError;
 use crate::checkpoint::{self, Manifest};
-use crate::model::Ranks;
+use crate::error::ModelError;
+use crate::ranks::Ranks;
 
 /// Rank `rank` of `size`'s checkpoint directory under a run's `checkpoints/`: the root itself
 /// for one process.
@@ -97,32 +97,6 @@ pub fn refused_across_ranks(
         ));
     }
     None
-}
-
-/// Small forward and backward passes (matrix products, autodiff) on this thread and on every
-/// thread of the pool, so the state the backend keeps once it has run is allocated before a heap
-/// baseline is read: the thread pools, and each thread's matrix-product scratch (the `gemm`
-/// crate keeps an L2-sized buffer per thread that has multiplied, about 1 MiB here; with one
-/// pool thread, products of the step run on the pool's thread that the caller's never reach).
-pub fn prime_backend(device: &burn::tensor::Device) {
-    let products = |device: &burn::tensor::Device| {
-        for (n, k, m) in [
-            (64, 64, 64),
-            (512, 512, 512),
-            (1024, 64, 256),
-            (64, 1024, 512),
-        ] {
-            let a = crate::tensors::floats(vec![0.5; n * k], [n, k], device)
-                .autodiff()
-                .require_grad();
-            let b = crate::tensors::floats(vec![0.25; k * m], [k, m], device)
-                .autodiff()
-                .require_grad();
-            let _ = burn::tensor::activation::relu(a.matmul(b)).sum().backward();
-        }
-    };
-    products(device);
-    rayon::broadcast(|_| products(device));
 }
 
 /// An error on every rank unless all ranks prepared the same run (the config's hash, the data's

@@ -1,16 +1,21 @@
 //! What a run measured: its summary (throughput, losses, memory, evaluations), with what each
-//! rank of a run across ranks measured of its part.
+//! rank of a run across ranks measured of its part; each built whole from the finished run's
+//! record ([`RunRecord`]).
 
 use std::collections::BTreeMap;
 
 use serde::Serialize;
-use widebag_config::Layout;
+use widebag_config::{Config, Layout};
 use widebag_eval::EvalReport;
-use widebag_prepare::DataSummary;
+use widebag_prepare::{BandReport, DataSummary};
 
-use crate::BackendKind;
-use crate::step::memory::{Phase, Point};
-use crate::step::profile::ProfileReport;
+use crate::device::{BackendKind, Compute};
+use crate::layout::LayoutFacts;
+use crate::model::SparseModel;
+use crate::probe::StepProbe;
+use crate::probe::profile::ProfileReport;
+use crate::probe::{Phase, Point};
+use crate::train::position::epoch_of;
 
 /// What a run measured.
 #[derive(Clone, Debug, Serialize)]
@@ -69,7 +74,7 @@ pub struct RunSummary {
     pub host_to_device_bytes_per_step: f64,
     pub device_to_host_bytes_per_step: f64,
     /// The head/tail bands of each split side.
-    pub bands: Vec<widebag_prepare::BandReport>,
+    pub bands: Vec<BandReport>,
     /// The process's peak resident memory (Linux `VmHWM`, data included): the measured peak on
     /// backends without allocator counters (flex).
     pub peak_rss_bytes: Option<u64>,
@@ -149,6 +154,117 @@ impl Evaluation {
             report,
             elapsed_s: run_start.elapsed().as_secs_f64(),
             eval_s: began.elapsed().as_secs_f64(),
+        }
+    }
+}
+
+/// The process's peak resident set size (`VmHWM` in `/proc/self/status`), where Linux has it.
+pub fn peak_rss_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
+/// What a finished run hands to its summary.
+pub(crate) struct RunRecord<'a> {
+    pub config: &'a Config,
+    pub compute: &'a Compute,
+    /// The training steps' sizes and traffic.
+    pub facts: LayoutFacts,
+    pub probe: &'a StepProbe,
+    pub examples_per_s: f64,
+    pub setup_s: f64,
+    pub train_s: f64,
+    pub losses: Vec<f32>,
+    pub evaluations: Vec<Evaluation>,
+    pub eval_loss: Option<f64>,
+    pub eval_rows: usize,
+    pub data: Option<DataSummary>,
+    pub bands: Vec<BandReport>,
+    pub rows_seen: usize,
+    pub resumed_from: Option<u64>,
+    pub across: Option<AcrossRanks>,
+}
+
+impl RunSummary {
+    /// The summary of the finished run `r` (at least one step taken).
+    pub(crate) fn new(r: RunRecord<'_>) -> Self {
+        let (config, facts, probe) = (r.config, r.facts, r.probe);
+        let tail = &r.losses[r.losses.len().saturating_sub(10)..];
+        let has_counters = probe.available();
+        let steps = config.train.steps.max(1) as f64;
+        Self {
+            backend: r.compute.backend,
+            adapter: r.compute.adapter.clone(),
+            width: config.data.width,
+            n_classes: config.data.n_classes(),
+            dim: config.model.dim,
+            hidden: config.model.hidden.clone(),
+            batch_size: config.train.batch_size,
+            steps: config.train.steps,
+            layout: config.model.layout,
+            table_optimizer: config.table_optim(),
+            tied_output: config.model.tie_output,
+            dense_optimizer: config.optim.dense,
+            examples_per_s: r.examples_per_s,
+            first_loss: r.losses[0],
+            final_loss: *r.losses.last().expect("steps >= 1"),
+            final_loss_mean10: tail.iter().sum::<f32>() / tail.len() as f32,
+            table_bytes: facts.table_bytes,
+            parameter_bytes: facts.parameter_bytes,
+            table_shards: facts.table_shards,
+            class_chunks: facts.class_chunks,
+            max_buffer_bytes: facts.max_buffer_bytes,
+            peak_in_use_bytes: has_counters.then_some(probe.peak_in_use_bytes),
+            peak_reserved_bytes: has_counters.then_some(probe.peak_reserved_bytes),
+            pool_high_water_bytes: probe.pool_high_water_bytes(),
+            phase_peak_in_use_bytes: probe.phase_peak_in_use_bytes.clone(),
+            point_peak_in_use_bytes: probe.point_peak_in_use_bytes.clone(),
+            point_anon_rss_bytes: probe.point_anon_rss_bytes.clone(),
+            setup_s: r.setup_s,
+            train_s: r.train_s,
+            output: config.model.output,
+            eval_loss: r.eval_loss,
+            eval_rows: r.eval_rows,
+            table_parameters: facts.table_parameters,
+            output_parameters: facts.output_parameters,
+            host_bytes: facts.host_bytes,
+            host_to_device_bytes_per_step: facts.to_device_bytes as f64 / steps,
+            device_to_host_bytes_per_step: facts.to_host_bytes as f64 / steps,
+            bands: r.bands,
+            peak_rss_bytes: peak_rss_bytes(),
+            // Batches never straddle epochs, so the epochs started follow from the rows seen.
+            epochs: epoch_of(&r.data, r.rows_seen),
+            data: r.data,
+            profile: probe.profile.report(),
+            eval: r.evaluations.last().map(|e| e.report.clone()),
+            resumed_from: r.resumed_from,
+            evaluations: r.evaluations,
+            losses: r.losses,
+            across: r.across,
+        }
+    }
+}
+
+impl AcrossRanks {
+    /// What rank `model.ranks()` of a run across ranks measured over its `steps` steps (with
+    /// `measured`, the heap's peak at each point read).
+    pub(crate) fn of(model: &SparseModel, steps: usize, measured: BTreeMap<Point, u64>) -> Self {
+        let traffic = &model.traffic;
+        Self {
+            ranks: model.ranks.size,
+            rank: model.ranks.rank,
+            owned_rows: model.bands.iter().map(|band| band.table.n_rows()).collect(),
+            owned_classes: model.output.class_chunks().iter().map(|c| c.n).sum(),
+            pooled_alternative_bytes_per_step: traffic.pooled_bytes as f64
+                / traffic.pooled_steps.max(1) as f64,
+            sent_bytes_per_step: traffic
+                .sent_bytes
+                .iter()
+                .map(|(k, v)| (k.to_string(), *v as f64 / steps as f64))
+                .collect(),
+            measured_point_bytes: measured,
         }
     }
 }

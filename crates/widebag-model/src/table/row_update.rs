@@ -7,10 +7,10 @@
 use burn::tensor::Tensor;
 use rayon::prelude::*;
 
-use crate::ModelError;
-use crate::model::dense_optim::AdamStep;
+use crate::error::ModelError;
+use crate::optim::adam::AdamStep;
 use crate::table::ShardedTable;
-use crate::table::host_store::RowMut;
+use crate::table::host_rows::RowMut;
 use crate::table::ids::SortedIds;
 use crate::tensors::to_vec;
 

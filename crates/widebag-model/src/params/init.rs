@@ -1,5 +1,7 @@
-//! The seeded initial numbers of every parameter, shared by both layouts: one hash per element
-//! (`uniform_init`), so any sharding, chunking or layout of a tensor starts from the same values.
+//! The seeded initial numbers of every parameter, shared by both layouts and every output layer:
+//! one hash per element (`uniform_init`), so any sharding, chunking or layout of a tensor starts
+//! from the same values. A model about to be loaded from a checkpoint starts from zeros instead
+//! ([`Init::Zeros`]): nothing is computed that the checkpoint would overwrite.
 
 use burn::tensor::{Device, Tensor};
 use rayon::prelude::*;
@@ -7,11 +9,22 @@ use widebag_config::bands::Band;
 use widebag_config::{DenseOptim, InputInit};
 use widebag_data::rng::{SplitMix64, hash2};
 
-use crate::model::ModelSpec;
-use crate::model::dense_optim::DenseParam;
-use crate::model::params::{Cluster, DenseParams, Linear, OutputParams};
-use crate::output::softmax::ClassChunk;
+use widebag_ledger::shapes::ClassChunk;
+
+use crate::optim::dense::DenseParam;
+use crate::params::{Cluster, Linear, TrunkParams};
+use crate::spec::ModelSpec;
 use crate::tensors::floats;
+
+/// Where a model's numbers start.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Init {
+    /// The config's seeded numbers (a fresh run).
+    #[default]
+    Seeded,
+    /// Zeros: the model is about to be read from a checkpoint, which sets every value.
+    Zeros,
+}
 
 /// Salt of input band `k`'s table.
 const TABLE_SALT: u64 = 0x7ab1e;
@@ -50,12 +63,21 @@ pub fn rounding_seed(seed: u64, k: usize) -> u64 {
 
 /// Fills row `r` of input band `k`'s table (`out.len() == band.dim`). The head keeps the unsplit
 /// table's numbers: its row `r` is id `band.start + r`, column `j` element `id · dim + j`.
-pub fn table_rows(spec: &ModelSpec, k: usize, band: Band) -> impl Fn(usize, &mut [f32]) + Sync {
+/// With [`Init::Zeros`], zeros.
+pub fn table_rows(
+    spec: &ModelSpec,
+    k: usize,
+    band: Band,
+    init: Init,
+) -> impl Fn(usize, &mut [f32]) + Sync {
     let element = input_element(spec, k, band.dim);
     move |r, out| {
         let row = if k == 0 { band.start + r } else { r };
         for (j, x) in out.iter_mut().enumerate() {
-            *x = element((row * band.dim + j) as u64);
+            *x = match init {
+                Init::Seeded => element((row * band.dim + j) as u64),
+                Init::Zeros => 0.0,
+            };
         }
     }
 }
@@ -76,19 +98,41 @@ fn input_element(spec: &ModelSpec, k: usize, dim_k: usize) -> impl Fn(u64) -> f3
 
 /// The unsplit `[width, dim]` table as one matrix (the dense layout's input weight), with the
 /// numbers [`table_rows`] gives the sparse layout's table.
-pub fn input_weight(spec: &ModelSpec, device: &Device) -> Tensor<2> {
+pub fn input_weight(spec: &ModelSpec, init: Init, device: &Device) -> Tensor<2> {
     let dim = spec.dim;
-    init_matrix(spec.width, dim, dim, 0, device, input_element(spec, 0, dim))
+    matrix(
+        init,
+        [spec.width, dim],
+        dim,
+        0,
+        device,
+        input_element(spec, 0, dim),
+    )
 }
 
-/// Every dense parameter of `spec` with `optim` state: the full softmax's output cut into
-/// `chunks` (any cut gives the same numbers), or the adaptive softmax when the output is split.
-pub fn dense_params(
-    spec: &ModelSpec,
-    chunks: &[ClassChunk],
-    optim: DenseOptim,
+/// [`init_matrix`] under `init`: zeros for [`Init::Zeros`].
+fn matrix(
+    init: Init,
+    [rows, cols]: [usize; 2],
+    stride: usize,
+    offset: usize,
     device: &Device,
-) -> DenseParams {
+    f: impl Fn(u64) -> f32 + Sync,
+) -> Tensor<2> {
+    match init {
+        Init::Seeded => init_matrix(rows, cols, stride, offset, device, f),
+        Init::Zeros => Tensor::zeros([rows, cols], device),
+    }
+}
+
+/// The trunk's dense parameters of `spec` with `optim` state: the bag bias (zeros), each tail
+/// band's projection and each hidden layer.
+pub fn trunk_params(
+    spec: &ModelSpec,
+    optim: DenseOptim,
+    init: Init,
+    device: &Device,
+) -> TrunkParams {
     let (seed, dim) = (spec.seed, spec.dim);
     let param = |name: String, value: Tensor<2>| DenseParam::new(name, value, optim);
     // Tail projections: row variance 1/dim_k times dim_k inputs of variance 1/dim.
@@ -98,7 +142,7 @@ pub fn dense_params(
         .map(|(i, band)| {
             let k = i + 1;
             let bound = (3.0 / dim as f64).sqrt() / (band.dim as f64).sqrt();
-            let p = init_matrix(band.dim, dim, dim, 0, device, |i| {
+            let p = matrix(init, [band.dim, dim], dim, 0, device, |i| {
                 uniform_init(seed, 0x9000 + k as u64, i, bound * (band.dim as f64).sqrt())
             });
             param(format!("input_band.{k}.projection"), p)
@@ -112,10 +156,10 @@ pub fn dense_params(
             let (fan_in, fan_out) = (pair[0], pair[1]);
             let bound = 1.0 / (fan_in as f64).sqrt();
             let salt = 0x1000 + 2 * i as u64;
-            let w = init_matrix(fan_in, fan_out, fan_out, 0, device, |k| {
+            let w = matrix(init, [fan_in, fan_out], fan_out, 0, device, |k| {
                 uniform_init(seed, salt, k, bound)
             });
-            let b = init_matrix(1, fan_out, fan_out, 0, device, |k| {
+            let b = matrix(init, [1, fan_out], fan_out, 0, device, |k| {
                 uniform_init(seed, salt + 1, k, bound)
             });
             Linear {
@@ -124,36 +168,38 @@ pub fn dense_params(
             }
         })
         .collect();
-    let output = if spec.bands.output_split() {
-        adaptive_output(spec, &param, device)
-    } else {
-        full_output(spec, chunks, &param, device)
-    };
-    DenseParams {
+    TrunkParams {
         bag_bias: param("bag.bias".into(), Tensor::zeros([1, dim], device)),
         projections,
         hidden,
-        output,
     }
 }
 
-/// The full softmax's weight and bias, cut into `chunks` of classes.
-fn full_output(
+/// The full softmax's weight and bias of `spec` with `optim` state, cut into `chunks` of
+/// classes (any cut gives the same numbers).
+pub fn full_output(
     spec: &ModelSpec,
     chunks: &[ClassChunk],
-    param: &impl Fn(String, Tensor<2>) -> DenseParam,
+    optim: DenseOptim,
+    init: Init,
     device: &Device,
-) -> OutputParams<DenseParam> {
+) -> Vec<Linear<DenseParam>> {
+    let param = |name: String, value: Tensor<2>| DenseParam::new(name, value, optim);
     let (seed, last, n_classes) = (spec.seed, spec.last_hidden(), spec.n_classes);
     let bound = 1.0 / (last as f64).sqrt();
-    let chunks = chunks
+    chunks
         .iter()
         .enumerate()
         .map(|(c, chunk)| {
-            let w = init_matrix(last, chunk.n, n_classes, chunk.offset, device, |k| {
-                uniform_init(seed, 0x0a7, k, bound)
-            });
-            let b = init_matrix(1, chunk.n, n_classes, chunk.offset, device, |k| {
+            let w = matrix(
+                init,
+                [last, chunk.n],
+                n_classes,
+                chunk.offset,
+                device,
+                |k| uniform_init(seed, 0x0a7, k, bound),
+            );
+            let b = matrix(init, [1, chunk.n], n_classes, chunk.offset, device, |k| {
                 uniform_init(seed, 0x0a8, k, bound)
             });
             Linear {
@@ -161,21 +207,23 @@ fn full_output(
                 bias: param(format!("output.{c}.bias"), b),
             }
         })
-        .collect();
-    OutputParams::Full { chunks }
+        .collect()
 }
 
-/// The adaptive softmax's head (its classes and one token per tail cluster) and tail clusters.
-fn adaptive_output(
+/// The adaptive softmax's head (its classes and one token per tail cluster) and tail clusters
+/// of `spec`, with `optim` state.
+pub fn adaptive_output(
     spec: &ModelSpec,
-    param: &impl Fn(String, Tensor<2>) -> DenseParam,
+    optim: DenseOptim,
+    init: Init,
     device: &Device,
-) -> OutputParams<DenseParam> {
+) -> (Linear<DenseParam>, Vec<Cluster<DenseParam>>) {
+    let param = |name: String, value: Tensor<2>| DenseParam::new(name, value, optim);
     let (seed, last) = (spec.seed, spec.last_hidden());
     let bound = 1.0 / (last as f64).sqrt();
     let bands = &spec.bands.output;
-    let init = |rows: usize, cols: usize, salt: u64, bound: f64| {
-        init_matrix(rows, cols, cols, 0, device, |k| {
+    let values = |rows: usize, cols: usize, salt: u64, bound: f64| {
+        matrix(init, [rows, cols], cols, 0, device, |k| {
             uniform_init(seed, salt, k, bound)
         })
     };
@@ -183,9 +231,9 @@ fn adaptive_output(
     let head = Linear {
         weight: param(
             "output.head.weight".into(),
-            init(last, head_n, 0x0b0, bound),
+            values(last, head_n, 0x0b0, bound),
         ),
-        bias: param("output.head.bias".into(), init(1, head_n, 0x0b1, bound)),
+        bias: param("output.head.bias".into(), values(1, head_n, 0x0b1, bound)),
     };
     let clusters = bands
         .iter()
@@ -197,18 +245,18 @@ fn adaptive_output(
             Cluster {
                 proj: param(
                     format!("output.tail.{k}.projection"),
-                    init(last, c.dim, salt, bound),
+                    values(last, c.dim, salt, bound),
                 ),
                 weight: param(
                     format!("output.tail.{k}.weight"),
-                    init(c.dim, c.n_rows(), salt + 1, tail_bound),
+                    values(c.dim, c.n_rows(), salt + 1, tail_bound),
                 ),
                 bias: param(
                     format!("output.tail.{k}.bias"),
-                    init(1, c.n_rows(), salt + 2, tail_bound),
+                    values(1, c.n_rows(), salt + 2, tail_bound),
                 ),
             }
         })
         .collect();
-    OutputParams::Adaptive { head, clusters }
+    (head, clusters)
 }

@@ -4,7 +4,7 @@
 
 use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 
-use crate::step::profile::Stage;
+use crate::probe::profile::Stage;
 
 /// The step under way, 1-based; 0 before the first.
 static STEP: AtomicU64 = AtomicU64::new(0);

@@ -1,10 +1,16 @@
-//! Reads burn's allocator counters at the ledger's sample points of a step and keeps the peaks,
-//! per point, per phase and overall; and carries the step's stage timer ([`StepProfile`]).
+//! The step's instruments: [`StepProbe`] reads burn's allocator counters at the ledger's sample
+//! points of a step and keeps the peaks, per point, per phase and overall, and carries the
+//! step's stage timer ([`profile::StepProfile`]); [`progress`] says which step and stage are
+//! under way, for failure reports. They sit below everything they watch: the table, the output
+//! layer and the step all report to them, and they import none of those.
 //!
-//! flex has no allocator counters, but its tensors live on the process's heap: a meter made
-//! with [`MemoryMeter::on_heap`] reads the heap's live bytes instead, from the counter the
+//! flex has no allocator counters, but its tensors live on the process's heap: a probe made
+//! with [`StepProbe::on_heap`] reads the heap's live bytes instead, from the counter the
 //! binary registers ([`set_heap_counter`], its global allocator's). That is how each rank of a
 //! multi-process run (one process each) is measured.
+
+pub mod profile;
+pub mod progress;
 
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
@@ -13,12 +19,12 @@ use burn::tensor::Device;
 use serde::Serialize;
 pub use widebag_ledger::{Phase, Point};
 
-pub use crate::step::profile::{Stage, StepProfile};
+pub use profile::{Stage, StepProfile};
 
 /// How closely a step is watched.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum MeterMode {
+pub enum ProbeMode {
     /// Only at phase ends (forward end, backward end, step end): cheap enough for training.
     #[default]
     PhaseEnds,
@@ -56,14 +62,14 @@ pub fn set_heap_counter(counter: fn() -> u64) {
 /// Peak allocator readings. Readings drain burn's fusion queue first, so they reflect every
 /// operation issued so far.
 #[derive(Clone, Debug)]
-pub struct MemoryMeter {
+pub struct StepProbe {
     device: Device,
-    pub mode: MeterMode,
+    pub mode: ProbeMode,
     pub peak_in_use_bytes: u64,
     pub peak_reserved_bytes: u64,
     pub phase_peak_in_use_bytes: BTreeMap<Phase, u64>,
     pub point_peak_in_use_bytes: BTreeMap<Point, u64>,
-    /// [`MeterMode::Detailed`]: the process's anonymous memory ([`anon_rss_bytes`]) at each
+    /// [`ProbeMode::Detailed`]: the process's anonymous memory ([`anon_rss_bytes`]) at each
     /// point, its largest reading (what the ledger's host side is compared with).
     pub point_anon_rss_bytes: BTreeMap<Point, u64>,
     pub n_samples: usize,
@@ -76,12 +82,12 @@ pub struct MemoryMeter {
     heap: Option<fn() -> u64>,
 }
 
-impl MemoryMeter {
+impl StepProbe {
     pub fn new(device: &Device) -> Self {
-        Self::with_mode(device, MeterMode::PhaseEnds)
+        Self::with_mode(device, ProbeMode::PhaseEnds)
     }
 
-    pub fn with_mode(device: &Device, mode: MeterMode) -> Self {
+    pub fn with_mode(device: &Device, mode: ProbeMode) -> Self {
         Self {
             device: device.clone(),
             mode,
@@ -99,14 +105,14 @@ impl MemoryMeter {
         }
     }
 
-    /// A meter reading the process's heap ([`set_heap_counter`]) relative to its bytes now;
+    /// A probe reading the process's heap ([`set_heap_counter`]) relative to its bytes now;
     /// `None` when no counter is registered. For a backend whose tensors live on the heap.
-    pub fn on_heap(device: &Device, mode: MeterMode) -> Option<Self> {
+    pub fn on_heap(device: &Device, mode: ProbeMode) -> Option<Self> {
         let heap = *HEAP_COUNTER.get()?;
-        let mut meter = Self::with_mode(device, mode);
-        meter.baseline_bytes = heap();
-        meter.heap = Some(heap);
-        Some(meter)
+        let mut probe = Self::with_mode(device, mode);
+        probe.baseline_bytes = heap();
+        probe.heap = Some(heap);
+        Some(probe)
     }
 
     /// Bytes in use (with padding) and reserved now, from the heap or the device's pools.
@@ -146,7 +152,7 @@ impl MemoryMeter {
         *p = (*p).max(s.in_use_bytes);
         let p = self.point_peak_in_use_bytes.entry(point).or_default();
         *p = (*p).max(s.in_use_bytes);
-        if self.mode == MeterMode::Detailed
+        if self.mode == ProbeMode::Detailed
             && let Some(anon) = anon_rss_bytes()
         {
             let p = self.point_anon_rss_bytes.entry(point).or_default();
@@ -157,13 +163,13 @@ impl MemoryMeter {
 
     /// Ends a stage of the step on the profile's clock.
     pub fn lap(&mut self, stage: Stage) {
-        crate::train::progress::ended(stage);
+        progress::ended(stage);
         self.profile.lap(stage);
     }
 
-    /// Like [`Self::sample`], in [`MeterMode::Detailed`] only.
-    pub fn probe(&mut self, point: Point) {
-        if self.mode == MeterMode::Detailed {
+    /// Like [`Self::sample`], in [`ProbeMode::Detailed`] only.
+    pub fn detail(&mut self, point: Point) {
+        if self.mode == ProbeMode::Detailed {
             self.sample(point);
         }
     }
@@ -183,4 +189,30 @@ impl MemoryMeter {
         let report = self.device.memory_pool_report()?;
         Some(report.iter().map(|p| p.pages_peak * p.page_size).sum())
     }
+}
+
+/// Small forward and backward passes (matrix products, autodiff) on this thread and on every
+/// thread of the pool, so the state the backend keeps once it has run is allocated before a heap
+/// baseline is read: the thread pools, and each thread's matrix-product scratch (the `gemm`
+/// crate keeps an L2-sized buffer per thread that has multiplied, about 1 MiB here; with one
+/// pool thread, products of the step run on the pool's thread that the caller's never reach).
+pub fn prime_backend(device: &Device) {
+    let products = |device: &Device| {
+        for (n, k, m) in [
+            (64, 64, 64),
+            (512, 512, 512),
+            (1024, 64, 256),
+            (64, 1024, 512),
+        ] {
+            let a = crate::tensors::floats(vec![0.5; n * k], [n, k], device)
+                .autodiff()
+                .require_grad();
+            let b = crate::tensors::floats(vec![0.25; k * m], [k, m], device)
+                .autodiff()
+                .require_grad();
+            let _ = burn::tensor::activation::relu(a.matmul(b)).sum().backward();
+        }
+    };
+    products(device);
+    rayon::broadcast(|_| products(device));
 }

@@ -5,9 +5,26 @@ use serde::Serialize;
 use widebag_config::bands::{Band, ModelBands};
 use widebag_config::{Config, OutputKind};
 
-use crate::cpu::Kernels;
-use crate::output::softmax;
-use crate::{Compute, ModelError};
+use crate::device::ComputePath;
+use crate::device::{BackendKind, Compute};
+use crate::error::ModelError;
+
+/// Columns one row reduction (`max_dim`, `sum_dim`) over classes spans at most on wgpu. On
+/// lavapipe, burn 0.22's fused row reductions over tens of thousands of columns came back wrong
+/// in some op graphs (the sparse layout's loss over 8 chunks of 30,000 classes 0.034 low, the
+/// dense layout's over one chunk of 240,000 half the truth, a 140,000-column adaptive tail
+/// cluster with a row of `+inf`), while pieces of this width were right in every case tried.
+pub const WGPU_REDUCE_COLS: usize = 8_192;
+
+/// Columns one row reduction over classes spans at most on `backend`. flex reduces whole rows
+/// right, and its narrowed views are slow to reduce (the dense layout ran 6.6× slower in
+/// 8,192-column pieces), so it takes a row at once.
+pub fn reduce_cols(backend: BackendKind) -> usize {
+    match backend {
+        BackendKind::Wgpu => WGPU_REDUCE_COLS,
+        BackendKind::Flex => usize::MAX,
+    }
+}
 
 /// Shapes of the model, resolved against the device.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -20,10 +37,10 @@ pub struct ModelSpec {
     pub batch_size: usize,
     pub class_chunk: usize,
     pub max_buffer_bytes: u64,
-    /// Columns one row reduction over classes spans at most ([`crate::output::softmax::reduce_cols`]).
+    /// Columns one row reduction over classes spans at most ([`reduce_cols`]).
     pub reduce_cols: usize,
     /// Host kernels (flex) or burn's tensor operations for the softmax and the updates.
-    pub kernels: Kernels,
+    pub compute_path: ComputePath,
     pub seed: u64,
     pub output: OutputKind,
     /// Each layer's activation: the bag's, then each hidden layer's.
@@ -85,8 +102,8 @@ impl ModelSpec {
             batch_size: config.train.batch_size,
             class_chunk,
             max_buffer_bytes,
-            reduce_cols: softmax::reduce_cols(compute.backend),
-            kernels: Kernels::choose(&compute.device, config.train.cpu_kernels),
+            reduce_cols: reduce_cols(compute.backend),
+            compute_path: ComputePath::choose(&compute.device, config.train.cpu_kernels),
             seed: config.train.seed,
             output: config.model.output,
             activations: config.model.activations(),

@@ -1,17 +1,18 @@
-//! What a checkpoint holds of a layout, by name: every table band and its optimizer state
-//! (shard by shard), every dense parameter and its state, lazy AdamW's last-step vector.
+//! What a checkpoint holds of a model, by name ([`CheckpointEntry`]): a table band and its
+//! optimizer state (shard by shard, [`table_entries`]), a dense parameter and its state under
+//! PyTorch's optimizer-state names ([`dense_entries`]), lazy AdamW's last-step vector; and which
+//! of a checkpoint's files each goes to ([`CheckpointFile`]). The models list theirs; the
+//! checkpoint reads and writes them.
 
 use burn::tensor::Tensor;
 
-use crate::layout::dense::DenseModel;
-use crate::model::WideModel;
-use crate::model::dense_optim::{DenseParam, DenseState};
+use crate::optim::dense::{DenseParam, DenseState};
 use crate::table::ShardedTable;
 use crate::table::optim::TableState;
 
 /// Which file of a checkpoint a tensor goes to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Part {
+pub enum CheckpointFile {
     /// `weights.safetensors`: the model.
     Weights,
     /// `optimizer.safetensors`: the optimizers' state.
@@ -29,19 +30,19 @@ pub enum Slot<'a> {
 }
 
 /// A named slot.
-pub struct Named<'a> {
+pub struct CheckpointEntry<'a> {
     pub name: String,
-    pub part: Part,
+    pub file: CheckpointFile,
     pub slot: Slot<'a>,
 }
 
-fn named(name: String, part: Part, slot: Slot<'_>) -> Named<'_> {
-    Named { name, part, slot }
+fn named(name: String, file: CheckpointFile, slot: Slot<'_>) -> CheckpointEntry<'_> {
+    CheckpointEntry { name, file, slot }
 }
 
-/// A table band's state slots.
-fn table_state<'a>(prefix: &str, state: &'a mut TableState, out: &mut Vec<Named<'a>>) {
-    let o = Part::Optimizer;
+/// A table band's state entries.
+fn table_state<'a>(prefix: &str, state: &'a mut TableState, out: &mut Vec<CheckpointEntry<'a>>) {
+    let o = CheckpointFile::Optimizer;
     match state {
         TableState::Sgd => {}
         TableState::Momentum { buf } => {
@@ -66,15 +67,15 @@ fn table_state<'a>(prefix: &str, state: &'a mut TableState, out: &mut Vec<Named<
     }
 }
 
-/// A dense parameter's value and state slots (PyTorch's optimizer state names).
-fn dense<'a>(p: &'a mut DenseParam, out: &mut Vec<Named<'a>>) {
+/// A dense parameter's value and state entries (PyTorch's optimizer state names).
+pub fn dense_entries<'a>(p: &'a mut DenseParam, out: &mut Vec<CheckpointEntry<'a>>) {
     let name = p.name.clone();
     out.push(named(
         name.clone(),
-        Part::Weights,
+        CheckpointFile::Weights,
         Slot::Dense(&mut p.value),
     ));
-    let o = Part::Optimizer;
+    let o = CheckpointFile::Optimizer;
     match &mut p.state {
         DenseState::Sgd => {}
         DenseState::Momentum(buf) => out.push(named(
@@ -97,34 +98,17 @@ fn dense<'a>(p: &'a mut DenseParam, out: &mut Vec<Named<'a>>) {
     }
 }
 
-impl WideModel {
-    /// Every slot of the sparse layout, in a fixed order.
-    pub fn slots(&mut self) -> Vec<Named<'_>> {
-        let mut out = Vec::new();
-        for (k, band) in self.bands.iter_mut().enumerate() {
-            let prefix = format!("input.{k}");
-            out.push(named(
-                format!("{prefix}.weight"),
-                Part::Weights,
-                Slot::Table(&mut band.table),
-            ));
-            table_state(&prefix, &mut band.state, &mut out);
-        }
-        for p in self.dense.iter_mut() {
-            dense(p, &mut out);
-        }
-        out
-    }
-}
-
-impl DenseModel {
-    /// Every slot of the dense layout, in a fixed order.
-    pub fn slots(&mut self) -> Vec<Named<'_>> {
-        let mut out = Vec::new();
-        dense(&mut self.input_weight, &mut out);
-        for p in self.params.iter_mut() {
-            dense(p, &mut out);
-        }
-        out
-    }
+/// A table band's entries: `{prefix}.weight` and its optimizer state's.
+pub fn table_entries<'a>(
+    prefix: &str,
+    table: &'a mut ShardedTable,
+    state: &'a mut TableState,
+    out: &mut Vec<CheckpointEntry<'a>>,
+) {
+    out.push(named(
+        format!("{prefix}.weight"),
+        CheckpointFile::Weights,
+        Slot::Table(table),
+    ));
+    table_state(prefix, state, out);
 }

@@ -1,0 +1,85 @@
+//! The output layer chosen once, when the model is built: the full softmax or the adaptive
+//! softmax (the output bands), on burn's tensors or on flex's host kernels (the compute path),
+//! tied to the input table or not (`model.tie_output`), with the objective `model.output` names.
+
+use burn::tensor::Device;
+use widebag_config::{DenseOptim, OutputKind};
+
+use crate::device::ComputePath;
+use crate::error::ModelError;
+use crate::output::adaptive::{AdaptiveParams, AdaptiveSoftmax};
+use crate::output::adaptive_host::HostAdaptiveSoftmax;
+use crate::output::chunked::ChunkedSoftmax;
+use crate::output::full::FullParams;
+use crate::output::host::HostSoftmax;
+use crate::output::tied::{TiedSoftmax, refuse};
+use crate::output::{Objective, OutputLayer};
+use crate::params::init::Init;
+use crate::ranks::Ranks;
+use crate::spec::ModelSpec;
+use crate::table::bands::InputBand;
+
+/// The output layer of `spec` for rank `ranks.rank` (its block of the full softmax's classes, or
+/// the adaptive softmax with the tail clusters it owns), its parameters with `optim` state
+/// starting as `init` says; a tied layer makes `bands`' table its weight's transpose.
+pub fn build(
+    spec: &ModelSpec,
+    ranks: Ranks,
+    optim: DenseOptim,
+    init: Init,
+    bands: &mut [InputBand],
+    device: &Device,
+) -> Result<Box<dyn OutputLayer>, ModelError> {
+    let objective = match spec.output {
+        OutputKind::Multinomial => Objective::Multinomial,
+        OutputKind::Full | OutputKind::Adaptive => Objective::Distribution,
+    };
+    let host = spec.compute_path == ComputePath::Host;
+    let adaptive = spec.bands.output_split();
+    if spec.tied {
+        if !host {
+            return Err(refuse(
+                "runs on flex's host kernels only (train.device = \"cpu\")",
+            ));
+        }
+        if ranks.size != 1 {
+            return Err(refuse("trains in one process only"));
+        }
+        if adaptive {
+            return Err(refuse("needs one f32 table and the full softmax"));
+        }
+    }
+    if adaptive {
+        let params = AdaptiveParams::new(spec, ranks, optim, init, device);
+        return Ok(match host {
+            true => Box::new(HostAdaptiveSoftmax::new(
+                params,
+                objective,
+                spec.logits,
+                device.clone(),
+            )),
+            false => Box::new(AdaptiveSoftmax::new(params, objective)),
+        });
+    }
+    let full = FullParams::new(spec, ranks, optim, init, device);
+    if !host {
+        return Ok(Box::new(ChunkedSoftmax::new(
+            full,
+            objective,
+            spec.reduce_cols,
+            device.clone(),
+        )));
+    }
+    let layer = HostSoftmax::new(
+        full,
+        objective,
+        spec.logits,
+        ranks,
+        [spec.last_hidden(), spec.n_classes],
+        device.clone(),
+    );
+    Ok(match spec.tied {
+        true => Box::new(TiedSoftmax::tie(layer, bands)?),
+        false => Box::new(layer),
+    })
+}

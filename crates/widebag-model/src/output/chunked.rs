@@ -1,0 +1,157 @@
+//! The full softmax in class chunks on burn's tensors (wgpu, or flex's tensor path), off
+//! autodiff: the forward pass keeps each row's log-sum-exp ([`softmax::forward`]), the backward
+//! pass recomputes each chunk's logits and forms `dL/dh` and the chunks' gradients
+//! ([`softmax::backward`]); no `[batch, classes]` buffer is ever whole.
+
+use burn::tensor::{Device, Tensor};
+use widebag_csr::Targets;
+use widebag_ledger::shapes::ClassChunk;
+use widebag_ledger::step::OutputLayerKind;
+
+use crate::error::ModelError;
+use crate::optim::dense::DenseParam;
+use crate::output::full::FullParams;
+use crate::output::scores::{ScoreKind, Visit};
+use crate::output::softmax::{self, ChunkTargets};
+use crate::output::{Objective, OutputGrads, OutputLayer, OutputPass, Upstream};
+use crate::probe::StepProbe;
+use crate::ranks::{RankBatch, Ranks};
+use crate::tensors::scalar;
+
+/// The chunked full softmax on tensors.
+pub struct ChunkedSoftmax {
+    pub(crate) full: FullParams,
+    objective: Objective,
+    /// Columns one row reduction spans at most ([`crate::spec::reduce_cols`]).
+    reduce_cols: usize,
+    device: Device,
+}
+
+/// What the forward pass keeps for the backward pass.
+struct Saved {
+    h: Tensor<2>,
+    layer: Vec<(Tensor<2>, Tensor<2>)>,
+    targets: ChunkTargets,
+    lse: Tensor<2>,
+}
+
+impl ChunkedSoftmax {
+    pub fn new(full: FullParams, objective: Objective, reduce_cols: usize, device: Device) -> Self {
+        Self {
+            full,
+            objective,
+            reduce_cols,
+            device,
+        }
+    }
+}
+
+/// `(weight, bias)` references of each chunk.
+fn refs(layer: &[(Tensor<2>, Tensor<2>)]) -> Vec<(&Tensor<2>, &Tensor<2>)> {
+    layer.iter().map(|(w, b)| (w, b)).collect()
+}
+
+impl OutputLayer for ChunkedSoftmax {
+    fn priced_as(&self) -> OutputLayerKind {
+        OutputLayerKind::ChunkedSoftmax
+    }
+
+    fn objective(&self) -> Objective {
+        self.objective
+    }
+
+    fn class_chunks(&self) -> &[ClassChunk] {
+        &self.full.chunks
+    }
+
+    fn params(&self) -> Vec<&DenseParam> {
+        self.full.params()
+    }
+
+    fn params_mut(&mut self) -> Vec<&mut DenseParam> {
+        self.full.params_mut()
+    }
+
+    fn replicated(&self) -> usize {
+        0
+    }
+
+    fn forward(
+        &mut self,
+        h: &Tensor<2>,
+        targets: &Targets,
+        _batch: &RankBatch<'_>,
+        probe: &mut StepProbe,
+    ) -> Result<OutputPass, ModelError> {
+        let targets = ChunkTargets::new(targets, &self.full.chunks, &self.device);
+        let layer = self.full.tensors();
+        let h = h.clone().inner();
+        let fwd = softmax::forward(
+            &h,
+            &refs(&layer),
+            &self.full.chunks,
+            &targets,
+            self.reduce_cols,
+            probe,
+        );
+        let loss = scalar(fwd.loss)?;
+        let saved = Saved {
+            h,
+            layer,
+            targets,
+            lse: fwd.lse,
+        };
+        Ok(OutputPass::new(loss, Vec::new(), saved))
+    }
+
+    fn backward(
+        &mut self,
+        pass: OutputPass,
+        _batch: &RankBatch<'_>,
+        probe: &mut StepProbe,
+    ) -> Result<OutputGrads, ModelError> {
+        let Saved {
+            h,
+            layer,
+            targets,
+            lse,
+        } = pass.into_saved();
+        let out = softmax::backward(&h, &refs(&layer), &self.full.chunks, &targets, &lse, probe);
+        probe.lap(crate::probe::Stage::OutputBackward);
+        let params = out.chunks.into_iter().flat_map(|(w, b)| [w, b]).collect();
+        Ok(OutputGrads {
+            upstream: Upstream::Dh(out.dh),
+            params,
+        })
+    }
+
+    fn end_pass(&mut self, _pass: OutputPass) {}
+
+    fn traffic(
+        &self,
+        _batch: &RankBatch<'_>,
+        _n_targets: usize,
+        _pass_sent: &[(&'static str, u64)],
+    ) -> Vec<(&'static str, u64)> {
+        Vec::new()
+    }
+
+    fn scores(&self, h: &Tensor<2>, visit: &mut Visit<'_>) -> Result<ScoreKind, ModelError> {
+        for (chunk, (w, b)) in self.full.chunks.iter().zip(self.full.tensors()) {
+            visit(chunk.offset, softmax::logits(h, &w, &b))?;
+        }
+        Ok(ScoreKind::Logits)
+    }
+
+    fn log_probs(&self, h: &Tensor<2>) -> Tensor<2> {
+        softmax::log_probs(h, &refs(&self.full.tensors()), self.reduce_cols)
+    }
+
+    fn splits_classes(&self) -> bool {
+        true
+    }
+
+    fn gather_owned(&mut self, part: &dyn OutputLayer, _ranks: Ranks) -> Result<(), ModelError> {
+        self.full.gather_owned(part.class_chunks(), &part.params())
+    }
+}
