@@ -18,6 +18,7 @@ mod frontier;
 mod headtail;
 mod host_side;
 mod kept_logits;
+mod layers;
 mod kernels;
 mod ledger;
 mod modcycles;

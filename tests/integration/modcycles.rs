@@ -7,10 +7,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 /// A module path inside a crate: `[]` is the crate root, `["table", "io"]` is `table::io`.
-type Module = Vec<String>;
+pub(crate) type Module = Vec<String>;
 
 /// Every file module under `src`, keyed by its module path.
-fn modules(src: &Path) -> BTreeMap<Module, PathBuf> {
+pub(crate) fn modules(src: &Path) -> BTreeMap<Module, PathBuf> {
     fn walk(dir: &Path, src: &Path, out: &mut BTreeMap<Module, PathBuf>) {
         let Ok(entries) = std::fs::read_dir(dir) else {
             return;
@@ -47,7 +47,7 @@ fn modules(src: &Path) -> BTreeMap<Module, PathBuf> {
 }
 
 /// `text` without `//` comments and without `#[cfg(test)] mod NAME { ... }` blocks.
-fn strip_tests(text: &str) -> String {
+pub(crate) fn strip_tests(text: &str) -> String {
     let no_comments: String = text
         .lines()
         .map(|l| l.find("//").map_or(l, |i| &l[..i]))
@@ -127,7 +127,7 @@ fn expand(tree: &str) -> Vec<String> {
 
 /// The paths a module's text names: its `use crate|super|self::…;` trees and every
 /// `crate::…`/`super::…` path in code.
-fn paths(text: &str) -> Vec<String> {
+pub(crate) fn paths(text: &str) -> Vec<String> {
     let mut out = Vec::new();
     let mut rest = text;
     while let Some(at) = rest.find("use ") {
@@ -168,7 +168,7 @@ fn paths(text: &str) -> Vec<String> {
 }
 
 /// The module a path from `me` lands in: its longest prefix that is a file module.
-fn resolve(me: &Module, path: &str, mods: &BTreeMap<Module, PathBuf>) -> Option<Module> {
+pub(crate) fn resolve(me: &Module, path: &str, mods: &BTreeMap<Module, PathBuf>) -> Option<Module> {
     let segs: Vec<&str> = path.split("::").filter(|s| !s.is_empty()).collect();
     let (mut base, rest) = if segs.first() == Some(&"crate") {
         (Vec::new(), &segs[1..])
@@ -211,7 +211,7 @@ fn graph(src: &Path) -> BTreeMap<Module, BTreeSet<Module>> {
 }
 
 /// The strongly connected sets of more than one module (Tarjan), each sorted.
-fn cycles(edges: &BTreeMap<Module, BTreeSet<Module>>) -> Vec<Vec<String>> {
+pub(crate) fn cycles(edges: &BTreeMap<Module, BTreeSet<Module>>) -> Vec<Vec<String>> {
     struct Tarjan<'a> {
         edges: &'a BTreeMap<Module, BTreeSet<Module>>,
         index: BTreeMap<&'a Module, usize>,
@@ -279,7 +279,7 @@ fn cycles(edges: &BTreeMap<Module, BTreeSet<Module>>) -> Vec<Vec<String>> {
 }
 
 /// The source directories checked: `src/` and every `crates/*/src/`.
-fn source_dirs() -> Vec<PathBuf> {
+pub(crate) fn source_dirs() -> Vec<PathBuf> {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let mut dirs = vec![root.join("src")];
     let mut crates: Vec<PathBuf> = std::fs::read_dir(root.join("crates"))

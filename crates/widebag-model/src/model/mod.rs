@@ -128,7 +128,7 @@ impl SparseModel {
             .collect();
         let trunk = init::trunk_params(&spec, config.optim.dense, init, &device);
         let output =
-            crate::output::build(&spec, ranks, config.optim.dense, init, &mut bands, &device)?;
+            crate::output::build::build(&spec, ranks, config.optim.dense, init, &mut bands, &device)?;
         Ok(Self {
             spec,
             bands,

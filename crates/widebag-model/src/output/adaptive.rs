@@ -1,9 +1,8 @@
-//! The adaptive softmax (Grave et al. 2017): a head (the frequent classes and one token per tail
-//! cluster) and tail clusters (`(h proj) weight + bias`), its parameters shared by both paths
-//! ([`AdaptiveParams`]), a batch's targets split over the clusters ([`AdaptiveTargets`]), and
-//! the layer on autodiff ([`AdaptiveSoftmax`]): its loss is differentiated with the trunk in one
-//! pass, each tail evaluated only on the rows whose targets fall in it, in row pieces within the
-//! buffer limit.
+//! The adaptive softmax (Grave et al. 2017) on autodiff ([`AdaptiveSoftmax`]): its loss is
+//! differentiated with the trunk in one pass, each tail evaluated only on the rows whose targets
+//! fall in it, in row pieces within the buffer limit; and a batch's targets split over the head
+//! and the tail clusters ([`AdaptiveTargets`]), which the host path reads too. The parameters
+//! are [`crate::output::clusters::AdaptiveParams`].
 
 use burn::tensor::{Device, Tensor};
 use widebag_collective::Collective;
@@ -17,7 +16,7 @@ use crate::error::ModelError;
 use crate::optim::dense::DenseParam;
 use crate::output::scores::{ScoreKind, Visit};
 use crate::output::softmax::RunningLse;
-use crate::output::tail_owners;
+use crate::output::clusters::{self, AdaptiveParams, cluster_logits, log_softmax_rows};
 use crate::output::{Objective, OutputGrads, OutputLayer, OutputPass, Upstream};
 use crate::params::init::{Init, adaptive_output};
 use crate::params::{Cluster, Linear};
@@ -25,158 +24,6 @@ use crate::probe::{Point, Stage, StepProbe};
 use crate::ranks::{RankBatch, Ranks};
 use crate::spec::ModelSpec;
 use crate::tensors::{floats, ints, leaf_grad, scalar};
-
-/// The adaptive softmax's parameters and shapes.
-pub struct AdaptiveParams {
-    pub head: Linear<DenseParam>,
-    pub clusters: Vec<Cluster<DenseParam>>,
-    /// The output clusters: the head's classes, then each tail's.
-    pub bands: Vec<Band>,
-    /// This rank and the ranks training together (tail cluster `k` is owned by `k mod size`).
-    pub ranks: Ranks,
-    /// Columns one row reduction spans at most.
-    pub reduce_cols: usize,
-    pub max_buffer_bytes: u64,
-}
-
-impl AdaptiveParams {
-    /// `spec`'s head and clusters with `optim` state; across ranks, the clusters other ranks own
-    /// are placeholders ([`tail_owners::release`]).
-    pub fn new(
-        spec: &ModelSpec,
-        ranks: Ranks,
-        optim: DenseOptim,
-        init: Init,
-        device: &Device,
-    ) -> Self {
-        let (head, clusters) = adaptive_output(spec, optim, init, device);
-        let mut params = Self {
-            head,
-            clusters,
-            bands: spec.bands.output.clone(),
-            ranks,
-            reduce_cols: spec.reduce_cols,
-            max_buffer_bytes: spec.max_buffer_bytes,
-        };
-        tail_owners::release(&mut params);
-        params
-    }
-
-    /// The head's classes.
-    pub fn head_n(&self) -> usize {
-        self.bands[0].n_rows()
-    }
-
-    /// Every parameter: the head's weight and bias, then each cluster's projection, weight and
-    /// bias.
-    pub fn params(&self) -> Vec<&DenseParam> {
-        let mut all = vec![&self.head.weight, &self.head.bias];
-        for c in &self.clusters {
-            all.extend([&c.proj, &c.weight, &c.bias]);
-        }
-        all
-    }
-
-    /// [`Self::params`] by mutable reference.
-    pub fn params_mut(&mut self) -> Vec<&mut DenseParam> {
-        let mut all = vec![&mut self.head.weight, &mut self.head.bias];
-        for c in &mut self.clusters {
-            all.extend([&mut c.proj, &mut c.weight, &mut c.bias]);
-        }
-        all
-    }
-
-    /// The head's and each cluster's `(weight, bias)` (not the projections), as the host kernels
-    /// take them.
-    pub fn pairs(&mut self) -> Vec<(&mut DenseParam, &mut DenseParam)> {
-        std::iter::once((&mut self.head.weight, &mut self.head.bias))
-            .chain(
-                self.clusters
-                    .iter_mut()
-                    .map(|c| (&mut c.weight, &mut c.bias)),
-            )
-            .collect()
-    }
-
-    /// An error unless a batch of `n_rows` rows' head logits, and every parameter, fit a buffer.
-    pub fn check_batch(&self, n_rows: usize, max_buffer_bytes: u64) -> Result<(), ModelError> {
-        let head_n = self.head.bias.value.shape()[1];
-        let logits = 4 * (n_rows * head_n) as u64;
-        if logits > max_buffer_bytes {
-            return Err(ModelError::Shape(format!(
-                "the adaptive softmax's [batch, {head_n}] head logits need one {logits}-byte \
-                 buffer, over the device's {max_buffer_bytes}-byte limit: use a smaller head \
-                 (model.output_bands.cutoffs) or train.batch_size"
-            )));
-        }
-        for p in self.params() {
-            let bytes = 4 * p.value.shape().num_elements() as u64;
-            if bytes > max_buffer_bytes {
-                return Err(ModelError::Shape(format!(
-                    "{} needs one {bytes}-byte buffer, over the device's {max_buffer_bytes}-byte \
-                     limit",
-                    p.name
-                )));
-            }
-        }
-        Ok(())
-    }
-
-    /// The head's log-probabilities `[rows, head + clusters]` for the rows of `h`.
-    fn head_log_probs(&self, h: &Tensor<2>) -> Tensor<2> {
-        let head = &self.head;
-        log_softmax_rows(
-            h.clone().matmul(head.weight.value.clone()) + head.bias.value.clone(),
-            self.reduce_cols,
-        )
-    }
-
-    /// Visits the log-probabilities of every class for the rows of `h`: the head's classes,
-    /// then each cluster's.
-    pub fn scores(&self, h: &Tensor<2>, visit: &mut Visit<'_>) -> Result<ScoreKind, ModelError> {
-        let head_n = self.head_n();
-        let head_lp = self.head_log_probs(h);
-        visit(0, head_lp.clone().narrow(1, 0, head_n))?;
-        for (k, cluster) in self.clusters.iter().enumerate() {
-            let z = cluster_logits(h.clone(), &cluster.map(|p| p.value.clone()));
-            let lp =
-                log_softmax_rows(z, self.reduce_cols) + head_lp.clone().narrow(1, head_n + k, 1);
-            visit(self.bands[k + 1].start, lp)?;
-        }
-        Ok(ScoreKind::LogProbs)
-    }
-
-    /// Log-probabilities `[rows, n_classes]` of every class (every cluster evaluated).
-    pub fn log_probs(&self, h: &Tensor<2>) -> Tensor<2> {
-        let head_n = self.head_n();
-        let head = self.head_log_probs(h);
-        let mut parts = vec![head.clone().narrow(1, 0, head_n)];
-        for (k, cluster) in self.clusters.iter().enumerate() {
-            let z = cluster_logits(h.clone(), &cluster.map(|p| p.value.clone()));
-            parts.push(
-                log_softmax_rows(z, self.reduce_cols) + head.clone().narrow(1, head_n + k, 1),
-            );
-        }
-        Tensor::cat(parts, 1)
-    }
-
-    /// Each tail cluster `part`'s rank owns, taken from `part` (the same layer as that rank
-    /// holds it).
-    pub fn gather_owned(&mut self, part: &[&DenseParam], ranks: Ranks) -> Result<(), ModelError> {
-        for (k, to) in self.clusters.iter_mut().enumerate() {
-            if tail_owners::owner(k, ranks.size) != ranks.rank {
-                continue;
-            }
-            let from = part.get(2 + 3 * k..5 + 3 * k).ok_or_else(|| {
-                ModelError::Checkpoint(format!("rank {} holds no tail cluster {k}", ranks.rank))
-            })?;
-            to.proj.value = from[0].value.clone();
-            to.weight.value = from[1].value.clone();
-            to.bias.value = from[2].value.clone();
-        }
-        Ok(())
-    }
-}
 
 /// Rows of the batch whose targets fall in one output cluster, and those targets.
 pub(crate) struct ClusterTargets {
@@ -225,15 +72,6 @@ impl AdaptiveTargets {
     }
 }
 
-/// Row-wise `z - logsumexp(z)`, the log-sum-exp from [`RunningLse`] over at most `max_cols`
-/// columns at a time (on lavapipe, one `max_dim`/`sum_dim` pass over a 140,000-column tail
-/// cluster returned a row of `+inf`).
-pub(crate) fn log_softmax_rows(z: Tensor<2>, max_cols: usize) -> Tensor<2> {
-    let mut lse = RunningLse::new(max_cols);
-    lse.add(z.clone());
-    z - lse.finish()
-}
-
 /// `sum_i w_i · logp[row_i, col_i]` for `(row, col, w)` entries of a `[rows, cols]` matrix.
 fn weighted_pick(logp: Tensor<2>, entries: &[(u32, u32, f32)], device: &Device) -> Tensor<1> {
     let cols = logp.shape()[1];
@@ -245,11 +83,6 @@ fn weighted_pick(logp: Tensor<2>, entries: &[(u32, u32, f32)], device: &Device) 
     let w: Vec<f32> = entries.iter().map(|e| e.2).collect();
     let picked = logp.reshape([rows * cols]).select(0, ints(&flat, device));
     (picked * floats(w, [entries.len()], device)).sum()
-}
-
-/// A cluster's logits `(h proj) weight + bias`.
-pub(crate) fn cluster_logits(h: Tensor<2>, c: &Cluster<Tensor<2>>) -> Tensor<2> {
-    h.matmul(c.proj.clone()).matmul(c.weight.clone()) + c.bias.clone()
 }
 
 /// The adaptive softmax on autodiff: its parameters are gradient leaves of the step's graph.
@@ -424,11 +257,11 @@ impl OutputLayer for AdaptiveSoftmax {
     }
 
     fn begin_scoring(&mut self, comm: &dyn Collective) -> Result<(), ModelError> {
-        tail_owners::sync(&mut self.params, comm)
+        clusters::sync(&mut self.params, comm)
     }
 
     fn end_scoring(&mut self) {
-        tail_owners::release(&mut self.params);
+        clusters::release(&mut self.params);
     }
 
     fn gather_owned(&mut self, part: &dyn OutputLayer, ranks: Ranks) -> Result<(), ModelError> {

@@ -2,7 +2,7 @@
 //! is the one-rank case: nothing is packed or exchanged). The head is replicated: each rank
 //! scores its own rows against it with [`softmax_ce`], and its gradient goes to the dense
 //! all-reduce with the trunk's. Tail cluster `k` is scored at its owner
-//! ([`tail_owners::owner`]) on the rows, of every rank, whose targets fall in it: the rows and
+//! ([`clusters::owner`]) on the rows, of every rank, whose targets fall in it: the rows and
 //! their targets go to the owner, which keeps the cluster's gradient (it alone updates the
 //! cluster) and sends each row's `dL/dh` back. The forward pass ends with the loss (summed over
 //! the ranks); the backward pass with `dL/dh` of this rank's rows and the output's gradients.
@@ -23,9 +23,9 @@ use crate::cpu::softmax_ce::{self, CeForward, ChunkGrad, HostTargets};
 use crate::device::ComputePath;
 use crate::error::ModelError;
 use crate::optim::dense::DenseParam;
-use crate::output::adaptive::{AdaptiveParams, AdaptiveTargets, ClusterTargets};
+use crate::output::adaptive::{AdaptiveTargets, ClusterTargets};
+use crate::output::clusters::{self, AdaptiveParams, owner};
 use crate::output::scores::{ScoreKind, Visit};
-use crate::output::tail_owners::{self, owner};
 use crate::output::{Objective, OutputGrads, OutputLayer, OutputPass, Upstream};
 use crate::params::update::update_param;
 use crate::probe::{Stage, StepProbe};
@@ -495,7 +495,7 @@ impl OutputLayer for HostAdaptiveSoftmax {
     ) -> Result<(), ModelError> {
         // Across ranks, only the clusters this rank owns (and the replicated head).
         let trained: Vec<bool> = (0..grads.len())
-            .map(|i| tail_owners::trains(&self.params, i))
+            .map(|i| clusters::trains(&self.params, i))
             .collect();
         for ((p, g), trains) in self.params.params_mut().into_iter().zip(grads).zip(trained) {
             if trains {
@@ -530,11 +530,11 @@ impl OutputLayer for HostAdaptiveSoftmax {
     }
 
     fn begin_scoring(&mut self, comm: &dyn Collective) -> Result<(), ModelError> {
-        tail_owners::sync(&mut self.params, comm)
+        clusters::sync(&mut self.params, comm)
     }
 
     fn end_scoring(&mut self) {
-        tail_owners::release(&mut self.params);
+        clusters::release(&mut self.params);
     }
 
     fn gather_owned(&mut self, part: &dyn OutputLayer, ranks: Ranks) -> Result<(), ModelError> {

@@ -7,7 +7,8 @@ use widebag_config::{DenseOptim, OutputKind};
 
 use crate::device::ComputePath;
 use crate::error::ModelError;
-use crate::output::adaptive::{AdaptiveParams, AdaptiveSoftmax};
+use crate::output::adaptive::AdaptiveSoftmax;
+use crate::output::clusters::AdaptiveParams;
 use crate::output::adaptive_host::HostAdaptiveSoftmax;
 use crate::output::chunked::ChunkedSoftmax;
 use crate::output::full::FullParams;

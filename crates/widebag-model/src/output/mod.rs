@@ -1,6 +1,6 @@
 //! The output layer as one type: [`OutputLayer`], from the trunk's last hidden representation
 //! `h` to the loss and back to `dL/dh`, with its own parameters, updates, class scores and the
-//! ledger's pricing of it, chosen once when the model is built ([`build`]). The step calls it
+//! ledger's pricing of it, chosen once when the model is built ([`build::build`]). The step calls it
 //! and never asks which kind it is. The kinds:
 //!
 //! - [`chunked::ChunkedSoftmax`]: the full softmax in class chunks on burn's tensors
@@ -9,7 +9,7 @@
 //!   process or split by classes across ranks;
 //! - [`adaptive::AdaptiveSoftmax`]: the adaptive softmax (head and tail clusters) on autodiff;
 //! - [`adaptive_host::HostAdaptiveSoftmax`]: the same on flex's host kernels, for one process or
-//!   many (`tail_owners`: which rank holds each cluster);
+//!   many (`clusters`: the head and tail clusters both read, and which rank holds each);
 //! - [`tied::TiedSoftmax`]: the host softmax whose weight is the input table
 //!   (`model.tie_output`).
 //!
@@ -22,11 +22,11 @@ pub mod adaptive;
 pub mod adaptive_host;
 pub mod build;
 pub mod chunked;
+pub mod clusters;
 pub mod full;
 pub mod host;
 pub mod scores;
 pub mod softmax;
-pub mod tail_owners;
 pub mod tied;
 
 use std::any::Any;
@@ -38,7 +38,6 @@ use widebag_csr::Targets;
 use widebag_ledger::shapes::ClassChunk;
 use widebag_ledger::step::OutputLayerKind;
 
-pub use build::build;
 
 use crate::device::ComputePath;
 use crate::error::ModelError;
