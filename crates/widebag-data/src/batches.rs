@@ -15,7 +15,7 @@ use std::sync::Arc;
 use widebag_csr::CsrBatch;
 pub use widebag_kinds::ShuffleMode;
 
-use crate::DataError;
+use crate::error::DataError;
 use crate::rng::{SplitMix64, hash2};
 use crate::train_rows::TrainRows;
 
@@ -307,7 +307,7 @@ impl EpochBatches {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::{Dataset, RowStore};
+    use crate::dataset::{Dataset, RowStore};
 
     /// `n` rows, row `r` holding id `r` and class `r`.
     pub(crate) fn rows(n: u32, held: Vec<usize>) -> Arc<TrainRows> {

@@ -6,7 +6,7 @@
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use crate::DataError;
+use crate::error::DataError;
 use crate::lines::{LineError, parse_lines};
 use crate::text::decode_utf8;
 

@@ -12,14 +12,15 @@ use std::path::{Path, PathBuf};
 use rayon::prelude::*;
 
 use crate::dictd::{DictdFiles, for_each_entry, index_entries, locate};
+use crate::error::DataError;
 use crate::labels::{LabelOptions, class_index, classes_note};
+use crate::options::ReadOptions;
 use crate::packed::PackMeta;
 use crate::packed::stream::{Extent, StreamHeader, pack_rows};
 use crate::packed::write::PackOptions;
 use crate::text::{TextOptions, Vocabulary, corpus_note, read_document, vocabulary_of, walk};
 use crate::token_spill::{Forming, Spill, form_spilled, spill_chunk};
 use crate::words::ThreadCounts;
-use crate::{DataError, ReadOptions};
 
 /// Text a pass gathers before counting or forming it in parallel: a dictd database's entries,
 /// or a directory's files (read and decoded in parallel; at least one, at most

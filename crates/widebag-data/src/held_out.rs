@@ -28,9 +28,11 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use crate::dataset::{Dataset, RowStore};
+use crate::error::DataError;
+use crate::options::ReadOptions;
 use crate::source::{Loaded, Source};
 use crate::text::DocClasses;
-use crate::{DataError, ReadOptions, dictd, labels, libsvm, lightgcn, npz, text};
+use crate::{dictd, labels, libsvm, lightgcn, npz, text};
 use widebag_kinds::Format;
 
 /// Held-out rows read against a training file.

@@ -4,8 +4,9 @@
 use std::path::{Path, PathBuf};
 
 use super::*;
+use crate::npz::write_npz;
+use crate::open::load;
 use crate::text::{TextMode, TextOptions, TokenFormat};
-use crate::{load, npz::write_npz};
 
 /// A fresh directory for one test, named with the process id.
 fn dir(test: &str) -> PathBuf {

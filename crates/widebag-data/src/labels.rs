@@ -18,8 +18,8 @@ use std::path::Path;
 
 pub use widebag_kinds::LabelMode;
 
-use crate::DataError;
 use crate::dataset::Dataset;
+use crate::error::DataError;
 use crate::text::{self, DocClasses, TextMode, TextOptions, Vocabulary};
 use widebag_kinds::Format;
 

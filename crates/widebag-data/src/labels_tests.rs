@@ -4,8 +4,10 @@
 use std::path::{Path, PathBuf};
 
 use super::*;
+use crate::held_out::load_held_out;
+use crate::open::load;
+use crate::source::Source;
 use crate::text::TokenFormat;
-use crate::{Source, load, load_held_out};
 
 /// A fresh directory for one test, named with the process id, holding `files` (name, text).
 fn tree(test: &str, files: &[(&str, &str)]) -> PathBuf {

@@ -16,8 +16,9 @@ use std::path::Path;
 use widebag_csr::SparseRow;
 
 use crate::dataset::{Dataset, RowStore};
+use crate::error::DataError;
 use crate::lines::{LineError, parse_lines};
-use crate::{DataError, ReadOptions};
+use crate::options::ReadOptions;
 
 /// One parsed line: class labels, raw (not yet rebased) ids and their values, and the byte
 /// column where each id token starts (for error messages).

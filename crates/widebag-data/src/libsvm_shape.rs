@@ -6,9 +6,11 @@ use std::path::Path;
 
 use rayon::prelude::*;
 
+use crate::error::DataError;
 use crate::libsvm::{Header, MAX_WIDTH, ParsedLine, parse_line_into, read_header};
 use crate::lines::{CHUNK_LINES, LineBlocks, bad_line};
-use crate::{DataError, ReadOptions};
+use crate::options::ReadOptions;
+use crate::progress::Progress;
 
 /// What a pass over a libsvm file whose shape is not declared finds: the smallest and largest
 /// id (and where the largest first is), the largest label.
@@ -55,7 +57,7 @@ fn scan(
     header: &Header,
     read: &ReadOptions,
     keep: impl Fn(&[u32]) -> bool + Sync,
-    progress: &crate::Progress,
+    progress: &Progress,
 ) -> Result<Scan, DataError> {
     let blank_rows = header.blank_lines_are_rows;
     let chunk = |lines: &[(usize, &[u8])]| {
@@ -97,7 +99,7 @@ pub(crate) fn find_shape(
     path: &Path,
     header: &Header,
     read: &ReadOptions,
-    progress: &crate::Progress,
+    progress: &Progress,
 ) -> Result<(bool, usize, usize), DataError> {
     let declared = (
         read.zero_based.or(header.zero_based),

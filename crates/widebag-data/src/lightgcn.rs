@@ -6,8 +6,9 @@
 use std::path::Path;
 
 use crate::dataset::{Dataset, RowStore};
+use crate::error::DataError;
 use crate::lines::{LineError, parse_lines};
-use crate::{DataError, ReadOptions};
+use crate::options::ReadOptions;
 
 /// Training rows and the held-out items of each user (same row order).
 #[derive(Clone, Debug)]

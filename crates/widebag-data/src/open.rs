@@ -1,9 +1,10 @@
 //! Opening any data file: a packed dataset ([`crate::packed`]) is recognised by its first bytes,
 //! whatever `source.format` says; anything else goes to its format's reader ([`source::read`]).
 
+use crate::error::DataError;
+use crate::packed;
 use crate::packed::PackedFile;
 use crate::source::{self, Loaded, Source};
-use crate::{DataError, packed};
 
 /// Reads `source` into memory. A packed dataset's rows are those its source's settings formed;
 /// one packed with other settings than `source` asks for (of the same format) is refused.

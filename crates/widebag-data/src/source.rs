@@ -5,10 +5,12 @@
 use std::path::{Path, PathBuf};
 
 use crate::dataset::{Dataset, RowStore};
+use crate::error::DataError;
 use crate::labels::{self, LabelOptions};
+use crate::options::ReadOptions;
 use crate::text::{TextMode, TextOptions, Vocabulary};
-use crate::{DataError, ReadOptions, dictd, libsvm, lightgcn, npz, text};
-use widebag_kinds::Format;
+use crate::{dictd, libsvm, lightgcn, npz, text};
+use widebag_kinds::{Format, LabelMode};
 
 /// A data file and how to read it.
 #[derive(Clone, Debug, PartialEq)]
@@ -51,7 +53,7 @@ impl Source {
             Some((rows, range)) => {
                 let (start, end) = range.split_once('-')?;
                 let label = LabelOptions {
-                    mode: crate::LabelMode::FileName,
+                    mode: LabelMode::FileName,
                     start: start.parse().ok()?,
                     end: end.parse().ok()?,
                 };
@@ -292,7 +294,7 @@ mod tests {
                 cases.push(s.clone());
                 s.text.mode = TextMode::Bow;
                 s.label = LabelOptions {
-                    mode: crate::LabelMode::FileName,
+                    mode: LabelMode::FileName,
                     start: 1,
                     end: 2,
                 };

@@ -20,8 +20,8 @@ use std::sync::Arc;
 use widebag_collective::partition::local_rows as share;
 use widebag_csr::CsrBatch;
 
-use crate::DataError;
 use crate::batches::{DataPosition, EpochBatches, Shuffle, order_bytes_over};
+use crate::error::DataError;
 use crate::rng::hash2;
 use crate::train_rows::TrainRows;
 

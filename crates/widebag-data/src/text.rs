@@ -15,10 +15,11 @@ use widebag_csr::SparseRow;
 pub use widebag_kinds::{TextMode, TokenFormat};
 
 use crate::dataset::{Dataset, RowStore};
+use crate::error::DataError;
 use crate::lines::{LineError, parse_lines};
+use crate::options::ReadOptions;
 pub use crate::words::tokenize;
 use crate::words::{count_words, for_each_word};
-use crate::{DataError, ReadOptions};
 
 /// Words sorted by descending count, then alphabetically.
 #[derive(Clone, Debug, PartialEq)]

@@ -12,8 +12,8 @@ use std::path::{Path, PathBuf};
 use rayon::prelude::*;
 use widebag_kinds::{TextMode, TokenFormat};
 
-use crate::DataError;
 use crate::dataset::RowStore;
+use crate::error::DataError;
 use crate::text::{TextOptions, Vocabulary, doc_rows};
 use crate::words::{ChunkWords, ThreadCounts};
 

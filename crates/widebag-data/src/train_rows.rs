@@ -4,8 +4,10 @@
 
 use widebag_csr::CsrBatch;
 
+use crate::dataset::Dataset;
+use crate::error::DataError;
+use crate::order::Relabel;
 use crate::packed::read::{PackedFile, Part};
-use crate::{DataError, Dataset, Relabel};
 
 /// Where the rows are.
 enum Store {
@@ -130,7 +132,9 @@ impl TrainRows {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::RowStore;
+    use crate::dataset::RowStore;
+    use crate::order::Renumbering;
+    use crate::source::Loaded;
 
     fn data(n: u32) -> Dataset {
         let mut rows = RowStore::new();
@@ -168,7 +172,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("widebag-train-rows-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("d.wbp");
-        let loaded = crate::Loaded {
+        let loaded = Loaded {
             dataset: d.clone(),
             vocabulary: None,
             test: None,
@@ -181,10 +185,8 @@ mod tests {
         };
         crate::packed::pack(&loaded, "libsvm", &path, options).unwrap();
         let relabel = Relabel {
-            ids: Some(crate::Renumbering::by_frequency(&[
-                0., 1., 2., 3., 4., 5., 6.,
-            ])),
-            classes: Some(crate::Renumbering::by_frequency(&[5., 1., 3., 2., 4.])),
+            ids: Some(Renumbering::by_frequency(&[0., 1., 2., 3., 4., 5., 6.])),
+            classes: Some(Renumbering::by_frequency(&[5., 1., 3., 2., 4.])),
         };
         let mapped = TrainRows::mapped(PackedFile::open(&path).unwrap(), relabel.clone());
         let mut renumbered = d.clone();

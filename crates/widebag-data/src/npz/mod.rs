@@ -18,7 +18,8 @@ use std::io::Write;
 use std::path::Path;
 
 use crate::dataset::{Dataset, RowStore};
-use crate::{DataError, ReadOptions};
+use crate::error::DataError;
+use crate::options::ReadOptions;
 use npy::{Npy, le_bytes, npy_bytes, parse_npy};
 use zip::{Method, central_directory, extract, write_zip};
 

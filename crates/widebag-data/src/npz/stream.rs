@@ -10,10 +10,11 @@ use super::elements::{Elements, finite, integer};
 use super::zip::{Entry, central_directory, extract};
 use super::{Fault, csr_shape, fault, n_classes_of};
 use crate::dataset::RowStore;
+use crate::error::DataError;
+use crate::options::ReadOptions;
 use crate::packed::PackMeta;
 use crate::packed::stream::{Extent, StreamHeader, pack_rows};
 use crate::packed::write::{PackOptions, Row};
-use crate::{DataError, ReadOptions};
 
 /// Rows read ahead of the writer at a time, and batches of them in flight.
 const BATCH_ROWS: u64 = 16_384;

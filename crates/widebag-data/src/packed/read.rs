@@ -8,8 +8,8 @@ use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use crate::DataError;
 use crate::dataset::{Dataset, RowStore};
+use crate::error::DataError;
 use crate::packed::{Block, MAGIC, PRELUDE_BYTES, PackMeta, VERSION, frequencies_fit};
 use crate::source::Loaded;
 use crate::text::Vocabulary;

@@ -7,8 +7,8 @@ use proptest::prelude::*;
 
 use super::read::{PackedFile, Part, read_meta};
 use super::{PackOptions, is_packed, pack};
-use crate::DataError;
 use crate::dataset::{Dataset, RowStore};
+use crate::error::DataError;
 use crate::source::Loaded;
 use crate::text::Vocabulary;
 

@@ -8,11 +8,13 @@ use std::io::{Seek, SeekFrom, Write};
 use std::path::Path;
 
 use crate::dataset::RowStore;
+use crate::error::DataError;
 use crate::packed::{
     Block, DEFAULT_BLOCK_ROWS, MAGIC, PRELUDE_BYTES, PackMeta, Section, VERSION, frequencies_fit,
 };
+use crate::progress::Progress;
 use crate::source::Loaded;
-use crate::{DataError, Progress, atomic, stats};
+use crate::{atomic, stats};
 
 /// How to pack.
 #[derive(Clone, Debug)]
