@@ -32,7 +32,7 @@ fn load_source(
 ) -> Result<widebag_data::Loaded, Failure> {
     let loaded = widebag_data::load(source).map_err(Failure::usage)?;
     if let (Some(v), Some(beside)) = (&loaded.vocabulary, vocab_beside) {
-        match widebag_data::source::save_sidecar(beside, "vocab.tsv", &v.to_tsv()) {
+        match widebag_data::sidecar::save_sidecar(beside, "vocab.tsv", &v.to_tsv()) {
             Ok(p) => eprintln!(
                 "widebag: vocabulary of {} words saved to {}",
                 v.len(),

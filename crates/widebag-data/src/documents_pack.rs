@@ -15,11 +15,13 @@ use crate::dictd::{DictdFiles, for_each_entry, index_entries, locate};
 use crate::error::DataError;
 use crate::labels::{LabelOptions, class_index, classes_note};
 use crate::options::ReadOptions;
+use crate::options::TextOptions;
 use crate::packed::PackMeta;
 use crate::packed::stream::{Extent, StreamHeader, pack_rows};
 use crate::packed::write::PackOptions;
-use crate::text::{TextOptions, Vocabulary, corpus_note, read_document, vocabulary_of, walk};
+use crate::text::{corpus_note, read_document, vocabulary_of, walk};
 use crate::token_spill::{Forming, Spill, form_spilled, spill_chunk};
+use crate::vocabulary::Vocabulary;
 use crate::words::ThreadCounts;
 
 /// Text a pass gathers before counting or forming it in parallel: a dictd database's entries,

@@ -8,8 +8,7 @@ use std::io::Write;
 use super::*;
 use crate::packed::write::pack;
 use crate::source::Source;
-use crate::text::TokenFormat;
-use widebag_kinds::{Format, TextMode};
+use widebag_kinds::{Format, TextMode, TokenFormat};
 
 fn dir(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("widebag-docs-pack-{name}-{}", std::process::id()));

@@ -29,10 +29,11 @@ use std::path::Path;
 
 use crate::dataset::{Dataset, RowStore};
 use crate::error::DataError;
+use crate::loaded::Loaded;
 use crate::options::ReadOptions;
-use crate::source::{Loaded, Source};
+use crate::source::Source;
 use crate::text::DocClasses;
-use crate::{dictd, labels, libsvm, lightgcn, npz, text};
+use crate::{dictd, labelled, libsvm, lightgcn, npz, text};
 use widebag_kinds::Format;
 
 /// Held-out rows read against a training file.
@@ -401,7 +402,7 @@ fn read_text(
                         test_path.display()
                     ),
                 })?;
-            let l = labels::held_out_documents(
+            let l = labelled::held_out_documents(
                 (source.format, source.text.mode),
                 &source.label,
                 source.read.skip_bad_lines,

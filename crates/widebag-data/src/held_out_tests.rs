@@ -6,7 +6,8 @@ use std::path::{Path, PathBuf};
 use super::*;
 use crate::npz::write_npz;
 use crate::open::load;
-use crate::text::{TextMode, TextOptions, TokenFormat};
+use crate::options::TextOptions;
+use widebag_kinds::{TextMode, TokenFormat};
 
 /// A fresh directory for one test, named with the process id.
 fn dir(test: &str) -> PathBuf {

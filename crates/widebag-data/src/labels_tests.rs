@@ -5,9 +5,11 @@ use std::path::{Path, PathBuf};
 
 use super::*;
 use crate::held_out::load_held_out;
+use crate::labels::{LABELS_SUFFIX, LabelOptions};
 use crate::open::load;
+use crate::sidecar::save_sidecar;
 use crate::source::Source;
-use crate::text::TokenFormat;
+use widebag_kinds::{Format, TextMode, TokenFormat};
 
 /// A fresh directory for one test, named with the process id, holding `files` (name, text).
 fn tree(test: &str, files: &[(&str, &str)]) -> PathBuf {
@@ -96,7 +98,7 @@ fn labels_tsv_counts_documents_per_class() {
     let d = tree("tsv", &[("ca01", "a/x"), ("ca02", "b/x"), ("cn01", "c/x")]);
     let loaded = load(&brown_like(&d, 1, 2)).unwrap();
     assert_eq!(loaded.labels_tsv().unwrap(), "a\t2\nn\t1\n");
-    let p = crate::source::save_sidecar(&d, LABELS_SUFFIX, &loaded.labels_tsv().unwrap()).unwrap();
+    let p = save_sidecar(&d, LABELS_SUFFIX, &loaded.labels_tsv().unwrap()).unwrap();
     assert!(
         p.to_string_lossy().ends_with(".labels.tsv"),
         "{}",

@@ -11,7 +11,8 @@ use crate::dataset::{Dataset, RowStore, Shape};
 use crate::error::DataError;
 use crate::key_sums::KeySums;
 use crate::rng::{SplitMix64, hash2};
-use crate::source::{Source, fingerprint, save_sidecar, sidecar_path};
+use crate::sidecar::{fingerprint, save_sidecar, sidecar_path};
+use crate::source::Source;
 
 /// Distribution summary of nnz per row.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

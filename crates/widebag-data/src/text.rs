@@ -12,95 +12,14 @@ use std::path::{Path, PathBuf};
 
 use rayon::prelude::*;
 use widebag_csr::SparseRow;
-pub use widebag_kinds::{TextMode, TokenFormat};
+use widebag_kinds::{TextMode, TokenFormat};
 
 use crate::dataset::{Dataset, RowStore};
 use crate::error::DataError;
 use crate::lines::{LineError, parse_lines};
-use crate::options::ReadOptions;
-pub use crate::words::tokenize;
+use crate::options::{ReadOptions, TextOptions};
+use crate::vocabulary::Vocabulary;
 use crate::words::{count_words, for_each_word};
-
-/// Words sorted by descending count, then alphabetically.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Vocabulary {
-    pub words: Vec<(String, u64)>,
-    index: HashMap<String, u32>,
-}
-
-impl Vocabulary {
-    /// Bytes it holds on the heap: each word twice (the list and the index), the counts, and
-    /// the index's table (about one entry's size again per word).
-    pub fn heap_bytes(&self) -> u64 {
-        let text: usize = self.words.iter().map(|(w, _)| 2 * w.capacity()).sum();
-        let entry = size_of::<(String, u64)>() + 2 * size_of::<(String, u32)>();
-        (text + self.words.len() * entry) as u64
-    }
-
-    /// Keeps words seen at least `min_count` times, at most `max_size` of them.
-    pub fn from_counts(counts: HashMap<String, u64>, min_count: u64, max_size: usize) -> Self {
-        let mut words: Vec<(String, u64)> = counts
-            .into_iter()
-            .filter(|(_, c)| *c >= min_count)
-            .collect();
-        words.sort_unstable_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-        words.truncate(max_size);
-        Self::from_words(words)
-    }
-
-    /// `(word, count)` in id order, as [`Self::words`] holds them.
-    pub fn from_words(words: Vec<(String, u64)>) -> Self {
-        let index = words
-            .iter()
-            .enumerate()
-            .map(|(i, (w, _))| (w.clone(), i as u32))
-            .collect();
-        Self { words, index }
-    }
-
-    pub fn len(&self) -> usize {
-        self.words.len()
-    }
-    pub fn is_empty(&self) -> bool {
-        self.words.is_empty()
-    }
-    pub fn id(&self, word: &str) -> Option<u32> {
-        self.index.get(word).copied()
-    }
-
-    /// `word<TAB>count` lines, in id order.
-    pub fn to_tsv(&self) -> String {
-        self.words
-            .iter()
-            .map(|(w, c)| format!("{w}\t{c}\n"))
-            .collect()
-    }
-}
-
-/// Settings of the text readers.
-#[derive(Clone, Debug, PartialEq)]
-pub struct TextOptions {
-    pub mode: TextMode,
-    /// CBOW context words on each side of the centre word.
-    pub window: usize,
-    /// Words seen fewer times are left out of the vocabulary.
-    pub min_count: u64,
-    /// Most words kept (the most frequent); 0 keeps all.
-    pub max_vocab: usize,
-    pub tokens: TokenFormat,
-}
-
-impl Default for TextOptions {
-    fn default() -> Self {
-        Self {
-            mode: TextMode::Bow,
-            window: 2,
-            min_count: 1,
-            max_vocab: 0,
-            tokens: TokenFormat::Plain,
-        }
-    }
-}
 
 /// UTF-8 text of `bytes`, or the 1-based line and column of the first invalid byte.
 pub fn decode_utf8(bytes: &[u8]) -> Result<&str, (usize, usize)> {
@@ -419,6 +338,7 @@ pub fn read_text(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::words::tokenize;
 
     #[test]
     fn tokenizer_lowercases_alphabetic_runs() {

@@ -14,7 +14,9 @@ use widebag_kinds::{TextMode, TokenFormat};
 
 use crate::dataset::RowStore;
 use crate::error::DataError;
-use crate::text::{TextOptions, Vocabulary, doc_rows};
+use crate::options::TextOptions;
+use crate::text::doc_rows;
+use crate::vocabulary::Vocabulary;
 use crate::words::{ChunkWords, ThreadCounts};
 
 /// A document's place count marking it skipped as bad (no text), and a missing label.

@@ -133,8 +133,8 @@ impl TrainRows {
 mod tests {
     use super::*;
     use crate::dataset::RowStore;
+    use crate::loaded::Loaded;
     use crate::order::Renumbering;
-    use crate::source::Loaded;
 
     fn data(n: u32) -> Dataset {
         let mut rows = RowStore::new();

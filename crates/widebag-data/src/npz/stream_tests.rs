@@ -6,10 +6,10 @@ use std::path::PathBuf;
 
 use super::*;
 use crate::dataset::{Dataset, RowStore};
+use crate::loaded::Loaded;
 use crate::npz::zip::{Method, write_zip};
 use crate::npz::{npz_members, read_npz};
 use crate::packed::write::pack;
-use crate::source::Loaded;
 
 fn dir(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("widebag-npz-stream-{name}-{}", std::process::id()));

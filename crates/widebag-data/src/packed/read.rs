@@ -10,9 +10,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::dataset::{Dataset, RowStore};
 use crate::error::DataError;
+use crate::loaded::Loaded;
 use crate::packed::{Block, MAGIC, PRELUDE_BYTES, PackMeta, VERSION, frequencies_fit};
-use crate::source::Loaded;
-use crate::text::Vocabulary;
+use crate::vocabulary::Vocabulary;
 
 /// Which rows of the file: the dataset's, or (LightGCN) the held-out ones.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

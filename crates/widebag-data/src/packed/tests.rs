@@ -9,8 +9,8 @@ use super::read::{PackedFile, Part, read_meta};
 use super::{PackOptions, is_packed, pack};
 use crate::dataset::{Dataset, RowStore};
 use crate::error::DataError;
-use crate::source::Loaded;
-use crate::text::Vocabulary;
+use crate::loaded::Loaded;
+use crate::vocabulary::Vocabulary;
 
 fn dir() -> PathBuf {
     let d = std::env::temp_dir().join(format!(

@@ -9,11 +9,11 @@ use std::path::Path;
 
 use crate::dataset::RowStore;
 use crate::error::DataError;
+use crate::loaded::Loaded;
 use crate::packed::{
     Block, DEFAULT_BLOCK_ROWS, MAGIC, PRELUDE_BYTES, PackMeta, Section, VERSION, frequencies_fit,
 };
 use crate::progress::Progress;
-use crate::source::Loaded;
 use crate::{atomic, stats};
 
 /// How to pack.
