@@ -16,7 +16,7 @@ use crate::error::DataError;
 use crate::labels::{LabelOptions, class_index, classes_note};
 use crate::options::ReadOptions;
 use crate::options::TextOptions;
-use crate::packed::PackMeta;
+use crate::packed::layout::PackMeta;
 use crate::packed::stream::{Extent, StreamHeader, pack_rows};
 use crate::packed::write::PackOptions;
 use crate::text::{corpus_note, read_document, vocabulary_of, walk};

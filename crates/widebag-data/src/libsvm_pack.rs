@@ -16,7 +16,7 @@ use crate::libsvm::{ParsedLine, bad_id, base_note, parse_line_into, read_header}
 use crate::libsvm_shape::find_shape;
 use crate::lines::{CHUNK_LINES, LineBlock, LineBlocks, LineError, bad_line};
 use crate::options::ReadOptions;
-use crate::packed::PackMeta;
+use crate::packed::layout::PackMeta;
 use crate::packed::stream::{Extent, RowSink, StreamHeader, pack_rows};
 use crate::packed::write::{PackOptions, Row};
 
@@ -262,7 +262,7 @@ mod tests {
         let (a, b) = (d.join("streamed.wbp"), d.join("loaded.wbp"));
         let meta = pack_libsvm(&file, &source.read, &source.variant(), &a, OPTIONS).unwrap();
         let loaded = load(&source).unwrap();
-        crate::packed::pack(&loaded, &source.variant(), &b, OPTIONS).unwrap();
+        crate::packed::write::pack(&loaded, &source.variant(), &b, OPTIONS).unwrap();
         assert_eq!(meta.n_rows, 600_000);
         assert!(std::fs::read(&a).unwrap() == std::fs::read(&b).unwrap());
         let _ = std::fs::remove_dir_all(d);
@@ -304,8 +304,8 @@ mod tests {
         let (a, b) = (d.join("streamed.wbp"), d.join("loaded.wbp"));
         let _ = (std::fs::remove_file(&a), std::fs::remove_file(&b));
         let streamed = pack_libsvm(file, read, &source.variant(), &a, OPTIONS);
-        let whole =
-            load(&source).and_then(|l| crate::packed::pack(&l, &source.variant(), &b, OPTIONS));
+        let whole = load(&source)
+            .and_then(|l| crate::packed::write::pack(&l, &source.variant(), &b, OPTIONS));
         match (streamed, whole) {
             (Ok(meta), Ok(other)) => {
                 assert_eq!(meta, other);

@@ -14,7 +14,7 @@ use crate::error::DataError;
 use crate::lightgcn::{MAX_USERS_PER_LINE, MAX_USERS_SLACK, as_bag, parse_line, scan_line, shape};
 use crate::lines::for_each_parsed;
 use crate::options::ReadOptions;
-use crate::packed::PackMeta;
+use crate::packed::layout::PackMeta;
 use crate::packed::stream::{Extent, RowSink, StreamHeader, pack_rows};
 use crate::packed::write::{PackOptions, Row};
 use crate::progress::Progress;

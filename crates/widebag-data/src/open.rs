@@ -5,14 +5,15 @@ use widebag_kinds::Format;
 
 use crate::error::DataError;
 use crate::loaded::Loaded;
-use crate::packed::{self, PackedFile};
+use crate::packed::layout::is_packed;
+use crate::packed::read::PackedFile;
 use crate::source::Source;
 use crate::{dictd, labelled, libsvm, lightgcn, npz, text};
 
 /// Reads `source` into memory. A packed dataset's rows are those its source's settings formed;
 /// one packed with other settings than `source` asks for (of the same format) is refused.
 pub fn load(source: &Source) -> Result<Loaded, DataError> {
-    if !packed::is_packed(&source.path) {
+    if !is_packed(&source.path) {
         return read(source);
     }
     let file = PackedFile::open(&source.path)?;

@@ -15,7 +15,7 @@ use crate::labels::LabelOptions;
 use crate::lines::{LineError, bad_line, for_each_chunk};
 use crate::options::ReadOptions;
 use crate::options::TextOptions;
-use crate::packed::PackMeta;
+use crate::packed::layout::PackMeta;
 use crate::packed::stream::pack_rows;
 use crate::packed::write::PackOptions;
 use crate::progress::Progress;

@@ -178,12 +178,12 @@ mod tests {
             test: None,
             labels: None,
         };
-        let options = crate::packed::PackOptions {
+        let options = crate::packed::write::PackOptions {
             block_rows: 4,
             stats_samples: 1,
             ..Default::default()
         };
-        crate::packed::pack(&loaded, "libsvm", &path, options).unwrap();
+        crate::packed::write::pack(&loaded, "libsvm", &path, options).unwrap();
         let relabel = Relabel {
             ids: Some(Renumbering::by_frequency(&[0., 1., 2., 3., 4., 5., 6.])),
             classes: Some(Renumbering::by_frequency(&[5., 1., 3., 2., 4.])),

@@ -12,7 +12,7 @@ use super::{Fault, csr_shape, fault, n_classes_of};
 use crate::dataset::RowStore;
 use crate::error::DataError;
 use crate::options::ReadOptions;
-use crate::packed::PackMeta;
+use crate::packed::layout::PackMeta;
 use crate::packed::stream::{Extent, StreamHeader, pack_rows};
 use crate::packed::write::{PackOptions, Row};
 

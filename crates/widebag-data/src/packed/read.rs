@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use crate::dataset::{Dataset, RowStore};
 use crate::error::DataError;
 use crate::loaded::Loaded;
-use crate::packed::{Block, MAGIC, PRELUDE_BYTES, PackMeta, VERSION, frequencies_fit};
+use crate::packed::layout::{Block, MAGIC, PRELUDE_BYTES, PackMeta, VERSION, frequencies_fit};
 use crate::vocabulary::Vocabulary;
 
 /// Which rows of the file: the dataset's, or (LightGCN) the held-out ones.

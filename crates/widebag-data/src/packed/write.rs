@@ -10,7 +10,7 @@ use std::path::Path;
 use crate::dataset::RowStore;
 use crate::error::DataError;
 use crate::loaded::Loaded;
-use crate::packed::{
+use crate::packed::layout::{
     Block, DEFAULT_BLOCK_ROWS, MAGIC, PRELUDE_BYTES, PackMeta, Section, VERSION, frequencies_fit,
 };
 use crate::progress::Progress;
