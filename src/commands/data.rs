@@ -245,9 +245,9 @@ fn pack(args: &PackArgs) -> Outcome {
     // in ascending order are read whole first (`None`).
     let streamed = match source.format {
         widebag_data::Format::Libsvm => {
-            let passes = widebag_data::libsvm_shape::passes(&source.path, &source.read);
+            let passes = widebag_data::libsvm::passes(&source.path, &source.read);
             set_bar(passes * size(&source.path), "{bytes}/{total_bytes} read");
-            widebag_data::libsvm_pack::pack_libsvm(
+            widebag_data::libsvm::pack_libsvm(
                 &source.path,
                 &source.read,
                 &source.variant(),

@@ -181,7 +181,7 @@ fn read_libsvm(
     let train_zero_based = source
         .read
         .zero_based
-        .or_else(|| libsvm::zero_based_of(&train.dataset))
+        .or_else(|| libsvm::read::zero_based_of(&train.dataset))
         .ok_or_else(|| DataError::InvalidSpec {
             key: "data.zero_based",
             message: format!(
@@ -196,7 +196,7 @@ fn read_libsvm(
         n_classes: None,
         skip_bad_lines: source.read.skip_bad_lines,
     };
-    let parsed = libsvm::parse_file(test_path, &parse_options)?;
+    let parsed = libsvm::read::parse_file(test_path, &parse_options)?;
     if parsed.lines.is_empty() && parsed.skipped == 0 {
         return Err(DataError::Empty {
             path: test_path.to_path_buf(),

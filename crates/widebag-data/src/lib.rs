@@ -15,8 +15,6 @@ pub mod key_sums;
 pub mod labelled;
 pub mod labels;
 pub mod libsvm;
-pub mod libsvm_pack;
-pub mod libsvm_shape;
 pub mod lightgcn;
 pub mod lightgcn_pack;
 pub mod lines;

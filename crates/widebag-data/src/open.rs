@@ -46,7 +46,7 @@ pub fn read(source: &Source) -> Result<Loaded, DataError> {
     source.label.check(source.format, source.text.mode, path)?;
     let mut loaded = match source.format {
         Format::Libsvm => Loaded {
-            dataset: libsvm::read_libsvm(path, &source.read)?,
+            dataset: libsvm::read::read_libsvm(path, &source.read)?,
             vocabulary: None,
             test: None,
             labels: None,

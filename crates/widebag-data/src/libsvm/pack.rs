@@ -5,15 +5,17 @@
 //! (widebag's header line, or the index base, width and classes set); otherwise a pass before it
 //! finds what is not (as `read_libsvm` finds it from every id and label).
 //!
-//! [`read_libsvm`]: crate::libsvm::read_libsvm
+//! [`read_libsvm`]: crate::libsvm::read::read_libsvm
 
 use std::path::Path;
 
 use rayon::prelude::*;
 
 use crate::error::DataError;
-use crate::libsvm::{ParsedLine, bad_id, base_note, parse_line_into, read_header};
-use crate::libsvm_shape::find_shape;
+use crate::libsvm::header::read_header;
+use crate::libsvm::line::{ParsedLine, parse_line_into};
+use crate::libsvm::read::{bad_id, base_note};
+use crate::libsvm::shape::find_shape;
 use crate::lines::{CHUNK_LINES, LineBlock, LineBlocks, LineError, bad_line};
 use crate::options::ReadOptions;
 use crate::packed::layout::PackMeta;

@@ -7,7 +7,8 @@ use std::path::Path;
 use rayon::prelude::*;
 
 use crate::error::DataError;
-use crate::libsvm::{Header, MAX_WIDTH, ParsedLine, parse_line_into, read_header};
+use crate::libsvm::header::{Header, MAX_WIDTH, read_header};
+use crate::libsvm::line::{ParsedLine, parse_line_into};
 use crate::lines::{CHUNK_LINES, LineBlocks, bad_line};
 use crate::options::ReadOptions;
 use crate::progress::Progress;
