@@ -261,7 +261,7 @@ fn pack(args: &PackArgs) -> Outcome {
             let test = source.test_path.as_deref();
             let passes = size(&source.path) + 2 * test.map_or(0, size);
             set_bar(passes, "{bytes}/{total_bytes} read");
-            widebag_data::lightgcn_pack::pack_lightgcn(
+            widebag_data::lightgcn::pack_lightgcn(
                 &source.path,
                 test,
                 &source.read,

@@ -258,7 +258,7 @@ fn read_lightgcn(
     test_path: &Path,
     train: &Dataset,
 ) -> Result<(HeldOut, Vec<String>), DataError> {
-    let (lines, skipped) = lightgcn::read_file(test_path, &source.read)?;
+    let (lines, skipped) = lightgcn::read::read_file(test_path, &source.read)?;
     if lines.is_empty() && skipped == 0 {
         return Err(DataError::Empty {
             path: test_path.to_path_buf(),

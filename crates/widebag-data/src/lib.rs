@@ -16,7 +16,6 @@ pub mod labelled;
 pub mod labels;
 pub mod libsvm;
 pub mod lightgcn;
-pub mod lightgcn_pack;
 pub mod lines;
 pub mod loaded;
 pub mod npz;

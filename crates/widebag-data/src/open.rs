@@ -58,7 +58,7 @@ pub fn read(source: &Source) -> Result<Loaded, DataError> {
             labels: None,
         },
         Format::Lightgcn => {
-            let i = lightgcn::read_lightgcn(path, source.test_path.as_deref(), &source.read)?;
+            let i = lightgcn::read::read_lightgcn(path, source.test_path.as_deref(), &source.read)?;
             Loaded {
                 dataset: i.train,
                 vocabulary: None,

@@ -6,12 +6,13 @@
 //! LightGCN splits are written so); otherwise the files are read whole first. Either way the
 //! packed bytes are those of the files read in memory and packed.
 //!
-//! [`read_lightgcn`]: crate::lightgcn::read_lightgcn
+//! [`read_lightgcn`]: crate::lightgcn::read::read_lightgcn
 
 use std::path::Path;
 
 use crate::error::DataError;
-use crate::lightgcn::{MAX_USERS_PER_LINE, MAX_USERS_SLACK, as_bag, parse_line, scan_line, shape};
+use crate::lightgcn::line::{parse_line, scan_line};
+use crate::lightgcn::read::{MAX_USERS_PER_LINE, MAX_USERS_SLACK, as_bag, shape};
 use crate::lines::for_each_parsed;
 use crate::options::ReadOptions;
 use crate::packed::layout::PackMeta;
