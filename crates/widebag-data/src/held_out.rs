@@ -239,7 +239,7 @@ fn read_libsvm(
 
 /// npz: read with its own shape, then kept to the training width and classes.
 fn read_npz(test_path: &Path, train: &Dataset) -> Result<(HeldOut, Vec<String>), DataError> {
-    let test = npz::read_npz(test_path, &ReadOptions::default())?;
+    let test = npz::read::read_npz(test_path, &ReadOptions::default())?;
     let shape = (train.width, train.n_classes);
     let mut rows = RowStore::new();
     let mut drops = Drops::default();

@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use super::*;
-use crate::npz::write_npz;
+use crate::npz::write::write_npz;
 use crate::open::load;
 use crate::options::TextOptions;
 use widebag_kinds::{TextMode, TokenFormat};

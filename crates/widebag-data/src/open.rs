@@ -52,7 +52,7 @@ pub fn read(source: &Source) -> Result<Loaded, DataError> {
             labels: None,
         },
         Format::Npz => Loaded {
-            dataset: npz::read_npz(path, &source.read)?,
+            dataset: npz::read::read_npz(path, &source.read)?,
             vocabulary: None,
             test: None,
             labels: None,
