@@ -282,9 +282,9 @@ fn pack(args: &PackArgs) -> Outcome {
             .map(Some)
         }
         widebag_data::Format::Text => {
-            let bytes = widebag_data::text_pack::corpus_bytes(&source.path);
+            let bytes = widebag_data::text::corpus_bytes(&source.path);
             set_bar(2 * bytes, "{bytes}/{total_bytes} read");
-            widebag_data::text_pack::pack_text(
+            widebag_data::text::pack_text(
                 &source.path,
                 &source.read,
                 (&source.text, &source.label),
@@ -297,7 +297,7 @@ fn pack(args: &PackArgs) -> Outcome {
         widebag_data::Format::Dictd => {
             let dict = widebag_data::dictd::locate(&source.path).map(|f| size(&f.dict));
             set_bar(2 * dict.unwrap_or(0), "{bytes}/{total_bytes} read");
-            widebag_data::documents_pack::pack_dictd(
+            widebag_data::dictd::pack_dictd(
                 &source.path,
                 &source.read,
                 &source.text,

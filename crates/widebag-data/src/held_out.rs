@@ -12,11 +12,11 @@
 //!   user past the training rows), targets = the held-out items (weight 1 each), `seen` = the
 //!   training items. Users without held-out items are no rows (noted, not counted as dropped).
 //! - **text** and **dictd**: documents tokenized as in training and formed into rows by the same
-//!   code ([`text::form_rows`]) over the training vocabulary. Bow targets are the document's own
-//!   bag; a document with no known word is dropped. CBOW windows span the known words, as in
-//!   training. The held-out path of dictd is another dictd database (any of `NAME.index`,
-//!   `NAME.dict`, `NAME.dict.dz`, `NAME`).
-//! - **text** with `data.label = "file_name"` ([`crate::labels`]): a directory whose documents
+//!   code ([`text::rows::form_rows`]) over the training vocabulary. Bow targets are the
+//!   document's own bag; a document with no known word is dropped. CBOW windows span the known
+//!   words, as in training. The held-out path of dictd is another dictd database (any of
+//!   `NAME.index`, `NAME.dict`, `NAME.dict.dz`, `NAME`).
+//! - **text** with `data.label = "file_name"` ([`crate::labels`], [`text::labelled`]): a directory whose documents
 //!   target the training class of their file-name label; a document whose label training never
 //!   saw is dropped (counted in `dropped_rows` and `dropped_targets`). A document with no known
 //!   word stays, an empty input with its class, as in training.
@@ -32,8 +32,8 @@ use crate::error::DataError;
 use crate::loaded::Loaded;
 use crate::options::ReadOptions;
 use crate::source::Source;
-use crate::text::DocClasses;
-use crate::{dictd, labelled, libsvm, lightgcn, npz, text};
+use crate::text::rows::DocClasses;
+use crate::{dictd, libsvm, lightgcn, npz, text};
 use widebag_kinds::Format;
 
 /// Held-out rows read against a training file.
@@ -387,7 +387,7 @@ fn read_text(
     let skip = source.read.skip_bad_lines;
     let (docs, classes, skipped) = match source.format {
         Format::Dictd => {
-            let (docs, skipped, _) = dictd::dictd_documents(test_path, skip)?;
+            let (docs, skipped, _) = dictd::read::dictd_documents(test_path, skip)?;
             (docs, None, skipped)
         }
         _ if source.label.is_file_name() => {
@@ -402,7 +402,7 @@ fn read_text(
                         test_path.display()
                     ),
                 })?;
-            let l = labelled::held_out_documents(
+            let l = text::labelled::held_out_documents(
                 (source.format, source.text.mode),
                 &source.label,
                 source.read.skip_bad_lines,
@@ -412,7 +412,7 @@ fn read_text(
             (l.docs, Some(l.classes), l.skipped)
         }
         _ => {
-            let (docs, skipped) = text::corpus_documents(test_path, skip)?;
+            let (docs, skipped) = text::corpus::corpus_documents(test_path, skip)?;
             (docs, None, skipped)
         }
     };
@@ -427,7 +427,7 @@ fn read_text(
     });
     // Bag targets need a known word; a class target stands without one.
     let vocab_rows = (vocab, classes.is_none());
-    let formed = text::form_rows_as(
+    let formed = text::rows::form_rows_as(
         test_path,
         &docs,
         &source.text,

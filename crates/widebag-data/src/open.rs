@@ -8,7 +8,7 @@ use crate::loaded::Loaded;
 use crate::packed::layout::is_packed;
 use crate::packed::read::PackedFile;
 use crate::source::Source;
-use crate::{dictd, labelled, libsvm, lightgcn, npz, text};
+use crate::{dictd, libsvm, lightgcn, npz, text};
 
 /// Reads `source` into memory. A packed dataset's rows are those its source's settings formed;
 /// one packed with other settings than `source` asks for (of the same format) is refused.
@@ -67,7 +67,7 @@ pub fn read(source: &Source) -> Result<Loaded, DataError> {
             }
         }
         Format::Text if source.label.is_file_name() => {
-            let (dataset, vocab, names) = labelled::read_labelled(
+            let (dataset, vocab, names) = text::labelled::read_labelled(
                 &source.path,
                 source.format,
                 &source.text,
@@ -82,7 +82,7 @@ pub fn read(source: &Source) -> Result<Loaded, DataError> {
             }
         }
         Format::Text => {
-            let (dataset, vocab) = text::read_text(path, &source.read, &source.text)?;
+            let (dataset, vocab) = text::read::read_text(path, &source.read, &source.text)?;
             Loaded {
                 dataset,
                 vocabulary: Some(vocab),
@@ -91,8 +91,9 @@ pub fn read(source: &Source) -> Result<Loaded, DataError> {
             }
         }
         Format::Dictd => {
-            let (docs, skipped, files) = dictd::dictd_documents(path, source.read.skip_bad_lines)?;
-            let (dataset, vocab) = text::build(&files.index, &docs, &source.text, skipped)?;
+            let (docs, skipped, files) =
+                dictd::read::dictd_documents(path, source.read.skip_bad_lines)?;
+            let (dataset, vocab) = text::read::build(&files.index, &docs, &source.text, skipped)?;
             Loaded {
                 dataset,
                 vocabulary: Some(vocab),

@@ -58,3 +58,22 @@ impl Vocabulary {
             .collect()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn vocabulary_is_frequency_sorted_with_limits() {
+        let counts: HashMap<String, u64> = [("b", 3), ("a", 3), ("c", 5), ("d", 1)]
+            .into_iter()
+            .map(|(w, c)| (w.to_string(), c))
+            .collect();
+        let v = Vocabulary::from_counts(counts, 2, 10);
+        assert_eq!(v.id("c"), Some(0));
+        assert_eq!(v.id("a"), Some(1));
+        assert_eq!(v.id("b"), Some(2));
+        assert_eq!(v.id("d"), None);
+        assert_eq!(v.to_tsv(), "c\t5\na\t3\nb\t3\n");
+    }
+}

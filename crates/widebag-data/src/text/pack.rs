@@ -9,7 +9,6 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-use crate::documents_pack::{header_of, pack_directory};
 use crate::error::DataError;
 use crate::labels::LabelOptions;
 use crate::lines::{LineError, bad_line, for_each_chunk};
@@ -19,9 +18,11 @@ use crate::packed::layout::PackMeta;
 use crate::packed::stream::pack_rows;
 use crate::packed::write::PackOptions;
 use crate::progress::Progress;
-use crate::text::{parse_document_str, vocabulary_of, walk};
-use crate::token_spill::{Forming, Spill, form_spilled, spill_chunk};
-use crate::words::ThreadCounts;
+use crate::text::corpus::{parse_document_str, walk};
+use crate::text::documents::{header_of, pack_directory};
+use crate::text::rows::vocabulary_of;
+use crate::text::spill::{Forming, Spill, form_spilled, spill_chunk};
+use crate::text::words::ThreadCounts;
 use widebag_kinds::{Format, TokenFormat};
 
 /// A chunk of lines spilled: its record, its documents (lines not skipped), and the first bad
