@@ -16,12 +16,12 @@
 //!   document's own bag; a document with no known word is dropped. CBOW windows span the known
 //!   words, as in training. The held-out path of dictd is another dictd database (any of
 //!   `NAME.index`, `NAME.dict`, `NAME.dict.dz`, `NAME`).
-//! - **text** with `data.label = "file_name"` ([`crate::labels`], [`text::labelled`]): a directory whose documents
-//!   target the training class of their file-name label; a document whose label training never
-//!   saw is dropped (counted in `dropped_rows` and `dropped_targets`). A document with no known
-//!   word stays, an empty input with its class, as in training.
+//! - **text** with `data.label = "file_name"` ([`crate::labels`], [`text::labelled`]): a
+//!   directory whose documents target the training class of their file-name label; a document
+//!   whose label training never saw is dropped (counted in `dropped_rows` and `dropped_targets`).
+//!   A document with no known word stays, an empty input with its class, as in training.
 //!
-//! Rows are in the loaded training numbering, before any frequency [`crate::Relabel`]; apply the
+//! Rows are in the loaded training numbering, before any frequency [`crate::order::Relabel`]; apply the
 //! training's relabel to `dataset` (and its class renumbering to `seen`) as to the training rows.
 
 use std::collections::BTreeMap;

@@ -47,7 +47,7 @@ impl LabelOptions {
         self.mode == LabelMode::FileName
     }
 
-    /// The part of [`crate::Source::variant`] that tells label modes apart (empty for `Bag`).
+    /// The part of [`crate::source::Source::variant`] that tells label modes apart (empty for `Bag`).
     pub fn variant(&self) -> String {
         match self.mode {
             LabelMode::Bag => String::new(),

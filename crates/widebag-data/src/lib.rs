@@ -2,14 +2,12 @@
 //! (libsvm, scipy npz, LightGCN interaction lists, text corpora, dictd), statistics, conversion.
 
 pub mod atomic;
-pub mod batch_source;
 pub mod batches;
 pub mod dataset;
 pub mod dictd;
 pub mod error;
 pub mod frequencies;
 pub mod held_out;
-pub mod input_dropout;
 pub mod key_sums;
 pub mod labels;
 pub mod libsvm;
@@ -26,18 +24,18 @@ pub mod rng;
 pub mod sidecar;
 pub mod source;
 pub mod stats;
-pub mod streams;
 pub mod synthetic;
 pub mod text;
-pub mod train_rows;
 pub mod vocabulary;
 
-pub use batch_source::{BatchSource, Resident};
-pub use batches::{DataPosition, EpochBatches, Shuffle, ShuffleMode};
+pub use batches::batch_source::{BatchSource, Resident};
+pub use batches::epochs::{DataPosition, EpochBatches, Shuffle};
+pub use batches::input_dropout::InputDropout;
+pub use batches::streams::Streams;
+pub use batches::train_rows::TrainRows;
 pub use dataset::{Dataset, RowStore};
 pub use error::DataError;
 pub use held_out::{HeldOut, load_held_out};
-pub use input_dropout::InputDropout;
 pub use labels::{LABELS_SUFFIX, LabelOptions};
 pub use loaded::Loaded;
 pub use open::load;
@@ -45,9 +43,7 @@ pub use options::{ReadOptions, TextOptions};
 pub use order::{Relabel, Renumbering};
 pub use progress::Progress;
 pub use source::Source;
-pub use streams::Streams;
-pub use train_rows::TrainRows;
 pub use vocabulary::Vocabulary;
-pub use widebag_kinds::{Format, LabelMode, TargetKind, TextMode, TokenFormat};
+pub use widebag_kinds::{Format, LabelMode, ShuffleMode, TargetKind, TextMode, TokenFormat};
 
 pub use synthetic::{SyntheticSpec, SyntheticStream, ZipfTable};

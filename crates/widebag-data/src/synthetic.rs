@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use rayon::prelude::*;
 use widebag_csr::{CsrBatch, RowTarget, SparseRow};
-pub use widebag_kinds::TargetKind;
+use widebag_kinds::TargetKind;
 
 use crate::dataset::{Dataset, RowStore};
 use crate::error::DataError;

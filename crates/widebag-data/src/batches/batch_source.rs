@@ -7,11 +7,11 @@ use std::sync::Arc;
 use widebag_csr::CsrBatch;
 use widebag_kinds::ShuffleMode;
 
-use crate::batches::{DataPosition, EpochBatches, Shuffle};
+use crate::batches::epochs::{DataPosition, EpochBatches, Shuffle};
+use crate::batches::streams::Streams;
+use crate::batches::train_rows::TrainRows;
 use crate::error::DataError;
-use crate::streams::Streams;
 use crate::synthetic::SyntheticStream;
-use crate::train_rows::TrainRows;
 
 /// What a batch source holds in host memory, in bytes.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -134,7 +134,7 @@ impl BatchSource {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::batches::tests::{blocks, rows};
+    use crate::batches::epochs::tests::{blocks, rows};
 
     #[test]
     fn a_source_sought_to_a_position_continues_as_the_uninterrupted_one() {
