@@ -21,8 +21,9 @@
 //!   whose label training never saw is dropped (counted in `dropped_rows` and `dropped_targets`).
 //!   A document with no known word stays, an empty input with its class, as in training.
 //!
-//! Rows are in the loaded training numbering, before any frequency [`crate::order::Relabel`]; apply the
-//! training's relabel to `dataset` (and its class renumbering to `seen`) as to the training rows.
+//! Rows are in the loaded training numbering, before any frequency [`crate::order::Relabel`];
+//! apply the training's relabel to `dataset` (and its class renumbering to `seen`) as to the
+//! training rows.
 
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -47,7 +47,8 @@ impl LabelOptions {
         self.mode == LabelMode::FileName
     }
 
-    /// The part of [`crate::source::Source::variant`] that tells label modes apart (empty for `Bag`).
+    /// The part of [`Source::variant`](crate::source::Source::variant) that tells label modes
+    /// apart (empty for `Bag`).
     pub fn variant(&self) -> String {
         match self.mode {
             LabelMode::Bag => String::new(),

@@ -150,8 +150,9 @@ pub(crate) fn find_shape(
     Ok((zero_based, width, n_classes))
 }
 
-/// The passes [`pack_libsvm`] makes over `path` (for a progress bar's length): one when its
-/// shape is declared, else two (three when lines outside the found shape are skipped).
+/// The passes [`pack_libsvm`](super::pack::pack_libsvm) makes over `path` (for a progress bar's
+/// length): one when its shape is declared, else two (three when lines outside the found shape are
+/// skipped).
 pub fn passes(path: &Path, read: &ReadOptions) -> u64 {
     let header = read_header(path).unwrap_or_default();
     let declared = read.zero_based.or(header.zero_based).is_some()

@@ -1,5 +1,5 @@
 //! An `.npz` CSR file packed streamed from a memory map: each array member is decoded as the rows
-//! need it ([`super::elements`]: a stored member straight from the map, a deflated one inflated),
+//! need it (`elements`: a stored member straight from the map, a deflated one inflated),
 //! checked element by element as [`super::read::read_npz`] checks its arrays, and its CRC-32
 //! checked at its end. Memory holds a row and each member's read buffer, never an array,
 //! whatever the file's size; the packed bytes are those of the file read whole and packed.

@@ -1,7 +1,7 @@
 //! Documents that come a batch at a time (a directory's files, labelled by their names or not;
 //! a dictd database's entries, [`crate::dictd::pack`]) packed in two streamed passes, as
 //! [`super::pack`] packs a corpus file: the first reads them once, counts the words (and lists
-//! the class labels) and spills each chunk's words and labels ([`super::spill`]); the second
+//! the class labels) and spills each chunk's words and labels (`spill`); the second
 //! forms the rows from the spill over the vocabulary. Memory holds a batch, the vocabulary, the
 //! class names and the list of files or index entries, never the documents; the packed bytes are
 //! those of the source read whole and packed.

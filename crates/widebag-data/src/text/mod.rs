@@ -3,10 +3,10 @@
 //! packed streamed in two passes.
 //!
 //! Tokenizer: a word is a maximal run of ASCII letters, lower-cased; everything else separates
-//! words. With [`TokenFormat::Tagged`] (the Brown corpus' `word/TAG` format) the text after the
-//! last `/` of each whitespace-separated token is dropped first. Vocabulary ids are sorted by
-//! descending count (ties alphabetically), so id 0 is the most frequent word and head/tail bands
-//! are id ranges.
+//! words. With [`TokenFormat::Tagged`](widebag_kinds::TokenFormat::Tagged) (the Brown corpus'
+//! `word/TAG` format) the text after the last `/` of each whitespace-separated token is dropped
+//! first. Vocabulary ids are sorted by descending count (ties alphabetically), so id 0 is the most
+//! frequent word and head/tail bands are id ranges.
 
 pub mod corpus;
 pub mod documents;
