@@ -19,5 +19,5 @@ fuzz_target!(|data: &[u8]| {
     let _ = load(&s);
     let out = widebag_fuzz::scratch().join("d.wbp");
     let options = widebag_data::packed::PackOptions::default();
-    let _ = widebag_data::documents_pack::pack_dictd(&index, &s.read, &s.text, "d", &out, options);
+    let _ = widebag_data::dictd::pack_dictd(&index, &s.read, &s.text, "d", &out, options);
 });

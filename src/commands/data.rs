@@ -7,6 +7,7 @@ use std::fmt::Write;
 use std::path::Path;
 
 use widebag_data::Source;
+use widebag_data::packed::PackMeta;
 use widebag_data::stats::DataStats;
 
 use crate::args::{
@@ -32,7 +33,7 @@ fn load_source(
 ) -> Result<widebag_data::Loaded, Failure> {
     let loaded = widebag_data::load(source).map_err(Failure::usage)?;
     if let (Some(v), Some(beside)) = (&loaded.vocabulary, vocab_beside) {
-        match widebag_data::source::save_sidecar(beside, "vocab.tsv", &v.to_tsv()) {
+        match widebag_data::sidecar::save_sidecar(beside, "vocab.tsv", &v.to_tsv()) {
             Ok(p) => eprintln!(
                 "widebag: vocabulary of {} words saved to {}",
                 v.len(),
@@ -206,129 +207,171 @@ fn synth_packed(stream: &widebag_data::SyntheticStream, args: &SynthArgs) -> Res
 fn pack(args: &PackArgs) -> Outcome {
     let source = request::source(&args.source)?;
     let started = std::time::Instant::now();
-    // A bar over the source's bytes while a streamed pack reads it (each pass), over the rows
-    // while a source read whole is written; drawn only on a terminal.
-    let bar = match args.json {
-        true => ProgressBar::hidden(),
-        false => ProgressBar::new(0),
-    };
-    let advance = bar.clone();
-    // Cleared however the pack ends (an error included), so no half-drawn bar stays.
-    struct Clear(ProgressBar);
-    impl Drop for Clear {
-        fn drop(&mut self) {
-            self.0.finish_and_clear();
-        }
-    }
-    let clear = Clear(bar.clone());
+    let bar = PackBar::new(args.json);
+    let advance = bar.0.clone();
     let options = widebag_data::packed::PackOptions {
         block_rows: args.block_rows,
         stats_samples: args.samples,
         progress: widebag_data::Progress::new(move |n| advance.inc(n)),
     };
-    let failed = |e: widebag_data::DataError| match e {
+    let streamed =
+        pack_streamed(&source, &args.out, options.clone(), &bar).map_err(pack_failure)?;
+    let how = if streamed.is_some() { ", streamed" } else { "" };
+    let meta = match streamed {
+        Some(meta) => meta,
+        None => pack_whole(&source, &args.out, options, &bar)?,
+    };
+    drop(bar);
+    let bytes = std::fs::metadata(&args.out).map(|m| m.len()).unwrap_or(0);
+    let seconds = started.elapsed().as_secs_f64();
+    print_packed(args, &meta, (bytes, seconds), how);
+    Ok(())
+}
+
+/// The bar `pack` draws (only on a terminal): over the source's bytes while a streamed pack reads
+/// it (each pass), over the rows while a source read whole is written. Cleared however the pack
+/// ends (an error included), so no half-drawn bar stays.
+struct PackBar(ProgressBar);
+
+impl PackBar {
+    /// A bar that draws nothing when `hidden` (`--json`).
+    fn new(hidden: bool) -> Self {
+        Self(match hidden {
+            true => ProgressBar::hidden(),
+            false => ProgressBar::new(0),
+        })
+    }
+
+    /// Starts the bar again over `len`, its count shown as `unit`.
+    fn set(&self, len: u64, unit: &str) {
+        self.0.set_position(0);
+        self.0.set_length(len);
+        let template = format!("{{bar:30}} {unit}  {{msg}}  [{{elapsed}}<{{eta}}]");
+        self.0
+            .set_style(ProgressStyle::with_template(&template).expect("valid template"));
+    }
+}
+
+impl Drop for PackBar {
+    fn drop(&mut self) {
+        self.0.finish_and_clear();
+    }
+}
+
+/// A pack's data errors: a bad setting or line is a usage error (exit 2), any other a run error.
+fn pack_failure(e: widebag_data::DataError) -> Failure {
+    match e {
         widebag_data::DataError::InvalidSpec { .. } | widebag_data::DataError::Parse { .. } => {
             Failure::usage(e)
         }
         e => Failure::run(e),
-    };
-    let size = |p: &Path| std::fs::metadata(p).map_or(0, |m| m.len());
-    let set_bar = |len: u64, unit: &str| {
-        bar.set_position(0);
-        bar.set_length(len);
-        let template = format!("{{bar:30}} {unit}  {{msg}}  [{{elapsed}}<{{eta}}]");
-        bar.set_style(ProgressStyle::with_template(&template).expect("valid template"));
-    };
-    // Every format is packed as it is read, in a pass or two more for what the rows need first
-    // (libsvm's shape when undeclared, the users, the vocabulary and the classes): the bar
-    // counts the source bytes of every pass. LightGCN lists whose users are not one line each
-    // in ascending order are read whole first (`None`).
-    let streamed = match source.format {
+    }
+}
+
+/// The size of the file at `p` in bytes (0 when it cannot be read).
+fn file_size(p: &Path) -> u64 {
+    std::fs::metadata(p).map_or(0, |m| m.len())
+}
+
+/// Packs `source` into `out` as it is read, `bar` set over the source bytes of every pass.
+/// Every format is packed so, in a pass or two more for what the rows need first (libsvm's shape
+/// when undeclared, the users, the vocabulary and the classes). LightGCN lists whose users are
+/// not one line each in ascending order are not (`None`): they are read whole.
+fn pack_streamed(
+    source: &Source,
+    out: &Path,
+    options: widebag_data::packed::PackOptions,
+    bar: &PackBar,
+) -> Result<Option<PackMeta>, widebag_data::DataError> {
+    match source.format {
         widebag_data::Format::Libsvm => {
-            let passes = widebag_data::libsvm_shape::passes(&source.path, &source.read);
-            set_bar(passes * size(&source.path), "{bytes}/{total_bytes} read");
-            widebag_data::libsvm_pack::pack_libsvm(
+            let passes = widebag_data::libsvm::passes(&source.path, &source.read);
+            bar.set(
+                passes * file_size(&source.path),
+                "{bytes}/{total_bytes} read",
+            );
+            widebag_data::libsvm::pack_libsvm(
                 &source.path,
                 &source.read,
                 &source.variant(),
-                &args.out,
-                options.clone(),
+                out,
+                options,
             )
             .map(Some)
         }
         widebag_data::Format::Lightgcn => {
             // The held-out file is read twice, the training file once.
             let test = source.test_path.as_deref();
-            let passes = size(&source.path) + 2 * test.map_or(0, size);
-            set_bar(passes, "{bytes}/{total_bytes} read");
-            widebag_data::lightgcn_pack::pack_lightgcn(
+            let passes = file_size(&source.path) + 2 * test.map_or(0, file_size);
+            bar.set(passes, "{bytes}/{total_bytes} read");
+            widebag_data::lightgcn::pack_lightgcn(
                 &source.path,
                 test,
                 &source.read,
                 &source.variant(),
-                &args.out,
-                options.clone(),
+                out,
+                options,
             )
         }
         widebag_data::Format::Npz => {
-            set_bar(size(&source.path), "{bytes}/{total_bytes} read");
-            widebag_data::npz::pack_npz(
-                &source.path,
-                &source.read,
-                &source.variant(),
-                &args.out,
-                options.clone(),
-            )
-            .map(Some)
+            bar.set(file_size(&source.path), "{bytes}/{total_bytes} read");
+            widebag_data::npz::pack_npz(&source.path, &source.read, &source.variant(), out, options)
+                .map(Some)
         }
         widebag_data::Format::Text => {
-            let bytes = widebag_data::text_pack::corpus_bytes(&source.path);
-            set_bar(2 * bytes, "{bytes}/{total_bytes} read");
-            widebag_data::text_pack::pack_text(
+            let bytes = widebag_data::text::corpus_bytes(&source.path);
+            bar.set(2 * bytes, "{bytes}/{total_bytes} read");
+            widebag_data::text::pack_text(
                 &source.path,
                 &source.read,
                 (&source.text, &source.label),
                 &source.variant(),
-                &args.out,
-                options.clone(),
+                out,
+                options,
             )
             .map(Some)
         }
         widebag_data::Format::Dictd => {
-            let dict = widebag_data::dictd::locate(&source.path).map(|f| size(&f.dict));
-            set_bar(2 * dict.unwrap_or(0), "{bytes}/{total_bytes} read");
-            widebag_data::documents_pack::pack_dictd(
+            let dict = widebag_data::dictd::locate(&source.path).map(|f| file_size(&f.dict));
+            bar.set(2 * dict.unwrap_or(0), "{bytes}/{total_bytes} read");
+            widebag_data::dictd::pack_dictd(
                 &source.path,
                 &source.read,
                 &source.text,
                 &source.variant(),
-                &args.out,
-                options.clone(),
+                out,
+                options,
             )
             .map(Some)
         }
     }
-    .map_err(failed)?;
-    let how = if streamed.is_some() { ", streamed" } else { "" };
-    let meta = match streamed {
-        Some(meta) => meta,
-        None => {
-            let spinner = ProgressStyle::with_template("{spinner} {msg}  [{elapsed}]");
-            bar.set_style(spinner.expect("valid template"));
-            bar.set_message(format!("reading {}", source.path.display()));
-            bar.enable_steady_tick(std::time::Duration::from_millis(200));
-            let loaded = load_source(&source, None)?;
-            bar.disable_steady_tick();
-            let rows = loaded.dataset.n_rows() * (1 + usize::from(loaded.test.is_some()));
-            bar.set_message("");
-            set_bar(rows as u64, "{pos}/{len} rows written");
-            widebag_data::packed::pack(&loaded, &source.variant(), &args.out, options)
-                .map_err(failed)?
-        }
-    };
-    drop(clear);
-    let bytes = std::fs::metadata(&args.out).map(|m| m.len()).unwrap_or(0);
-    let seconds = started.elapsed().as_secs_f64();
+}
+
+/// Reads `source` whole (a spinner on `bar` meanwhile) and packs it into `out`, `bar` set over
+/// the rows written.
+fn pack_whole(
+    source: &Source,
+    out: &Path,
+    options: widebag_data::packed::PackOptions,
+    bar: &PackBar,
+) -> Result<PackMeta, Failure> {
+    let spinner = ProgressStyle::with_template("{spinner} {msg}  [{elapsed}]");
+    bar.0.set_style(spinner.expect("valid template"));
+    bar.0
+        .set_message(format!("reading {}", source.path.display()));
+    bar.0
+        .enable_steady_tick(std::time::Duration::from_millis(200));
+    let loaded = load_source(source, None)?;
+    bar.0.disable_steady_tick();
+    let rows = loaded.dataset.n_rows() * (1 + usize::from(loaded.test.is_some()));
+    bar.0.set_message("");
+    bar.set(rows as u64, "{pos}/{len} rows written");
+    widebag_data::packed::pack(&loaded, &source.variant(), out, options).map_err(pack_failure)
+}
+
+/// Tells what `pack` wrote (`bytes` in `seconds`; `how`: ", streamed" or nothing): a JSON object
+/// on stdout with `--json`, else a line on stderr.
+fn print_packed(args: &PackArgs, meta: &PackMeta, (bytes, seconds): (u64, f64), how: &str) {
     if args.json {
         let out = serde_json::json!({
             "out": args.out,
@@ -353,5 +396,4 @@ fn pack(args: &PackArgs) -> Outcome {
             args.out.display()
         );
     }
-    Ok(())
 }

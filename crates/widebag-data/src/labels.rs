@@ -3,7 +3,7 @@
 //! from the file's name by `data.label_chars` (Brown: `[1, 2]`, the genre letter of `ca01`).
 //!
 //! Classes are the sorted distinct labels of the TRAINING documents, numbered from 0; their names
-//! are kept ([`crate::Loaded::labels`]) and saved as `labels.tsv` beside the vocabulary
+//! are kept ([`crate::loaded::Loaded::labels`]) and saved as `labels.tsv` beside the vocabulary
 //! ([`labels_tsv`], [`LABELS_SUFFIX`]). Held-out documents get the training class ids; a document
 //! whose label training never saw is dropped and counted.
 //!
@@ -16,12 +16,9 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-pub use widebag_kinds::LabelMode;
-
-use crate::DataError;
 use crate::dataset::Dataset;
-use crate::text::{self, DocClasses, TextMode, TextOptions, Vocabulary};
-use widebag_kinds::Format;
+use crate::error::DataError;
+use widebag_kinds::{Format, LabelMode, TextMode};
 
 /// Suffix of the class-name sidecar kept beside the data (as `vocab.tsv` is).
 pub const LABELS_SUFFIX: &str = "labels.tsv";
@@ -50,7 +47,8 @@ impl LabelOptions {
         self.mode == LabelMode::FileName
     }
 
-    /// The part of [`crate::Source::variant`] that tells label modes apart (empty for `Bag`).
+    /// The part of [`Source::variant`](crate::source::Source::variant) that tells label modes
+    /// apart (empty for `Bag`).
     pub fn variant(&self) -> String {
         match self.mode {
             LabelMode::Bag => String::new(),
@@ -129,89 +127,6 @@ impl LabelOptions {
             .take(self.end - self.start)
             .collect())
     }
-
-    /// The documents of the directory `dir` with their labels, and the files skipped as bad.
-    fn documents(
-        &self,
-        dir: &Path,
-        skip_bad_lines: bool,
-    ) -> Result<(Vec<String>, Vec<String>, usize), DataError> {
-        let (named, skipped) = text::named_file_documents(dir, skip_bad_lines)?;
-        let mut docs = Vec::with_capacity(named.len());
-        let mut labels = Vec::with_capacity(named.len());
-        for (path, doc) in named {
-            labels.push(self.label_of(&path)?);
-            docs.push(doc);
-        }
-        Ok((docs, labels, skipped))
-    }
-}
-
-/// Reads the training directory `path` (`data.label = "file_name"`): its rows (each
-/// document's bag of words as input, its class as target), the vocabulary, and the class names
-/// (the sorted distinct labels, class id order).
-pub fn read_labelled(
-    path: &Path,
-    format: Format,
-    text_options: &TextOptions,
-    label: &LabelOptions,
-    skip_bad_lines: bool,
-) -> Result<(Dataset, Vocabulary, Vec<String>), DataError> {
-    label.check(format, text_options.mode, path)?;
-    let (docs, labels, skipped) = label.documents(path, skip_bad_lines)?;
-    let vocab = text::count_vocabulary(path, &docs, text_options)?;
-    let mut names: Vec<String> = labels.clone();
-    names.sort_unstable();
-    names.dedup();
-    let index = class_index(&names);
-    let ids: Vec<Option<u32>> = labels.iter().map(|l| index.get(l).copied()).collect();
-    let classes = DocClasses {
-        ids: &ids,
-        n_classes: names.len(),
-    };
-    let formed = text::form_rows_as(
-        path,
-        &docs,
-        text_options,
-        skipped,
-        (&vocab, false),
-        Some(classes),
-    );
-    let mut dataset = formed.dataset;
-    let counts = class_counts(names.len(), &dataset);
-    dataset.notes.push(classes_note(label, &names, &counts));
-    Ok((dataset, vocab, names))
-}
-
-/// Held-out documents read against training classes.
-#[derive(Clone, Debug)]
-pub struct LabelledDocuments {
-    pub docs: Vec<String>,
-    /// Each document's class in the training numbering; `None`: a label training never saw.
-    pub classes: Vec<Option<u32>>,
-    /// Files skipped as bad (`skip_bad_lines`).
-    pub skipped: usize,
-}
-
-/// Held-out documents of the directory `dir` with their classes in the training numbering
-/// (`train_labels`, class id order), read as the training source was (`format`, `text_mode`,
-/// `label`, `skip_bad_lines`).
-pub fn held_out_documents(
-    (format, text_mode): (Format, TextMode),
-    label: &LabelOptions,
-    skip_bad_lines: bool,
-    dir: &Path,
-    train_labels: &[String],
-) -> Result<LabelledDocuments, DataError> {
-    label.check(format, text_mode, dir)?;
-    let (docs, labels, skipped) = label.documents(dir, skip_bad_lines)?;
-    let index = class_index(train_labels);
-    let classes = labels.iter().map(|l| index.get(l).copied()).collect();
-    Ok(LabelledDocuments {
-        docs,
-        classes,
-        skipped,
-    })
 }
 
 pub(crate) fn class_index(names: &[String]) -> HashMap<String, u32> {
@@ -223,7 +138,7 @@ pub(crate) fn class_index(names: &[String]) -> HashMap<String, u32> {
 }
 
 /// Documents per class of `dataset` (rows whose single target is that class).
-fn class_counts(n_classes: usize, dataset: &Dataset) -> Vec<u64> {
+pub(crate) fn class_counts(n_classes: usize, dataset: &Dataset) -> Vec<u64> {
     let mut counts = vec![0u64; n_classes];
     for r in 0..dataset.n_rows() {
         if let ([c], _) = dataset.rows.row_targets(r)
@@ -269,7 +184,3 @@ pub fn labels_tsv(names: &[String], dataset: &Dataset) -> String {
         .map(|(n, c)| format!("{n}\t{c}\n"))
         .collect()
 }
-
-#[cfg(test)]
-#[path = "labels_tests.rs"]
-mod tests;

@@ -4,7 +4,7 @@
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use crate::DataError;
+use crate::error::DataError;
 
 /// Target block size in bytes (a block always ends at a line boundary).
 pub const BLOCK_BYTES: usize = 4 << 20;

@@ -3,7 +3,7 @@
 
 use widebag_csr::{RowTarget, SparseRow};
 
-use crate::{Dataset, RowStore};
+use crate::dataset::{Dataset, RowStore};
 
 /// New id of every old id, most frequent first (ties keep the data's order).
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -7,11 +7,12 @@ use std::collections::BTreeMap;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use crate::DataError;
-use crate::dataset::{Dataset, Shape};
+use crate::dataset::{Dataset, RowStore, Shape};
+use crate::error::DataError;
 use crate::key_sums::KeySums;
 use crate::rng::{SplitMix64, hash2};
-use crate::source::{Source, fingerprint, save_sidecar, sidecar_path};
+use crate::sidecar::{fingerprint, save_sidecar, sidecar_path};
+use crate::source::Source;
 
 /// Distribution summary of nnz per row.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -314,7 +315,7 @@ impl Tally {
 
     /// Counts every row of `rows` in order, as [`Self::add`] counts each (the ids counted in
     /// one sweep).
-    pub fn add_rows(&mut self, rows: &crate::RowStore) {
+    pub fn add_rows(&mut self, rows: &RowStore) {
         self.counts.add_each(&rows.ids, 1);
         for r in 0..rows.n_rows() {
             self.add_shape(rows.row(r).0);
@@ -344,7 +345,7 @@ impl Tally {
 
     /// The statistics, for rows of `width` ids and `n_classes` classes.
     pub fn finish(self, width: usize, n_classes: usize, n_samples: usize, seed: u64) -> DataStats {
-        let mut rows = crate::RowStore::new();
+        let mut rows = RowStore::new();
         for ids in &self.sample {
             rows.push(ids, &vec![1.0; ids.len()], &[], &[]);
         }
@@ -380,7 +381,6 @@ impl Tally {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::dataset::RowStore;
 
     #[test]
     fn unique_ids_between_samples_follow_a_power_law() {

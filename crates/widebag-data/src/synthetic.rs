@@ -10,10 +10,10 @@ use std::sync::Arc;
 
 use rayon::prelude::*;
 use widebag_csr::{CsrBatch, RowTarget, SparseRow};
-pub use widebag_kinds::TargetKind;
+use widebag_kinds::TargetKind;
 
-use crate::DataError;
 use crate::dataset::{Dataset, RowStore};
+use crate::error::DataError;
 use crate::order::Relabel;
 use crate::rng::{SplitMix64, hash2};
 

@@ -13,7 +13,7 @@ use widebag_data::packed::PackedFile;
 use widebag_data::packed::read::Part;
 use widebag_data::stats::{self, DataStats};
 use widebag_data::{
-    BatchSource, Dataset, HeldOut, Relabel, Shuffle, Source, TrainRows, Vocabulary, source,
+    BatchSource, Dataset, HeldOut, Relabel, Shuffle, Source, TrainRows, Vocabulary, sidecar,
 };
 
 use crate::PrepareError;
@@ -379,7 +379,7 @@ fn open_memory(
     };
     let vocabulary_file = match (&loaded.vocabulary, sidecars) {
         (Some(v), Sidecars::Write) => {
-            match source::save_sidecar(&src.path, "vocab.tsv", &v.to_tsv()) {
+            match sidecar::save_sidecar(&src.path, "vocab.tsv", &v.to_tsv()) {
                 Ok(p) => Some(p),
                 Err(e) => {
                     warnings.push(format!("vocabulary not saved: {e}"));
@@ -390,7 +390,7 @@ fn open_memory(
         _ => None,
     };
     if let (Some(tsv), Sidecars::Write) = (labels_tsv, sidecars)
-        && let Err(e) = source::save_sidecar(&src.path, widebag_data::LABELS_SUFFIX, &tsv)
+        && let Err(e) = sidecar::save_sidecar(&src.path, widebag_data::LABELS_SUFFIX, &tsv)
     {
         warnings.push(format!("class labels not saved: {e}"));
     }

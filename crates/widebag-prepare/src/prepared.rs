@@ -8,7 +8,7 @@ use widebag_config::Config;
 use widebag_config::bands::ModelBands;
 use widebag_csr::CsrBatch;
 use widebag_data::stats::{self, DataStats};
-use widebag_data::{BatchSource, Relabel, SyntheticStream, source};
+use widebag_data::{BatchSource, Relabel, SyntheticStream, sidecar};
 use widebag_ledger::host_side::HostFacts;
 
 use crate::PrepareError;
@@ -149,7 +149,7 @@ pub fn stats_for(
         return (meta.stats, None, true);
     }
     if let Some(s) = stats::cached(source) {
-        let at = source::sidecar_path(&source.path, stats::STATS_SUFFIX);
+        let at = sidecar::sidecar_path(&source.path, stats::STATS_SUFFIX);
         return (s, Some(at), true);
     }
     let mut s = stats::compute(dataset, 20, 0);

@@ -4,9 +4,9 @@
 
 use std::io::Read;
 
+use super::fault::{Fault, fault};
 use super::npy::{Header, header_end, parse_header};
 use super::zip::{Entry, raw_member};
-use super::{Fault, fault};
 
 /// Decompressed bytes read from a member at a time.
 const CHUNK_BYTES: usize = 1 << 18;

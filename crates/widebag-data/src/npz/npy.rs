@@ -1,8 +1,8 @@
 //! The `.npy` array format inside an `.npz`: header parsing, the element types widebag reads,
 //! and 1-D arrays written as numpy writes them.
 
+use super::fault::{Fault, fault};
 use super::zip::{le_u16, le_u32};
-use super::{Fault, fault};
 
 /// Element types of `.npy` arrays that widebag reads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

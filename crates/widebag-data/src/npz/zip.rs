@@ -3,7 +3,7 @@
 
 use std::io::{Read, Write};
 
-use super::{Fault, fault};
+use super::fault::{Fault, fault};
 
 pub(super) const LOCAL_SIG: u32 = 0x0403_4b50;
 pub(super) const CENTRAL_SIG: u32 = 0x0201_4b50;

@@ -5,8 +5,8 @@
 
 use std::ops::Range;
 
-use crate::DataError;
 use crate::dataset::RowStore;
+use crate::error::DataError;
 use crate::packed::read::{PackedFile, Part, row_range, words};
 
 /// `words[range]` as f32s, or ones when the section is left out (every value 1).

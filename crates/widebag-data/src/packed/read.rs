@@ -8,11 +8,11 @@ use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use crate::DataError;
 use crate::dataset::{Dataset, RowStore};
-use crate::packed::{Block, MAGIC, PRELUDE_BYTES, PackMeta, VERSION, frequencies_fit};
-use crate::source::Loaded;
-use crate::text::Vocabulary;
+use crate::error::DataError;
+use crate::loaded::Loaded;
+use crate::packed::layout::{Block, MAGIC, PRELUDE_BYTES, PackMeta, VERSION, frequencies_fit};
+use crate::vocabulary::Vocabulary;
 
 /// Which rows of the file: the dataset's, or (LightGCN) the held-out ones.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

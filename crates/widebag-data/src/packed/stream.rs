@@ -9,10 +9,11 @@ use std::path::Path;
 use std::sync::mpsc::{Receiver, Sender, SyncSender};
 
 use crate::dataset::RowStore;
+use crate::error::DataError;
 use crate::key_sums::KeySums;
+use crate::packed::layout::{Block, PRELUDE_BYTES, PackMeta, VERSION};
 use crate::packed::write::{PackOptions, Row, check_options, encode_block, finish_file};
-use crate::packed::{Block, PRELUDE_BYTES, PackMeta, VERSION};
-use crate::{DataError, atomic, stats};
+use crate::{atomic, stats};
 
 /// What a streamed pack knows before its rows: the shape and how the rows were formed.
 #[derive(Clone, Debug)]

@@ -5,12 +5,13 @@ use std::path::{Path, PathBuf};
 
 use proptest::prelude::*;
 
+use super::layout::{PackMeta, VERSION, is_packed};
 use super::read::{PackedFile, Part, read_meta};
-use super::{PackOptions, is_packed, pack};
-use crate::DataError;
+use super::write::{PackOptions, pack};
 use crate::dataset::{Dataset, RowStore};
-use crate::source::Loaded;
-use crate::text::Vocabulary;
+use crate::error::DataError;
+use crate::loaded::Loaded;
+use crate::vocabulary::Vocabulary;
 
 fn dir() -> PathBuf {
     let d = std::env::temp_dir().join(format!(
@@ -229,12 +230,9 @@ fn truncation_a_wrong_version_and_a_disagreeing_header_are_refused() {
         assert!(e.contains("prelude") || e.contains("truncated"), "{e}");
     }
     let mut next = bytes.clone();
-    next[8..12].copy_from_slice(&(super::VERSION + 1).to_le_bytes());
+    next[8..12].copy_from_slice(&(VERSION + 1).to_le_bytes());
     let e = refusal(&write("next.wbp", &next));
-    assert!(
-        e.contains(&format!("version {}", super::VERSION + 1)),
-        "{e}"
-    );
+    assert!(e.contains(&format!("version {}", VERSION + 1)), "{e}");
     let mut meta_flip = bytes.clone();
     let n = meta_flip.len();
     meta_flip[n - 3] ^= 1;
@@ -335,7 +333,7 @@ proptest! {
 
 /// `l` packed streamed: its rows pushed in chunks of `chunk` rows (1: one at a time), then its
 /// held-out rows, as [`super::stream::pack_rows`] takes them.
-fn streamed(l: &Loaded, path: &Path, block_rows: u32, chunk: usize) -> super::PackMeta {
+fn streamed(l: &Loaded, path: &Path, block_rows: u32, chunk: usize) -> PackMeta {
     use super::stream::{Extent, StreamHeader, pack_rows};
     let d = &l.dataset;
     let header = StreamHeader {

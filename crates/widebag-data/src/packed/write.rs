@@ -8,11 +8,13 @@ use std::io::{Seek, SeekFrom, Write};
 use std::path::Path;
 
 use crate::dataset::RowStore;
-use crate::packed::{
+use crate::error::DataError;
+use crate::loaded::Loaded;
+use crate::packed::layout::{
     Block, DEFAULT_BLOCK_ROWS, MAGIC, PRELUDE_BYTES, PackMeta, Section, VERSION, frequencies_fit,
 };
-use crate::source::Loaded;
-use crate::{DataError, Progress, atomic, stats};
+use crate::progress::Progress;
+use crate::{atomic, stats};
 
 /// How to pack.
 #[derive(Clone, Debug)]

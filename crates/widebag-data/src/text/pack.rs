@@ -9,16 +9,20 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-use crate::documents_pack::{header_of, pack_directory};
+use crate::error::DataError;
 use crate::labels::LabelOptions;
 use crate::lines::{LineError, bad_line, for_each_chunk};
-use crate::packed::PackMeta;
+use crate::options::ReadOptions;
+use crate::options::TextOptions;
+use crate::packed::layout::PackMeta;
 use crate::packed::stream::pack_rows;
 use crate::packed::write::PackOptions;
-use crate::text::{TextOptions, parse_document_str, vocabulary_of, walk};
-use crate::token_spill::{Forming, Spill, form_spilled, spill_chunk};
-use crate::words::ThreadCounts;
-use crate::{DataError, Progress, ReadOptions};
+use crate::progress::Progress;
+use crate::text::corpus::{parse_document_str, walk};
+use crate::text::documents::{header_of, pack_directory};
+use crate::text::rows::vocabulary_of;
+use crate::text::spill::{Forming, Spill, form_spilled, spill_chunk};
+use crate::text::words::ThreadCounts;
 use widebag_kinds::{Format, TokenFormat};
 
 /// A chunk of lines spilled: its record, its documents (lines not skipped), and the first bad
@@ -139,8 +143,9 @@ pub fn pack_text(
 mod tests {
     use super::*;
     use crate::packed::write::pack;
-    use crate::{Source, TextMode};
+    use crate::source::Source;
     use std::path::PathBuf;
+    use widebag_kinds::TextMode;
 
     fn dir(name: &str) -> PathBuf {
         let d =

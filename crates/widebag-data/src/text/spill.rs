@@ -12,10 +12,12 @@ use std::path::{Path, PathBuf};
 use rayon::prelude::*;
 use widebag_kinds::{TextMode, TokenFormat};
 
-use crate::DataError;
 use crate::dataset::RowStore;
-use crate::text::{TextOptions, Vocabulary, doc_rows};
-use crate::words::{ChunkWords, ThreadCounts};
+use crate::error::DataError;
+use crate::options::TextOptions;
+use crate::text::rows::doc_rows;
+use crate::text::words::{ChunkWords, ThreadCounts};
+use crate::vocabulary::Vocabulary;
 
 /// A document's place count marking it skipped as bad (no text), and a missing label.
 const NONE: u32 = u32::MAX;
@@ -355,7 +357,7 @@ mod tests {
             assert_eq!(formed.classes, [0, 1]);
             let mut want = RowStore::new();
             for (doc, label) in docs.iter().filter_map(|(d, l)| Some((d.as_ref()?, l))) {
-                let (ids, _) = crate::text::doc_ids(doc, TokenFormat::Plain, &vocab);
+                let (ids, _) = crate::text::rows::doc_ids(doc, TokenFormat::Plain, &vocab);
                 let class = label.and_then(|l| classes.get(l).copied());
                 doc_rows(&ids, &text, class, |a, b, c, d| want.push(a, b, c, d));
             }

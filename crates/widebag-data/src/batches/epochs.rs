@@ -1,5 +1,6 @@
-//! Batches for training from a data file: its training rows walked in seeded shuffled epochs (every row once per epoch; the last batch of an epoch may be short, as
-//! PyTorch's `DataLoader(shuffle=True, drop_last=False)`).
+//! Batches for training from a data file: its training rows walked in seeded shuffled epochs
+//! (every row once per epoch; the last batch of an epoch may be short, as PyTorch's
+//! `DataLoader(shuffle=True, drop_last=False)`).
 //!
 //! Two shuffles ([`ShuffleMode`]): `rows`, one permutation of every row; `blocks`, a
 //! permutation of the blocks (runs of `block_rows` rows, in memory or packed alike) cut into
@@ -7,17 +8,17 @@
 //! one window's indices and reads the file a window at a time, so it trains on data larger than
 //! memory; both are fixed by the seed and the epoch, and a position (epoch, row of the epoch) is
 //! found again without reading any row, so a resumed run sees the batches it would have.
-//! `blocks` over several streams (`Shuffle::streams`) is [`crate::streams`]: each stream an
+//! `blocks` over several streams (`Shuffle::streams`) is [`super::streams`]: each stream an
 //! [`EpochBatches`] over its own span of the file.
 
 use std::sync::Arc;
 
 use widebag_csr::CsrBatch;
-pub use widebag_kinds::ShuffleMode;
+use widebag_kinds::ShuffleMode;
 
-use crate::DataError;
+use crate::batches::train_rows::TrainRows;
+use crate::error::DataError;
 use crate::rng::{SplitMix64, hash2};
-use crate::train_rows::TrainRows;
 
 /// How an epoch's order is drawn.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -28,7 +29,7 @@ pub struct Shuffle {
     /// `blocks`: rows in a window (whole blocks, at least one).
     pub window_rows: usize,
     /// `blocks`: streams the file's blocks are cut into (1: one walk over every block; more:
-    /// [`crate::streams::Streams`], each rank of a run reading only its streams' blocks).
+    /// [`super::streams::Streams`], each rank of a run reading only its streams' blocks).
     pub streams: usize,
 }
 
@@ -307,7 +308,7 @@ impl EpochBatches {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::{Dataset, RowStore};
+    use crate::dataset::{Dataset, RowStore};
 
     /// `n` rows, row `r` holding id `r` and class `r`.
     pub(crate) fn rows(n: u32, held: Vec<usize>) -> Arc<TrainRows> {

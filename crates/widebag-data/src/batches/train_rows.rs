@@ -4,8 +4,10 @@
 
 use widebag_csr::CsrBatch;
 
+use crate::dataset::Dataset;
+use crate::error::DataError;
+use crate::order::Relabel;
 use crate::packed::read::{PackedFile, Part};
-use crate::{DataError, Dataset, Relabel};
 
 /// Where the rows are.
 enum Store {
@@ -130,7 +132,9 @@ impl TrainRows {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::RowStore;
+    use crate::dataset::RowStore;
+    use crate::loaded::Loaded;
+    use crate::order::Renumbering;
 
     fn data(n: u32) -> Dataset {
         let mut rows = RowStore::new();
@@ -168,23 +172,21 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("widebag-train-rows-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("d.wbp");
-        let loaded = crate::Loaded {
+        let loaded = Loaded {
             dataset: d.clone(),
             vocabulary: None,
             test: None,
             labels: None,
         };
-        let options = crate::packed::PackOptions {
+        let options = crate::packed::write::PackOptions {
             block_rows: 4,
             stats_samples: 1,
             ..Default::default()
         };
-        crate::packed::pack(&loaded, "libsvm", &path, options).unwrap();
+        crate::packed::write::pack(&loaded, "libsvm", &path, options).unwrap();
         let relabel = Relabel {
-            ids: Some(crate::Renumbering::by_frequency(&[
-                0., 1., 2., 3., 4., 5., 6.,
-            ])),
-            classes: Some(crate::Renumbering::by_frequency(&[5., 1., 3., 2., 4.])),
+            ids: Some(Renumbering::by_frequency(&[0., 1., 2., 3., 4., 5., 6.])),
+            classes: Some(Renumbering::by_frequency(&[5., 1., 3., 2., 4.])),
         };
         let mapped = TrainRows::mapped(PackedFile::open(&path).unwrap(), relabel.clone());
         let mut renumbered = d.clone();

@@ -20,10 +20,10 @@ use std::sync::Arc;
 use widebag_collective::partition::local_rows as share;
 use widebag_csr::CsrBatch;
 
-use crate::DataError;
-use crate::batches::{DataPosition, EpochBatches, Shuffle, order_bytes_over};
+use crate::batches::epochs::{DataPosition, EpochBatches, Shuffle, order_bytes_over};
+use crate::batches::train_rows::TrainRows;
+use crate::error::DataError;
 use crate::rng::hash2;
-use crate::train_rows::TrainRows;
 
 /// The `blocks` shuffle over S streams, each read only once a batch's part asks for it.
 #[derive(Clone)]
@@ -195,7 +195,7 @@ impl Streams {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::batches::tests::{blocks, rows};
+    use crate::batches::epochs::tests::{blocks, rows};
 
     fn streams(n_streams: usize) -> Shuffle {
         Shuffle {

@@ -5,11 +5,13 @@
 use std::sync::Arc;
 
 use widebag_csr::CsrBatch;
+use widebag_kinds::ShuffleMode;
 
-use crate::batches::{DataPosition, EpochBatches, Shuffle};
-use crate::streams::Streams;
-use crate::train_rows::TrainRows;
-use crate::{DataError, SyntheticStream};
+use crate::batches::epochs::{DataPosition, EpochBatches, Shuffle};
+use crate::batches::streams::Streams;
+use crate::batches::train_rows::TrainRows;
+use crate::error::DataError;
+use crate::synthetic::SyntheticStream;
 
 /// What a batch source holds in host memory, in bytes.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -49,7 +51,7 @@ impl BatchSource {
     /// hold no training row.
     pub fn rows(data: Arc<TrainRows>, seed: u64, shuffle: Shuffle) -> Result<Self, DataError> {
         Ok(match (shuffle.mode, shuffle.streams) {
-            (crate::ShuffleMode::Blocks, 2..) => Self::Streams(Streams::new(data, seed, shuffle)?),
+            (ShuffleMode::Blocks, 2..) => Self::Streams(Streams::new(data, seed, shuffle)?),
             _ => Self::Rows(EpochBatches::new(data, seed, shuffle)),
         })
     }
@@ -132,7 +134,7 @@ impl BatchSource {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::batches::tests::{blocks, rows};
+    use crate::batches::epochs::tests::{blocks, rows};
 
     #[test]
     fn a_source_sought_to_a_position_continues_as_the_uninterrupted_one() {

@@ -6,16 +6,19 @@
 //! LightGCN splits are written so); otherwise the files are read whole first. Either way the
 //! packed bytes are those of the files read in memory and packed.
 //!
-//! [`read_lightgcn`]: crate::lightgcn::read_lightgcn
+//! [`read_lightgcn`]: crate::lightgcn::read::read_lightgcn
 
 use std::path::Path;
 
-use crate::lightgcn::{MAX_USERS_PER_LINE, MAX_USERS_SLACK, as_bag, parse_line, scan_line, shape};
+use crate::error::DataError;
+use crate::lightgcn::line::{parse_line, scan_line};
+use crate::lightgcn::read::{MAX_USERS_PER_LINE, MAX_USERS_SLACK, as_bag, shape};
 use crate::lines::for_each_parsed;
-use crate::packed::PackMeta;
+use crate::options::ReadOptions;
+use crate::packed::layout::PackMeta;
 use crate::packed::stream::{Extent, RowSink, StreamHeader, pack_rows};
 use crate::packed::write::{PackOptions, Row};
-use crate::{DataError, ReadOptions};
+use crate::progress::Progress;
 
 /// What the first pass finds in one file.
 #[derive(Clone, Copy, Debug, Default)]
@@ -28,7 +31,7 @@ struct Scan {
     ascending: bool,
 }
 
-fn scan(path: &Path, read: &ReadOptions, progress: &crate::Progress) -> Result<Scan, DataError> {
+fn scan(path: &Path, read: &ReadOptions, progress: &Progress) -> Result<Scan, DataError> {
     let mut s = Scan {
         ascending: true,
         ..Scan::default()
@@ -158,7 +161,7 @@ fn write_training_rows(
     read: &ReadOptions,
     held: &Scan,
     sink: &mut RowSink,
-    progress: &crate::Progress,
+    progress: &Progress,
 ) -> Result<Option<Seen>, DataError> {
     let io = |source| DataError::Io {
         path: path.to_path_buf(),
@@ -207,7 +210,7 @@ fn write_rows(
     read: &ReadOptions,
     n_users: usize,
     sink: &mut RowSink,
-    progress: &crate::Progress,
+    progress: &Progress,
 ) -> Result<(), DataError> {
     let io = |source| DataError::Io {
         path: path.to_path_buf(),
@@ -241,7 +244,8 @@ fn write_rows(
 mod tests {
     use super::*;
     use crate::packed::write::pack;
-    use crate::{Format, Source};
+    use crate::source::Source;
+    use widebag_kinds::Format;
 
     fn dir(name: &str) -> std::path::PathBuf {
         let d =

@@ -5,19 +5,22 @@
 //! (widebag's header line, or the index base, width and classes set); otherwise a pass before it
 //! finds what is not (as `read_libsvm` finds it from every id and label).
 //!
-//! [`read_libsvm`]: crate::libsvm::read_libsvm
+//! [`read_libsvm`]: crate::libsvm::read::read_libsvm
 
 use std::path::Path;
 
 use rayon::prelude::*;
 
-use crate::libsvm::{ParsedLine, bad_id, base_note, parse_line_into, read_header};
-use crate::libsvm_shape::find_shape;
+use crate::error::DataError;
+use crate::libsvm::header::read_header;
+use crate::libsvm::line::{ParsedLine, parse_line_into};
+use crate::libsvm::read::{bad_id, base_note};
+use crate::libsvm::shape::find_shape;
 use crate::lines::{CHUNK_LINES, LineBlock, LineBlocks, LineError, bad_line};
-use crate::packed::PackMeta;
+use crate::options::ReadOptions;
+use crate::packed::layout::PackMeta;
 use crate::packed::stream::{Extent, RowSink, StreamHeader, pack_rows};
 use crate::packed::write::{PackOptions, Row};
-use crate::{DataError, ReadOptions};
 
 /// Parsed line blocks ready ahead of the writer.
 const READ_AHEAD: usize = 2;
@@ -216,7 +219,10 @@ impl Check<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{Format, Source};
+    use crate::open::load;
+    use crate::progress::Progress;
+    use crate::source::Source;
+    use widebag_kinds::Format;
 
     fn dir(name: &str) -> std::path::PathBuf {
         let d =
@@ -229,7 +235,7 @@ mod tests {
     const OPTIONS: PackOptions = PackOptions {
         block_rows: 7,
         stats_samples: 4,
-        progress: crate::Progress::NONE,
+        progress: Progress::NONE,
     };
 
     /// A 1-based file with widebag's header, more than one line block long: repeated ids,
@@ -257,8 +263,8 @@ mod tests {
         let source = Source::new(&file, Format::Libsvm);
         let (a, b) = (d.join("streamed.wbp"), d.join("loaded.wbp"));
         let meta = pack_libsvm(&file, &source.read, &source.variant(), &a, OPTIONS).unwrap();
-        let loaded = crate::load(&source).unwrap();
-        crate::packed::pack(&loaded, &source.variant(), &b, OPTIONS).unwrap();
+        let loaded = load(&source).unwrap();
+        crate::packed::write::pack(&loaded, &source.variant(), &b, OPTIONS).unwrap();
         assert_eq!(meta.n_rows, 600_000);
         assert!(std::fs::read(&a).unwrap() == std::fs::read(&b).unwrap());
         let _ = std::fs::remove_dir_all(d);
@@ -300,8 +306,8 @@ mod tests {
         let (a, b) = (d.join("streamed.wbp"), d.join("loaded.wbp"));
         let _ = (std::fs::remove_file(&a), std::fs::remove_file(&b));
         let streamed = pack_libsvm(file, read, &source.variant(), &a, OPTIONS);
-        let whole = crate::load(&source)
-            .and_then(|l| crate::packed::pack(&l, &source.variant(), &b, OPTIONS));
+        let whole = load(&source)
+            .and_then(|l| crate::packed::write::pack(&l, &source.variant(), &b, OPTIONS));
         match (streamed, whole) {
             (Ok(meta), Ok(other)) => {
                 assert_eq!(meta, other);

@@ -6,9 +6,12 @@ use std::path::Path;
 
 use rayon::prelude::*;
 
-use crate::libsvm::{Header, MAX_WIDTH, ParsedLine, parse_line_into, read_header};
+use crate::error::DataError;
+use crate::libsvm::header::{Header, MAX_WIDTH, read_header};
+use crate::libsvm::line::{ParsedLine, parse_line_into};
 use crate::lines::{CHUNK_LINES, LineBlocks, bad_line};
-use crate::{DataError, ReadOptions};
+use crate::options::ReadOptions;
+use crate::progress::Progress;
 
 /// What a pass over a libsvm file whose shape is not declared finds: the smallest and largest
 /// id (and where the largest first is), the largest label.
@@ -55,7 +58,7 @@ fn scan(
     header: &Header,
     read: &ReadOptions,
     keep: impl Fn(&[u32]) -> bool + Sync,
-    progress: &crate::Progress,
+    progress: &Progress,
 ) -> Result<Scan, DataError> {
     let blank_rows = header.blank_lines_are_rows;
     let chunk = |lines: &[(usize, &[u8])]| {
@@ -97,7 +100,7 @@ pub(crate) fn find_shape(
     path: &Path,
     header: &Header,
     read: &ReadOptions,
-    progress: &crate::Progress,
+    progress: &Progress,
 ) -> Result<(bool, usize, usize), DataError> {
     let declared = (
         read.zero_based.or(header.zero_based),
@@ -147,8 +150,9 @@ pub(crate) fn find_shape(
     Ok((zero_based, width, n_classes))
 }
 
-/// The passes [`pack_libsvm`] makes over `path` (for a progress bar's length): one when its
-/// shape is declared, else two (three when lines outside the found shape are skipped).
+/// The passes [`pack_libsvm`](super::pack::pack_libsvm) makes over `path` (for a progress bar's
+/// length): one when its shape is declared, else two (three when lines outside the found shape are
+/// skipped).
 pub fn passes(path: &Path, read: &ReadOptions) -> u64 {
     let header = read_header(path).unwrap_or_default();
     let declared = read.zero_based.or(header.zero_based).is_some()

@@ -200,3 +200,16 @@ impl ThreadCounts {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokenizer_lowercases_alphabetic_runs() {
+        let w = tokenize("The cat's 2 CATS—sat!", TokenFormat::Plain);
+        assert_eq!(w, vec!["the", "cat", "s", "cats", "sat"]);
+        let w = tokenize("The/at Fulton/np-tl ./. Atlanta's/np$", TokenFormat::Tagged);
+        assert_eq!(w, vec!["the", "fulton", "atlanta", "s"]);
+    }
+}
