@@ -15,7 +15,7 @@ use widebag_config::{
     TableOptim, units,
 };
 
-use crate::Pins;
+use crate::problem::Pins;
 
 /// One layout remedy.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]

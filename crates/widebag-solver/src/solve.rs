@@ -4,19 +4,18 @@
 
 use std::cmp::Ordering;
 
-use widebag_config::bands;
-use widebag_config::{Config, Objective};
+use widebag_config::{Config, Objective, bands};
 
 use crate::enumerate::{capability, cheapest, pairs};
 use crate::estimate::{Estimator, Variant};
+use crate::problem::{Problem, SolverError, slack_bytes};
 use crate::remedy::{
     Change, LayoutOption, Remedy, RemedyTaken, bands_of, effective_chunk, ladder,
     with_input_budget, with_output_budget, with_remedies,
 };
-use crate::report::over_budget;
+use crate::report::{Plan, over_budget};
 use crate::search::{Search, choose, largest_batch};
 use crate::suggest::suggestions;
-use crate::{Plan, Problem, SolverError, slack_bytes};
 
 /// Plans the run: the batch size, optimizers and layout remedies that fit
 /// `problem.budget_bytes`. Each layout of the ladder is planned alone; the best plan wins by the
@@ -29,7 +28,7 @@ pub fn solve(problem: &Problem) -> Result<Plan, SolverError> {
     let n_bands = problem.bands.input.len().max(1);
     let device_bf16 = problem.device.bf16;
     // A host tier saves nothing where the device computes in the host's memory (flex).
-    let ladder_pins = crate::Pins {
+    let ladder_pins = crate::problem::Pins {
         placement: problem.pins.placement || problem.device.host_memory,
         ..problem.pins
     };

@@ -8,7 +8,10 @@ use widebag_config::{BandPlacement, Config, DenseOptim, Objective, Precision, Ta
 use widebag_data::{BatchSource, SyntheticSpec, SyntheticStream};
 use widebag_ledger::step::DeviceFacts;
 
-use crate::{Calibration, Pins, RowSample, capability};
+use crate::enumerate::capability;
+use crate::problem::Pins;
+use crate::sample::RowSample;
+use crate::throughput::Calibration;
 
 const LAVAPIPE: DeviceFacts = DeviceFacts {
     max_buffer_bytes: 128 << 20,

@@ -7,11 +7,10 @@ use widebag_config::bands::{Band, ModelBands, band_dim};
 use widebag_config::units::format_bytes;
 use widebag_config::{BandPlacement, Config, DenseOptim, Layout, Precision, TableOptim};
 
-use crate::Candidate;
-use crate::Suggestion;
 use crate::enumerate::capability;
 use crate::estimate::{Estimator, Variant};
 use crate::remedy::{Remedy, bands_of};
+use crate::report::{Candidate, Suggestion};
 use crate::search::largest_batch;
 
 /// Single changes that would make the run fit, ranked: the optimizer, batch and layout-remedy
