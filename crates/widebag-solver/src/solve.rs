@@ -8,7 +8,7 @@ use widebag_config::{Config, Objective, bands};
 
 use crate::enumerate::{capability, cheapest, pairs};
 use crate::estimate::{Estimator, Variant};
-use crate::problem::{Problem, SolverError, slack_bytes};
+use crate::problem::{Pins, Problem, SolverError, slack_bytes};
 use crate::remedy::{
     Change, LayoutOption, Remedy, RemedyTaken, bands_of, effective_chunk, ladder,
     with_input_budget, with_output_budget, with_remedies,
@@ -28,116 +28,27 @@ pub fn solve(problem: &Problem) -> Result<Plan, SolverError> {
     let n_bands = problem.bands.input.len().max(1);
     let device_bf16 = problem.device.bf16;
     // A host tier saves nothing where the device computes in the host's memory (flex).
-    let ladder_pins = crate::problem::Pins {
+    let ladder_pins = Pins {
         placement: problem.pins.placement || problem.device.host_memory,
         ..problem.pins
     };
     let rungs = ladder(problem.config, n_bands, ladder_pins, device_bf16);
-    let mut evaluations = 0;
-    let mut plan_of = |config: &Config| -> Result<Plan, SolverError> {
-        let bands = bands_of(config, problem.bands);
-        let p = solve_layout(&Problem {
-            config,
-            bands: &bands,
-            device: problem.device,
-            budget_bytes: problem.budget_bytes,
-            sample: problem.sample,
-            pins: problem.pins,
-            calibration: problem.calibration,
-            ranks: problem.ranks,
-        })?;
-        evaluations += p.evaluations;
-        Ok(p)
-    };
-    // Under the batch objective no rung can beat one at the largest batch with the most capable
-    // optimizers: the rungs after it are not planned.
-    let objective = problem.config.plan.objective;
-    let (_, max_batch) = problem.batch_range()?;
-    let top = pairs(problem.config, problem.pins)
-        .into_iter()
-        .map(|(t, d)| capability(problem.config.model.layout, t, d))
-        .max();
-    let mut plans = Vec::with_capacity(rungs.len());
-    for (_, config) in &rungs {
-        let p = plan_of(config)?;
-        let c = &p.chosen;
-        let unbeatable = objective == Objective::Batch
-            && p.fits
-            && c.batch_size == max_batch
-            && Some(capability(p.layout, c.table, c.dense)) == top;
-        plans.push(p);
-        if unbeatable {
-            break;
-        }
-    }
+    let plans = plan_rungs(problem, &rungs)?;
     let rungs = &rungs[..plans.len()];
-    let mut best = 0;
-    for i in 1..plans.len() {
-        if better(&plans[i], &plans[best], objective) == Ordering::Greater {
-            best = i;
-        }
-    }
-    if !plans[best].fits {
-        best = plans.len() - 1;
-    }
+    let objective = problem.config.plan.objective;
+    let best = best_rung(&plans, objective);
+    let mut evaluations: usize = plans.iter().map(|p| p.evaluations).sum();
     let (mut set, mut config, mut plan) = (
         rungs[best].0.clone(),
         rungs[best].1.clone(),
         plans[best].clone(),
     );
     if plan.fits {
-        // A layout is as good when the chosen batch and optimizers still fit there: removing a
-        // remedy or widening the chunk only adds memory (and saves time).
         let est = Estimator::new(problem);
-        let (batch, t, d) = (plan.chosen.batch_size, plan.chosen.table, plan.chosen.dense);
-        let still_fits = |c: &Config| {
-            let bands = bands_of(c, problem.bands);
-            let v = Variant {
-                config: c,
-                bands: &bands,
-            };
-            est.fits_with(v, batch, t, d)
-        };
-        // Drop each remedy (last first) the chosen plan does not need.
-        for r in set.clone().into_iter().rev() {
-            let fewer: Vec<Remedy> = set.iter().copied().filter(|&x| x != r).collect();
-            if let Some(c) = with_remedies(problem.config, &fewer, n_bands, device_bf16)
-                && still_fits(&c)
-            {
-                (set, config) = (fewer, c);
-            }
-        }
-        // The widest chunk at which it still fits.
-        if set.contains(&Remedy::NarrowChunk) {
-            let (lo, hi) = (config.model.class_chunk, effective_chunk(problem.config));
-            let at = |chunk: usize| {
-                let mut c = config.clone();
-                c.model.class_chunk = chunk;
-                c
-            };
-            if let Some(w) = largest_batch(lo, hi.saturating_sub(1).max(lo), |w| still_fits(&at(w)))
-            {
-                config = at(w);
-            }
-        }
-        // The largest side budgets (the largest heads) at which it still fits.
-        if set.contains(&Remedy::HeadTailInput) {
-            let full = bands::input_side_bytes(problem.config, &[]);
-            let cuts = config.model.input_bands.cutoffs.ids();
-            let lo = bands::input_side_bytes(&config, cuts);
-            let at = |c: &Config, b: u64| with_input_budget(c, b);
-            config = widest(&config, (lo, full), at, &still_fits);
-        }
-        if set.contains(&Remedy::AdaptiveOutput) {
-            let full = bands::output_side_bytes(problem.config, &[]);
-            let cuts = config.model.output_bands.cutoffs.ids();
-            let lo = bands::output_side_bytes(&config, cuts);
-            let at = |c: &Config, b: u64| with_output_budget(c, b);
-            config = widest(&config, (lo, full), at, &still_fits);
-        }
-        let extra = est.evaluations();
-        plan = plan_of(&config)?;
-        evaluations += extra;
+        (set, config) = prune(problem, &est, &plan, set, config);
+        evaluations += est.evaluations();
+        plan = plan_layout(problem, &config)?;
+        evaluations += plan.evaluations;
     }
     let layouts: Vec<LayoutOption> = plans
         .iter()
@@ -150,6 +61,133 @@ pub fn solve(problem: &Problem) -> Result<Plan, SolverError> {
     plan.remedies = remedies;
     plan.layouts = layouts;
     Ok(plan)
+}
+
+/// `problem` planned in the layout of `config` alone.
+fn plan_layout(problem: &Problem, config: &Config) -> Result<Plan, SolverError> {
+    let bands = bands_of(config, problem.bands);
+    solve_layout(&Problem {
+        config,
+        bands: &bands,
+        device: problem.device,
+        budget_bytes: problem.budget_bytes,
+        sample: problem.sample,
+        pins: problem.pins,
+        calibration: problem.calibration,
+        ranks: problem.ranks,
+    })
+}
+
+/// The ladder's rungs planned in order. Under the batch objective no rung can beat one at the
+/// largest batch with the most capable optimizers: the rungs after it are not planned.
+fn plan_rungs(
+    problem: &Problem,
+    rungs: &[(Vec<Remedy>, Config)],
+) -> Result<Vec<Plan>, SolverError> {
+    let objective = problem.config.plan.objective;
+    let (_, max_batch) = problem.batch_range()?;
+    let top = pairs(problem.config, problem.pins)
+        .into_iter()
+        .map(|(t, d)| capability(problem.config.model.layout, t, d))
+        .max();
+    let mut plans = Vec::with_capacity(rungs.len());
+    for (_, config) in rungs {
+        let p = plan_layout(problem, config)?;
+        let c = &p.chosen;
+        let unbeatable = objective == Objective::Batch
+            && p.fits
+            && c.batch_size == max_batch
+            && Some(capability(p.layout, c.table, c.dense)) == top;
+        plans.push(p);
+        if unbeatable {
+            break;
+        }
+    }
+    Ok(plans)
+}
+
+/// The best plan by the objective, ties to the earlier rung (fewer remedies); the last, most
+/// remedied rung when none fits (its suggestions name what would still be needed).
+fn best_rung(plans: &[Plan], objective: Objective) -> usize {
+    let mut best = 0;
+    for i in 1..plans.len() {
+        if better(&plans[i], &plans[best], objective) == Ordering::Greater {
+            best = i;
+        }
+    }
+    if !plans[best].fits {
+        best = plans.len() - 1;
+    }
+    best
+}
+
+/// The winning layout's remedies `set` pruned to those the chosen batch and optimizers need,
+/// and a narrower chunk or a cut side widened as far as they still fit there: removing a remedy
+/// or widening only adds memory (and saves time).
+fn prune(
+    problem: &Problem,
+    est: &Estimator,
+    plan: &Plan,
+    mut set: Vec<Remedy>,
+    mut config: Config,
+) -> (Vec<Remedy>, Config) {
+    let n_bands = problem.bands.input.len().max(1);
+    let (batch, t, d) = (plan.chosen.batch_size, plan.chosen.table, plan.chosen.dense);
+    let still_fits = |c: &Config| {
+        let bands = bands_of(c, problem.bands);
+        let v = Variant {
+            config: c,
+            bands: &bands,
+        };
+        est.fits_with(v, batch, t, d)
+    };
+    // Drop each remedy (last first) the chosen plan does not need.
+    for r in set.clone().into_iter().rev() {
+        let fewer: Vec<Remedy> = set.iter().copied().filter(|&x| x != r).collect();
+        if let Some(c) = with_remedies(problem.config, &fewer, n_bands, problem.device.bf16)
+            && still_fits(&c)
+        {
+            (set, config) = (fewer, c);
+        }
+    }
+    let config = widen(problem, &set, config, &still_fits);
+    (set, config)
+}
+
+/// `config` with the widest class chunk, and the largest side budgets (the largest heads), at
+/// which it still fits.
+fn widen(
+    problem: &Problem,
+    set: &[Remedy],
+    mut config: Config,
+    still_fits: &impl Fn(&Config) -> bool,
+) -> Config {
+    if set.contains(&Remedy::NarrowChunk) {
+        let (lo, hi) = (config.model.class_chunk, effective_chunk(problem.config));
+        let at = |chunk: usize| {
+            let mut c = config.clone();
+            c.model.class_chunk = chunk;
+            c
+        };
+        if let Some(w) = largest_batch(lo, hi.saturating_sub(1).max(lo), |w| still_fits(&at(w))) {
+            config = at(w);
+        }
+    }
+    if set.contains(&Remedy::HeadTailInput) {
+        let full = bands::input_side_bytes(problem.config, &[]);
+        let cuts = config.model.input_bands.cutoffs.ids();
+        let lo = bands::input_side_bytes(&config, cuts);
+        let at = |c: &Config, b: u64| with_input_budget(c, b);
+        config = widest(&config, (lo, full), at, still_fits);
+    }
+    if set.contains(&Remedy::AdaptiveOutput) {
+        let full = bands::output_side_bytes(problem.config, &[]);
+        let cuts = config.model.output_bands.cutoffs.ids();
+        let lo = bands::output_side_bytes(&config, cuts);
+        let at = |c: &Config, b: u64| with_output_budget(c, b);
+        config = widest(&config, (lo, full), at, still_fits);
+    }
+    config
 }
 
 /// `config` re-cut by `at` at the largest side budget in `lo..full` (bytes of its current cut,
