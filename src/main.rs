@@ -13,7 +13,7 @@ mod host_memory;
 mod malloc_policy;
 mod measure;
 mod output;
-mod prerun;
+mod preflight;
 mod process;
 mod request;
 mod run_args;

@@ -7,7 +7,7 @@ use widebag_eval::EvalReport;
 
 use crate::args::EvalArgs;
 use crate::failure::{Failure, Outcome};
-use crate::prerun::open_compute;
+use crate::preflight::open_compute;
 use crate::request::saved_run;
 
 #[derive(Serialize)]

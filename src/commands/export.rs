@@ -5,7 +5,7 @@ use anyhow::Context;
 
 use crate::args::ExportArgs;
 use crate::failure::{Failure, Outcome};
-use crate::prerun::open_compute;
+use crate::preflight::open_compute;
 use crate::request::saved_run;
 
 pub fn run(args: &ExportArgs) -> Outcome {

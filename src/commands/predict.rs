@@ -10,7 +10,7 @@ use widebag_model::eval::{ScoreNeed, ScoreOptions, score_rows};
 
 use crate::args::PredictArgs;
 use crate::failure::{Failure, Outcome};
-use crate::prerun::open_compute;
+use crate::preflight::open_compute;
 use crate::request::saved_run;
 
 pub fn run(args: &PredictArgs) -> Outcome {

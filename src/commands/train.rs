@@ -21,7 +21,7 @@ use crate::commands::budget::plan_for_budget;
 use crate::commands::summary::render_summary;
 use crate::commands::{explain, launch};
 use crate::failure::{Failure, Outcome};
-use crate::prerun::{
+use crate::preflight::{
     check_fits, check_memory_shared, device_facts, host_side, open_compute, predict, predict_rank,
 };
 use crate::request::TrainRequest;

@@ -16,7 +16,7 @@ use widebag_ledger::host_side::BATCHES_IN_FLIGHT;
 
 use crate::failure::{Failure, Outcome};
 use crate::measure::measure;
-use crate::prerun::{
+use crate::preflight::{
     check_fits, device_facts, host_side, open_compute, open_measurable, predict, predict_batches,
 };
 use crate::request::{ExplainRequest, OneExplain};

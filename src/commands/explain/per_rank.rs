@@ -15,7 +15,7 @@ use widebag_model::train::group::refused_across_ranks;
 use widebag_model::{RunOptions, run_training_in};
 
 use crate::failure::{Failure, Outcome};
-use crate::prerun::{device_facts, open_compute, predict_rank};
+use crate::preflight::{device_facts, open_compute, predict_rank};
 use crate::request::OneExplain;
 
 /// One point of one rank: the ledger's bytes alive there (device and host: on flex both are

@@ -20,7 +20,7 @@ use crate::commands::plan::make_plan;
 use crate::commands::plan::planner::cuts_bands;
 use crate::commands::sweep::results::Status;
 use crate::failure::{Failure, Outcome};
-use crate::prerun::{device_facts, open_compute, predict};
+use crate::preflight::{device_facts, open_compute, predict};
 use crate::request::{FrontierRequest, SolverFlags};
 use crate::run_dir::{RunDir, config_text};
 use jobs::Job;

@@ -12,7 +12,7 @@ use super::search::{search, verify};
 use crate::commands::explain::grid::grid_base;
 use crate::failure::{Failure, Outcome};
 use crate::output::emit_rows;
-use crate::prerun::open_measurable;
+use crate::preflight::open_measurable;
 use crate::request::{PlanGrid, SolverFlags, grid_point};
 
 /// One model of the solver's grid and the budgets it is planned for.

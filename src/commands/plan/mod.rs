@@ -17,7 +17,7 @@ pub use report::{Report, optimizers, render};
 use widebag_config::units::format_bytes;
 
 use crate::failure::{Failure, Outcome};
-use crate::prerun::{open_compute, open_measurable};
+use crate::preflight::{open_compute, open_measurable};
 use crate::request::{OnePlan, PlanRequest};
 
 pub fn run(req: &PlanRequest) -> Outcome {
@@ -154,9 +154,9 @@ fn planned_host_side(
             &widebag_prepare::PrepareOptions::READ_ONLY,
         )?;
     }
-    let (spec, ledger) = crate::prerun::predict(&planned, report.device)?;
+    let (spec, ledger) = crate::preflight::predict(&planned, report.device)?;
     let in_flight = widebag_ledger::host_side::BATCHES_IN_FLIGHT;
-    Ok(crate::prerun::host_side(
+    Ok(crate::preflight::host_side(
         &planned, &spec, &ledger, in_flight,
     ))
 }

@@ -10,7 +10,7 @@ use widebag_solver::Plan;
 
 use super::bracket::{BatchRange, Bracket, bracket};
 use crate::measure::measure;
-use crate::prerun::{check_fits, device_facts, predict};
+use crate::preflight::{check_fits, device_facts, predict};
 
 /// `--verify`: the plan run on the device.
 #[derive(Clone, Debug, Serialize)]
