@@ -13,9 +13,11 @@ mod host_memory;
 mod malloc_policy;
 mod measure;
 mod output;
+mod plan;
 mod preflight;
 mod process;
 mod request;
+mod run;
 mod run_args;
 mod run_dir;
 

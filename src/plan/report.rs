@@ -9,7 +9,7 @@ use widebag_config::{DenseOptim, Layout, TableOptim};
 use widebag_ledger::step::DeviceFacts;
 use widebag_solver::Plan;
 
-use super::search::{Search, Verify};
+use super::measured::{Search, Verify};
 
 /// Where the budget came from.
 #[derive(Clone, Debug, Serialize)]
@@ -301,7 +301,7 @@ mod tests {
     use widebag_solver::Calibration;
 
     use super::*;
-    use crate::commands::plan::planner::make_plan;
+    use crate::plan::planner::make_plan;
     use crate::request::SolverFlags;
 
     /// The schema's default run (240,000 ids and classes, Adam on both parts) planned for a

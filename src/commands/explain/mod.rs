@@ -29,7 +29,7 @@ pub fn run(req: &ExplainRequest) -> Outcome {
 }
 
 fn explain_one(req: &OneExplain) -> Outcome {
-    if crate::commands::launch::mpi_world_size().is_some_and(|n| n > 1) {
+    if crate::run::launch::mpi_world_size().is_some_and(|n| n > 1) {
         return per_rank::explain_ranks(req);
     }
     let prepared =

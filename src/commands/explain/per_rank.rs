@@ -48,11 +48,11 @@ pub fn explain_ranks(req: &OneExplain) -> Outcome {
     }
     if let Some((key, message)) = refused_across_ranks(
         &req.config,
-        crate::commands::launch::mpi_world_size().unwrap_or(1),
+        crate::run::launch::mpi_world_size().unwrap_or(1),
     ) {
         return Err(Failure::usage(anyhow::anyhow!("{key}: {message}")));
     }
-    let report = crate::commands::launch::on_mpi_world(|comm| measure_rank(req, comm))??;
+    let report = crate::run::launch::on_mpi_world(|comm| measure_rank(req, comm))??;
     if let Some(r) = report {
         print!("{}", render(&r, req.json));
     }
