@@ -13,9 +13,11 @@ mod host_memory;
 mod malloc_policy;
 mod measure;
 mod output;
-mod prerun;
+mod plan;
+mod preflight;
 mod process;
 mod request;
+mod run;
 mod run_args;
 mod run_dir;
 
@@ -39,9 +41,9 @@ fn dispatch(command: &Command) -> Outcome {
         Command::Bench {
             command: BenchCommand::SparseVsDense(args),
         } => commands::bench::run(&request::bench(args)?),
-        Command::Eval(args) => commands::eval::run(args),
-        Command::Export(args) => commands::export::run(args),
-        Command::Predict(args) => commands::predict::run(args),
+        Command::Eval(args) => commands::eval::run(&request::eval(args)?),
+        Command::Export(args) => commands::export::run(&request::export(args)?),
+        Command::Predict(args) => commands::predict::run(&request::predict(args)?),
         Command::Data { command } => commands::data::run(command),
     }
 }

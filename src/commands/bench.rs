@@ -16,7 +16,7 @@ use widebag_model::{Compute, ProbeMode, RunOptions, Watch, train};
 use crate::chart::{legend, mib, series_color};
 use crate::failure::{Failure, Outcome};
 use crate::output::emit_rows;
-use crate::prerun::{check_fits, device_facts, open_compute, predict};
+use crate::preflight::{check_fits, device_facts, open_compute, predict};
 use crate::request::BenchRequest;
 
 /// Runs the comparison, prints its table (or rows as JSON) and writes bench.md, bench.json and

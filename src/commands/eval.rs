@@ -5,10 +5,9 @@ use anyhow::Context;
 use serde::Serialize;
 use widebag_eval::EvalReport;
 
-use crate::args::EvalArgs;
 use crate::failure::{Failure, Outcome};
-use crate::prerun::open_compute;
-use crate::request::saved_run;
+use crate::preflight::open_compute;
+use crate::request::EvalRequest;
 
 #[derive(Serialize)]
 struct Output {
@@ -20,31 +19,9 @@ struct Output {
     line: String,
 }
 
-pub fn run(args: &EvalArgs) -> Outcome {
-    let saved = saved_run(&args.run)?;
-    // A run on a packed dataset named by its path alone: the format its header records.
-    let mut config = widebag_prepare::with_packed_settings(&saved.config)
-        .map_err(Failure::usage)?
-        .unwrap_or_else(|| saved.config.clone());
-    if let Some(data) = &args.data {
-        let Some(train_format) = config.data.format else {
-            return Err(Failure::usage(anyhow::anyhow!(
-                "--data: the run trained on synthetic data; its held-out rows are its own \
-                 (train.eval_rows)"
-            )));
-        };
-        if let Some(f) = &args.format
-            && f != train_format.name()
-        {
-            return Err(Failure::usage(anyhow::anyhow!(
-                "--format {f}: held-out rows are read in the training file's format ({})",
-                train_format.name()
-            )));
-        }
-        config.data.test_path = Some(data.clone());
-        config.train.eval_rows = 0;
-    }
-    let prepared = widebag_prepare::open_data(&config, &widebag_prepare::PrepareOptions::READ_ONLY)
+pub fn run(req: &EvalRequest) -> Outcome {
+    let (saved, config) = (&req.run, &req.config);
+    let prepared = widebag_prepare::open_data(config, &widebag_prepare::PrepareOptions::READ_ONLY)
         .map_err(Failure::usage)?;
     for w in &prepared.warnings {
         eprintln!("widebag: {w}");
@@ -75,7 +52,7 @@ pub fn run(args: &EvalArgs) -> Outcome {
         line: report.line(),
         report,
     };
-    if args.json {
+    if req.json {
         println!("{}", serde_json::to_string(&out).expect("serialises"));
     } else {
         println!(

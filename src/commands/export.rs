@@ -3,13 +3,12 @@
 
 use anyhow::Context;
 
-use crate::args::ExportArgs;
 use crate::failure::{Failure, Outcome};
-use crate::prerun::open_compute;
-use crate::request::saved_run;
+use crate::preflight::open_compute;
+use crate::request::ExportRequest;
 
-pub fn run(args: &ExportArgs) -> Outcome {
-    let saved = saved_run(&args.run)?;
+pub fn run(req: &ExportRequest) -> Outcome {
+    let saved = &req.run;
     let prepared =
         widebag_prepare::open_data(&saved.config, &widebag_prepare::PrepareOptions::READ_ONLY)
             .map_err(Failure::usage)?;
@@ -17,14 +16,14 @@ pub fn run(args: &ExportArgs) -> Outcome {
     let mut model = widebag_model::checkpoint::saved::load(&prepared, &compute, &saved.checkpoint)
         .context("loading the checkpoint")
         .map_err(Failure::run)?;
-    let files = widebag_model::export::export(model.layout.as_mut(), &prepared, &args.to)
+    let files = widebag_model::export::export(model.layout.as_mut(), &prepared, &req.to)
         .context("exporting")
         .map_err(Failure::run)?;
     println!(
         "widebag export: {} at step {} into {}",
         saved.dir.display(),
         model.manifest.step,
-        args.to.display()
+        req.to.display()
     );
     for f in files {
         println!("  {}  {}", f.file.display(), f.what);

@@ -2,15 +2,12 @@
 //! own output.
 
 pub mod bench;
-pub mod budget;
 pub mod data;
 pub mod eval;
 pub mod explain;
 pub mod export;
 pub mod frontier;
-pub mod launch;
 pub mod plan;
 pub mod predict;
-pub mod summary;
 pub mod sweep;
 pub mod train;

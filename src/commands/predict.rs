@@ -6,105 +6,41 @@
 use std::fmt::Write as _;
 
 use anyhow::Context;
+use widebag_csr::CsrBatch;
 use widebag_model::eval::{ScoreNeed, ScoreOptions, score_rows};
+use widebag_prepare::{Prepared, original_ids};
 
-use crate::args::PredictArgs;
 use crate::failure::{Failure, Outcome};
-use crate::prerun::open_compute;
-use crate::request::saved_run;
+use crate::preflight::open_compute;
+use crate::request::{PredictFormat, PredictRequest};
 
-pub fn run(args: &PredictArgs) -> Outcome {
-    if !matches!(args.output.as_str(), "csv" | "jsonl") {
-        return Err(Failure::usage(anyhow::anyhow!(
-            "--output {}: csv or jsonl",
-            args.output
-        )));
-    }
-    if args.top_k == 0 {
-        return Err(Failure::usage(anyhow::anyhow!(
-            "--top-k must be at least 1"
-        )));
-    }
-    let saved = saved_run(&args.run)?;
-    // A run on a packed dataset named by its path alone: the format its header records.
-    let mut config = widebag_prepare::with_packed_settings(&saved.config)
-        .map_err(Failure::usage)?
-        .unwrap_or_else(|| saved.config.clone());
-    if config.data.format.is_none() {
-        return Err(Failure::usage(anyhow::anyhow!(
-            "--data: the run trained on synthetic data, with no file format to read rows in"
-        )));
-    }
-    config.data.test_path = Some(args.data.clone());
-    config.train.eval_rows = 0;
-    let prepared = widebag_prepare::open_data(&config, &widebag_prepare::PrepareOptions::READ_ONLY)
-        .map_err(Failure::usage)?;
+pub fn run(req: &PredictRequest) -> Outcome {
+    let prepared =
+        widebag_prepare::open_data(&req.config, &widebag_prepare::PrepareOptions::READ_ONLY)
+            .map_err(Failure::usage)?;
     for w in &prepared.warnings {
         eprintln!("widebag: {w}");
     }
-    let compute = open_compute(config.train.device)?;
-    let mut model = widebag_model::checkpoint::saved::load(&prepared, &compute, &saved.checkpoint)
-        .context("loading the checkpoint")
-        .map_err(Failure::run)?;
-    let n_classes = prepared.config.data.n_classes();
-    let relabel = &prepared.relabel;
-    // Class positions back to the data's own class ids; input ids to class positions.
-    let mut class_of_position: Vec<u32> = (0..n_classes as u32).collect();
-    if let Some(r) = &relabel.classes {
-        for o in 0..n_classes as u32 {
-            class_of_position[r.map(o) as usize] = o;
-        }
-    }
-    let mut old_id: Vec<u32> = (0..prepared.config.data.width as u32).collect();
-    if let Some(r) = &relabel.ids {
-        for o in 0..old_id.len() as u32 {
-            old_id[r.map(o) as usize] = o;
-        }
-    }
-    let to_position = |old: u32| relabel.classes.as_ref().map_or(old, |r| r.map(old));
-    let name = |class: u32| -> String {
-        if let Some(l) = &prepared.labels {
-            return l.get(class as usize).cloned().unwrap_or_default();
-        }
-        prepared
-            .vocabulary
-            .as_ref()
-            .and_then(|v| v.words.get(class as usize))
-            .map_or(String::new(), |(w, _)| w.clone())
-    };
+    let compute = open_compute(req.config.train.device)?;
+    let mut model =
+        widebag_model::checkpoint::saved::load(&prepared, &compute, &req.run.checkpoint)
+            .context("loading the checkpoint")
+            .map_err(Failure::run)?;
+    let numbering = Numbering::of(&prepared);
     let mut out = String::new();
-    if args.output == "csv" {
+    if req.format == PredictFormat::Csv {
         out.push_str("row,user,rank,class,name,log_prob\n");
     }
-    let transform_normalize = prepared.config.data.normalize;
     let mut row_index = 0usize;
     for (i, batch) in prepared.eval.iter().enumerate() {
-        let batch = if transform_normalize {
+        let batch = if prepared.config.data.normalize {
             batch.l2_normalized()
         } else {
             batch.clone()
         };
-        let seen: Vec<Vec<u32>> = if !args.exclude_seen {
-            Vec::new()
-        } else if let Some(s) = prepared.eval_seen.get(i).filter(|s| !s.is_empty()) {
-            s.clone()
-        } else {
-            let ptr = batch.row_ptr();
-            (0..batch.n_rows())
-                .map(|r| {
-                    let mut v: Vec<u32> = batch.ids()[ptr[r]..ptr[r + 1]]
-                        .iter()
-                        .map(|&id| old_id[id as usize])
-                        .filter(|&o| (o as usize) < n_classes)
-                        .map(to_position)
-                        .collect();
-                    v.sort_unstable();
-                    v
-                })
-                .collect()
-        };
+        let seen = seen_items(req, &prepared, i, &batch, &numbering);
         let options = ScoreOptions {
-            k: args.top_k,
+            k: req.top_k,
             seen: &seen,
             backend: compute.backend,
             need: ScoreNeed::LogProbs,
@@ -116,45 +52,132 @@ pub fn run(args: &PredictArgs) -> Outcome {
             let top: Vec<(u32, f32)> = r
                 .top
                 .iter()
-                .map(|&(c, lp)| (class_of_position[c as usize], lp))
+                .map(|&(c, lp)| (numbering.class_of_position[c as usize], lp))
                 .collect();
             let user = prepared
                 .eval_users
                 .as_ref()
                 .and_then(|u| u.get(row_index).copied());
-            let user_field = user.map_or(String::new(), |u| u.to_string());
-            if args.output == "csv" {
-                for (rank, (c, lp)) in top.iter().enumerate() {
-                    let n = name(*c).replace('"', "\"\"");
-                    let _ = writeln!(
-                        out,
-                        "{row_index},{user_field},{},{c},\"{n}\",{lp}",
-                        rank + 1
-                    );
-                }
-            } else {
-                let items: Vec<serde_json::Value> = top
-                    .iter()
-                    .map(
-                        |&(c, lp)| serde_json::json!({"class": c, "name": name(c), "log_prob": lp}),
-                    )
-                    .collect();
-                let line = serde_json::json!({"row": row_index, "user": user, "top": items});
-                let _ = writeln!(out, "{line}");
-            }
+            write_row(&mut out, req.format, (row_index, user), &top, &numbering);
             row_index += 1;
         }
     }
-    match &args.out {
+    write_out(req, &out)?;
+    eprintln!(
+        "widebag predict: {row_index} rows from {} (step {})",
+        req.data.display(),
+        model.manifest.step
+    );
+    Ok(())
+}
+
+/// The data's own numbering of what the model scores: the class id at each class position and
+/// the original id of each input id (both renumbered by frequency when the run cut them into
+/// bands), and the classes' names.
+struct Numbering<'p> {
+    prepared: &'p Prepared,
+    class_of_position: Vec<u32>,
+    old_id: Vec<u32>,
+}
+
+impl<'p> Numbering<'p> {
+    fn of(prepared: &'p Prepared) -> Self {
+        let relabel = &prepared.relabel;
+        let data = &prepared.config.data;
+        Self {
+            prepared,
+            class_of_position: original_ids(relabel.classes.as_ref(), data.n_classes()),
+            old_id: original_ids(relabel.ids.as_ref(), data.width),
+        }
+    }
+
+    /// The class position of the data's class `old`.
+    fn position(&self, old: u32) -> u32 {
+        let classes = &self.prepared.relabel.classes;
+        classes.as_ref().map_or(old, |r| r.map(old))
+    }
+
+    /// The name of the data's class `class`: its label, else its word, else nothing.
+    fn name(&self, class: u32) -> String {
+        if let Some(l) = &self.prepared.labels {
+            return l.get(class as usize).cloned().unwrap_or_default();
+        }
+        self.prepared
+            .vocabulary
+            .as_ref()
+            .and_then(|v| v.words.get(class as usize))
+            .map_or(String::new(), |(w, _)| w.clone())
+    }
+}
+
+/// The class positions each row of batch `i` leaves out of its ranking (`--exclude-seen`): the
+/// user's training items where the data keeps them, else the row's own input ids that are
+/// classes.
+fn seen_items(
+    req: &PredictRequest,
+    prepared: &Prepared,
+    i: usize,
+    batch: &CsrBatch,
+    numbering: &Numbering,
+) -> Vec<Vec<u32>> {
+    if !req.exclude_seen {
+        return Vec::new();
+    }
+    if let Some(s) = prepared.eval_seen.get(i).filter(|s| !s.is_empty()) {
+        return s.clone();
+    }
+    let n_classes = prepared.config.data.n_classes();
+    let ptr = batch.row_ptr();
+    (0..batch.n_rows())
+        .map(|r| {
+            let mut v: Vec<u32> = batch.ids()[ptr[r]..ptr[r + 1]]
+                .iter()
+                .map(|&id| numbering.old_id[id as usize])
+                .filter(|&o| (o as usize) < n_classes)
+                .map(|o| numbering.position(o))
+                .collect();
+            v.sort_unstable();
+            v
+        })
+        .collect()
+}
+
+/// One row's best classes (the data's class ids) as CSV lines or a JSON line.
+fn write_row(
+    out: &mut String,
+    format: PredictFormat,
+    (row, user): (usize, Option<u32>),
+    top: &[(u32, f32)],
+    numbering: &Numbering,
+) {
+    match format {
+        PredictFormat::Csv => {
+            let user_field = user.map_or(String::new(), |u| u.to_string());
+            for (rank, (c, lp)) in top.iter().enumerate() {
+                let n = numbering.name(*c).replace('"', "\"\"");
+                let _ = writeln!(out, "{row},{user_field},{},{c},\"{n}\",{lp}", rank + 1);
+            }
+        }
+        PredictFormat::Jsonl => {
+            let items: Vec<serde_json::Value> = top
+                .iter()
+                .map(|&(c, lp)| {
+                    serde_json::json!({"class": c, "name": numbering.name(c), "log_prob": lp})
+                })
+                .collect();
+            let line = serde_json::json!({"row": row, "user": user, "top": items});
+            let _ = writeln!(out, "{line}");
+        }
+    }
+}
+
+/// The predictions to `--out` (atomically) or stdout.
+fn write_out(req: &PredictRequest, out: &str) -> Outcome {
+    match &req.out {
         Some(path) => widebag_data::atomic::write_atomic(path, out.as_bytes())
             .with_context(|| format!("writing {}", path.display()))
             .map_err(Failure::run)?,
         None => print!("{out}"),
     }
-    eprintln!(
-        "widebag predict: {row_index} rows from {} (step {})",
-        args.data.display(),
-        model.manifest.step
-    );
     Ok(())
 }

@@ -17,14 +17,15 @@ use widebag_model::train::group::{rank_dir, refused_across_ranks};
 use widebag_model::{CheckpointPlan, Ranks, Resume, RunOptions, RunSummary, Watch, train};
 use widebag_prepare::Prepared;
 
-use crate::commands::budget::plan_for_budget;
-use crate::commands::summary::render_summary;
-use crate::commands::{explain, launch};
+use crate::commands::explain;
 use crate::failure::{Failure, Outcome};
-use crate::prerun::{
+use crate::plan::budget::plan_for_budget;
+use crate::preflight::{
     check_fits, check_memory_shared, device_facts, host_side, open_compute, predict, predict_rank,
 };
 use crate::request::TrainRequest;
+use crate::run::launch;
+use crate::run::summary::render_summary;
 use crate::run_dir::{MetricsLog, RunDir};
 
 /// How a run ended, as rank 0 reports it.

@@ -27,7 +27,7 @@ mod saved;
 pub use frontier::{FrontierRequest, frontier};
 use plan::budget_flag;
 pub use plan::{Calibrate, OnePlan, PlanGrid, PlanRequest, SolverFlags, calibration, plan};
-pub use saved::saved_run;
+pub use saved::{EvalRequest, ExportRequest, PredictFormat, PredictRequest, eval, export, predict};
 
 /// A flag that sets a config key: `--min-batch 8` is `plan.min_batch=8`.
 struct FlagOverride {

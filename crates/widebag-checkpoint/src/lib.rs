@@ -4,25 +4,10 @@
 //! controls can be tested and fuzzed on their own. The model crate reads the tensors through
 //! them.
 
+mod error;
 pub mod header;
 pub mod manifest;
 
+pub use error::CheckpointError;
 pub use header::{Entry, Header};
 pub use manifest::{FORMAT, FileSum, Manifest, VERSION, config_hash, sum_file};
-
-/// A checkpoint file that cannot be used, with the path and what is wrong with it.
-#[derive(Debug, thiserror::Error)]
-#[error("{}: {message}", path.display())]
-pub struct CheckpointError {
-    pub path: std::path::PathBuf,
-    pub message: String,
-}
-
-impl CheckpointError {
-    pub fn new(path: &std::path::Path, message: impl Into<String>) -> Self {
-        Self {
-            path: path.to_path_buf(),
-            message: message.into(),
-        }
-    }
-}

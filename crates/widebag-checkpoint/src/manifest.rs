@@ -9,7 +9,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 use widebag_data::DataPosition;
 
-use crate::CheckpointError;
+use crate::error::CheckpointError;
 
 pub const FORMAT: &str = "widebag-checkpoint";
 pub const VERSION: u32 = 1;

@@ -2,8 +2,10 @@
 //! thread group's tests run it in-process, and `examples/mpi_check.rs` runs it under `mpirun`
 //! (CI: `-np 2` and `-np 3`), so both transports are held to the same bits.
 
-use crate::route::{BlockSharding, Route};
-use crate::{Collective, CollectiveError};
+use crate::error::CollectiveError;
+use crate::group::Collective;
+use crate::partition::BlockSharding;
+use crate::route::Route;
 
 /// A failed check: what differed, on which rank.
 #[derive(Debug, thiserror::Error)]

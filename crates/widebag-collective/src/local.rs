@@ -3,7 +3,8 @@
 //! a reduction leaves the buffer alone). The trainer skips its exchanges at one rank, so a
 //! single process allocates nothing for them; `Local` is what those paths are handed.
 
-use crate::{Collective, CollectiveError};
+use crate::error::CollectiveError;
+use crate::group::Collective;
 
 /// Rank 0 of a group of 1.
 #[derive(Clone, Copy, Debug, Default)]

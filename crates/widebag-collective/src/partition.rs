@@ -6,6 +6,40 @@
 
 use std::ops::Range;
 
+/// Which rank owns which rows of an `n_rows` table over `ranks` ranks: consecutive blocks of
+/// `ceil(n_rows / ranks)` rows, the last possibly shorter or empty.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BlockSharding {
+    pub n_rows: usize,
+    pub ranks: usize,
+}
+
+impl BlockSharding {
+    pub fn new(n_rows: usize, ranks: usize) -> Self {
+        Self {
+            n_rows,
+            ranks: ranks.max(1),
+        }
+    }
+
+    /// Rows per block (the last block may hold fewer).
+    pub fn block_rows(&self) -> usize {
+        self.n_rows.div_ceil(self.ranks).max(1)
+    }
+
+    /// The rank that owns row `id`.
+    pub fn owner(&self, id: u32) -> usize {
+        (id as usize / self.block_rows()).min(self.ranks - 1)
+    }
+
+    /// The rows rank `rank` owns.
+    pub fn rows_of(&self, rank: usize) -> Range<usize> {
+        let b = self.block_rows();
+        let start = (rank * b).min(self.n_rows);
+        start..((rank + 1) * b).min(self.n_rows)
+    }
+}
+
 /// Rank `rank`'s rows of a global batch of `global_rows` over `ranks`:
 /// `⌈n·rank/ranks⌉..⌈n·(rank+1)/ranks⌉`. Every row belongs to exactly one rank, rank 0 takes
 /// the most (`⌈n/ranks⌉`, what a plan prices), and the split nests: with `ranks` dividing `S`,
@@ -17,16 +51,16 @@ pub fn local_rows(global_rows: usize, rank: usize, ranks: usize) -> Range<usize>
     at(rank)..at(rank + 1)
 }
 
-/// Rank `rank`'s classes of `n_classes` (consecutive blocks, as [`crate::route::BlockSharding`]
+/// Rank `rank`'s classes of `n_classes` (consecutive blocks, as [`BlockSharding`]
 /// cuts rows).
 pub fn class_block(n_classes: usize, rank: usize, ranks: usize) -> Range<usize> {
-    crate::route::BlockSharding::new(n_classes, ranks).rows_of(rank)
+    BlockSharding::new(n_classes, ranks).rows_of(rank)
 }
 
 /// The block of a `len`-long buffer that rank `rank` of `ranks` reduces in an all-reduce
-/// (consecutive blocks, as [`crate::route::BlockSharding`] cuts rows).
+/// (consecutive blocks, as [`BlockSharding`] cuts rows).
 pub fn reduce_block(len: usize, rank: usize, ranks: usize) -> Range<usize> {
-    crate::route::BlockSharding::new(len, ranks).rows_of(rank)
+    BlockSharding::new(len, ranks).rows_of(rank)
 }
 
 /// Values rank `rank` of `ranks` sends to the other ranks to all-reduce a `len`-long buffer:

@@ -5,8 +5,9 @@
 //! it owns, and the bag's gradient would go back to the owners row by row. widebag sends rows;
 //! [`pooled_sent_bytes`] is what this rank would have sent the other way, so a run reports both.
 
-use crate::route::BlockSharding;
-use crate::{Collective, CollectiveError};
+use crate::error::CollectiveError;
+use crate::group::Collective;
+use crate::partition::BlockSharding;
 
 /// An input band: its ids `start..end` and its row width.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

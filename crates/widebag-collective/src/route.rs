@@ -5,41 +5,10 @@
 //! gradients go back along the same route, and each owner sums what every rank sent for each of
 //! its ids, in rank order, into one gradient per id of the union: the rows its optimizer updates.
 
-use crate::{Collective, CollectiveError};
-
-/// Which rank owns which rows of an `n_rows` table over `ranks` ranks: consecutive blocks of
-/// `ceil(n_rows / ranks)` rows, the last possibly shorter or empty.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct BlockSharding {
-    pub n_rows: usize,
-    pub ranks: usize,
-}
-
-impl BlockSharding {
-    pub fn new(n_rows: usize, ranks: usize) -> Self {
-        Self {
-            n_rows,
-            ranks: ranks.max(1),
-        }
-    }
-
-    /// Rows per block (the last block may hold fewer).
-    pub fn block_rows(&self) -> usize {
-        self.n_rows.div_ceil(self.ranks).max(1)
-    }
-
-    /// The rank that owns row `id`.
-    pub fn owner(&self, id: u32) -> usize {
-        (id as usize / self.block_rows()).min(self.ranks - 1)
-    }
-
-    /// The rows rank `rank` owns.
-    pub fn rows_of(&self, rank: usize) -> std::ops::Range<usize> {
-        let b = self.block_rows();
-        let start = (rank * b).min(self.n_rows);
-        start..((rank + 1) * b).min(self.n_rows)
-    }
-}
+use crate::error::CollectiveError;
+use crate::group::Collective;
+/// Named here too, where the routes built on it are.
+pub use crate::partition::BlockSharding;
 
 /// One rank's route for a step: its unique ids split by owner, and what each rank asked of this
 /// one (the ids this rank gathers and, in backward, receives gradients for).

@@ -7,7 +7,8 @@
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use crate::{Collective, CollectiveError};
+use crate::error::CollectiveError;
+use crate::group::Collective;
 
 #[derive(Debug)]
 enum Payload {

@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::{BandPlacement, IdOrder, Precision};
+use crate::choices::Precision;
 
 /// Band boundaries over frequency-sorted ids: `"auto"` (chosen from the data's frequencies and
 /// a byte budget) or explicit ascending cutoffs (`[20000, 80000]`: ids below 20,000 are the
@@ -148,6 +148,38 @@ impl Default for OutputBands {
             factor: 4,
             order: IdOrder::Frequency,
             budget: None,
+        }
+    }
+}
+
+/// Where a band's table and its optimizer state live.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BandPlacement {
+    #[default]
+    Device,
+    /// Host memory: the device gets only a batch's unique rows (and their state) each step and
+    /// sends back only the updates.
+    Host,
+}
+
+/// How ids are numbered before they are cut into bands.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum IdOrder {
+    /// Renumbered by their frequency in the data (most frequent first), so the head band holds
+    /// the most frequent ids whatever the data's own numbering (hashed ids, item ids).
+    #[default]
+    Frequency,
+    /// The data's own numbering (already frequency-sorted, e.g. a text reader's vocabulary).
+    Data,
+}
+
+impl BandPlacement {
+    pub fn name(self) -> &'static str {
+        match self {
+            BandPlacement::Device => "device",
+            BandPlacement::Host => "host",
         }
     }
 }

@@ -3,7 +3,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::{Config, DenseOptim, InputBands, OptimConfig, Precision, TableOptim};
+use crate::band_keys::InputBands;
+use crate::choices::{DenseOptim, Precision, TableOptim};
+use crate::schema::{Config, OptimConfig};
 
 /// Ids `start..end` of one band, stored `dim` wide.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -211,7 +213,7 @@ impl ModelBands {
     /// The bands of a config whose cutoffs are explicit. `"auto"` cutoffs are resolved from the
     /// data by run preparation; a config that still holds them is an error naming the key.
     pub fn resolve(config: &Config) -> Result<Self, (&'static str, String)> {
-        use crate::Cutoffs;
+        use crate::band_keys::Cutoffs;
         let m = &config.model;
         for (key, cutoffs) in [
             ("model.input_bands.cutoffs", &m.input_bands.cutoffs),

@@ -1,7 +1,8 @@
 //! What `[model]` and `[optim]` say about the layers once read together: the output layer's
 //! input size, each layer's activation, and the optimizer the input table really has.
 
-use crate::{Activation, Config, ModelConfig, TableOptim};
+use crate::choices::{Activation, TableOptim};
+use crate::schema::{Config, ModelConfig};
 
 impl ModelConfig {
     /// Size of the last hidden representation (the output layer's input).
@@ -35,7 +36,9 @@ impl Config {
 
 #[cfg(test)]
 mod tests {
-    use crate::{Config, ConfigError, load};
+    use crate::error::ConfigError;
+    use crate::loader::load;
+    use crate::schema::Config;
 
     fn sets(args: &[&str]) -> Result<Config, ConfigError> {
         let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
@@ -50,7 +53,7 @@ mod tests {
             "data.n_classes=240000",
         ];
         let c = sets(&tied).unwrap();
-        assert_eq!(c.table_optim(), crate::TableOptim::Sgd);
+        assert_eq!(c.table_optim(), crate::choices::TableOptim::Sgd);
         assert_eq!(sets(&tied[1..]).unwrap().table_optim(), c.optim.table);
         for (bad, says) in [
             ("model.hidden=[64]", "last of model.hidden is 64"),

@@ -15,6 +15,7 @@ mod error;
 mod layers;
 mod loader;
 mod locate;
+mod quickstart;
 mod schema;
 pub mod sweep;
 pub mod units;
@@ -24,10 +25,6 @@ pub use band_keys::*;
 pub use choices::*;
 pub use error::{ConfigError, Origin};
 pub use loader::{ConfigLoader, known_keys, load, nearest_key, parse_override_value};
+pub use quickstart::{QUICKSTART_NAME, QUICKSTART_TOML};
 pub use schema::*;
 pub use validate::validate;
-
-/// The built-in quickstart, layered over the schema defaults when no `--config` is given.
-pub const QUICKSTART_TOML: &str = include_str!("../../../configs/quickstart.toml");
-/// How the quickstart is named in error messages.
-pub const QUICKSTART_NAME: &str = "<built-in quickstart: configs/quickstart.toml>";

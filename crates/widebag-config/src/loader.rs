@@ -4,10 +4,13 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use crate::{
-    Config, ConfigError, Format, Origin, QUICKSTART_NAME, QUICKSTART_TOML, TextMode, locate,
-    validate,
-};
+use widebag_kinds::{Format, TextMode};
+
+use crate::error::{ConfigError, Origin};
+use crate::locate;
+use crate::quickstart::{QUICKSTART_NAME, QUICKSTART_TOML};
+use crate::schema::Config;
+use crate::validate::validate;
 
 /// A flattened TOML table: dotted key → value (arrays are leaves).
 fn flatten(prefix: &str, table: &toml::Table, out: &mut Vec<(String, toml::Value)>) {
@@ -34,7 +37,7 @@ pub fn known_keys() -> Vec<String> {
     full.data.mode = Some(TextMode::Bow);
     full.data.zero_based = Some(true);
     full.optim.table_lr = Some(1.0);
-    full.model.last_activation = Some(crate::Activation::Linear);
+    full.model.last_activation = Some(crate::choices::Activation::Linear);
     full.train.epochs = Some(1);
     full.plan.budget = Some("1GiB".to_string());
     full.model.input_bands.budget = Some("1GiB".to_string());
@@ -283,8 +286,9 @@ mod tests {
     }
 
     use super::*;
-    use crate::{DenseOptim, TokenFormat};
+    use crate::choices::DenseOptim;
     use std::io::Write;
+    use widebag_kinds::TokenFormat;
 
     fn sets(args: &[&str]) -> Result<Config, ConfigError> {
         let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
@@ -293,7 +297,7 @@ mod tests {
 
     #[test]
     fn the_last_activation_defaults_to_the_others_and_linear_overrides_it() {
-        use crate::Activation::{Linear, Tanh};
+        use crate::choices::Activation::{Linear, Tanh};
         let c = sets(&["model.activation=\"tanh\"", "model.hidden=[600, 112]"]).unwrap();
         assert_eq!(c.model.activations(), [Tanh, Tanh, Tanh]);
         let c = sets(&[
@@ -424,7 +428,7 @@ mod tests {
         let c = sets(&[&brown[..], &["data.label_chars=[1, 2]"]].concat()).unwrap();
         assert_eq!(
             (c.data.label, c.data.label_chars),
-            (crate::LabelMode::FileName, [1, 2])
+            (widebag_kinds::LabelMode::FileName, [1, 2])
         );
         if let Some(home) = std::env::var_os("HOME") {
             assert_eq!(
@@ -479,7 +483,7 @@ mod tests {
         let c = load(Some(&path), &[]).unwrap();
         assert_eq!(
             (c.data.label, c.data.label_chars),
-            (crate::LabelMode::FileName, [1, 2])
+            (widebag_kinds::LabelMode::FileName, [1, 2])
         );
         assert_eq!(
             (c.data.format, c.data.tokens),

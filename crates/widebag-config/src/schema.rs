@@ -5,12 +5,12 @@
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
-use widebag_kinds::LabelMode;
+use widebag_kinds::{Format, LabelMode, ShuffleMode, TargetKind, TextMode, TokenFormat};
 
-use crate::{
-    Activation, Checkpointing, CpuKernels, DenseOptim, DeviceChoice, Format, InputBands, InputInit,
-    Layout, Logits, OutputBands, Precision, RecallConvention, Rounding, Schedule, ShuffleMode,
-    TableOptim, TargetKind, TextMode, TokenFormat,
+use crate::band_keys::{InputBands, OutputBands};
+use crate::choices::{
+    Activation, Checkpointing, CpuKernels, DenseOptim, DeviceChoice, InputInit, Layout, Logits,
+    Precision, RecallConvention, Rounding, Schedule, TableOptim,
 };
 
 /// `[data]`: where batches come from.
@@ -208,38 +208,6 @@ impl OutputKind {
             OutputKind::Full => "full",
             OutputKind::Adaptive => "adaptive",
             OutputKind::Multinomial => "multinomial",
-        }
-    }
-}
-
-/// Where a band's table and its optimizer state live.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum BandPlacement {
-    #[default]
-    Device,
-    /// Host memory: the device gets only a batch's unique rows (and their state) each step and
-    /// sends back only the updates.
-    Host,
-}
-
-/// How ids are numbered before they are cut into bands.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum IdOrder {
-    /// Renumbered by their frequency in the data (most frequent first), so the head band holds
-    /// the most frequent ids whatever the data's own numbering (hashed ids, item ids).
-    #[default]
-    Frequency,
-    /// The data's own numbering (already frequency-sorted, e.g. a text reader's vocabulary).
-    Data,
-}
-
-impl BandPlacement {
-    pub fn name(self) -> &'static str {
-        match self {
-            BandPlacement::Device => "device",
-            BandPlacement::Host => "host",
         }
     }
 }

@@ -18,7 +18,10 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-use crate::{Config, ConfigError, ConfigLoader, Origin, QUICKSTART_NAME, QUICKSTART_TOML};
+use crate::error::{ConfigError, Origin};
+use crate::loader::{ConfigLoader, known_keys, nearest_key};
+use crate::quickstart::{QUICKSTART_NAME, QUICKSTART_TOML};
+use crate::schema::Config;
 
 /// A parsed sweep file.
 #[derive(Clone, Debug, Deserialize)]
@@ -72,11 +75,48 @@ fn invalid(path: &Path, key: &str, message: impl Into<String>) -> ConfigError {
 /// Reads a sweep file, expands its grid and checks every point's config (`extra` are the
 /// command line's `--set` overrides, applied last).
 pub fn load_sweep(path: &Path, extra: &[String]) -> Result<Sweep, ConfigError> {
+    let spec = read_spec(path)?;
+    check_spec(path, &spec)?;
+    let base_dir = path.parent().unwrap_or(Path::new("."));
+    let base = spec.base.as_ref().map(|b| base_dir.join(b));
+    let keys: Vec<&String> = spec.grid.keys().collect();
+    let short = short_names(&keys);
+    let mut points = Vec::new();
+    let mut excluded = 0;
+    let n: usize = spec.grid.values().map(Vec::len).product();
+    for index in 0..n {
+        let chosen = grid_point(&spec.grid, &keys, index);
+        if is_excluded(&spec.exclude, &keys, &chosen) {
+            excluded += 1;
+            continue;
+        }
+        let values: BTreeMap<String, String> = keys
+            .iter()
+            .zip(&chosen)
+            .map(|(k, v)| (k.to_string(), plain(v)))
+            .collect();
+        let config = point_config(path, base.as_deref(), &spec, &keys, &chosen, extra)?;
+        points.push(SweepPoint {
+            name: point_name(&short, &chosen),
+            values,
+            config,
+        });
+    }
+    Ok(Sweep {
+        path: path.to_path_buf(),
+        spec,
+        points,
+        excluded,
+    })
+}
+
+/// The sweep file parsed, a syntax error named by its line and column.
+fn read_spec(path: &Path) -> Result<SweepSpec, ConfigError> {
     let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io {
         path: path.to_path_buf(),
         source,
     })?;
-    let spec: SweepSpec = toml::from_str(&text).map_err(|e| {
+    toml::from_str(&text).map_err(|e| {
         let start = e.span().map_or(0, |s| s.start).min(text.len());
         let before = &text[..start];
         ConfigError::Syntax {
@@ -85,13 +125,17 @@ pub fn load_sweep(path: &Path, extra: &[String]) -> Result<Sweep, ConfigError> {
             column: start - before.rfind('\n').map_or(0, |i| i + 1) + 1,
             message: e.message().to_string(),
         }
-    })?;
+    })
+}
+
+/// The grid's keys are config keys with values, and every exclude names keys of the grid.
+fn check_spec(path: &Path, spec: &SweepSpec) -> Result<(), ConfigError> {
     if spec.grid.is_empty() {
         return Err(invalid(path, "grid", "needs at least one key"));
     }
     for (key, values) in &spec.grid {
-        if !crate::known_keys().contains(key) {
-            let hint = crate::nearest_key(key)
+        if !known_keys().contains(key) {
+            let hint = nearest_key(key)
                 .map(|k| format!(" (did you mean `{k}`?)"))
                 .unwrap_or_default();
             return Err(invalid(
@@ -115,11 +159,13 @@ pub fn load_sweep(path: &Path, extra: &[String]) -> Result<Sweep, ConfigError> {
             }
         }
     }
-    let base_dir = path.parent().unwrap_or(Path::new("."));
-    let base = spec.base.as_ref().map(|b| base_dir.join(b));
-    let keys: Vec<&String> = spec.grid.keys().collect();
-    let short: Vec<String> = keys
-        .iter()
+    Ok(())
+}
+
+/// Each key as a point's name shows it: its last part, or the whole key where two keys share
+/// the last part.
+fn short_names(keys: &[&String]) -> Vec<String> {
+    keys.iter()
         .map(|k| {
             let last = k.rsplit('.').next().unwrap_or(k);
             if keys
@@ -133,76 +179,85 @@ pub fn load_sweep(path: &Path, extra: &[String]) -> Result<Sweep, ConfigError> {
                 last.to_string()
             }
         })
-        .collect();
-    let mut points = Vec::new();
-    let mut excluded = 0;
-    let n: usize = spec.grid.values().map(Vec::len).product();
-    for index in 0..n {
-        // Mixed radix over the keys in order; the last key varies fastest.
-        let mut rest = index;
-        let mut chosen: Vec<&toml::Value> = vec![&spec.grid[keys[0]][0]; keys.len()];
-        for (k, key) in keys.iter().enumerate().rev() {
-            let values = &spec.grid[*key];
-            chosen[k] = &values[rest % values.len()];
-            rest /= values.len();
-        }
-        let matches = |ex: &BTreeMap<String, toml::Value>| {
-            ex.iter().all(|(key, v)| {
-                let k = keys.iter().position(|x| *x == key).expect("checked");
-                chosen[k] == v
-            })
-        };
-        if spec.exclude.iter().any(matches) {
-            excluded += 1;
-            continue;
-        }
-        let values: BTreeMap<String, String> = keys
-            .iter()
-            .zip(&chosen)
-            .map(|(k, v)| (k.to_string(), plain(v)))
-            .collect();
-        let mut loader = ConfigLoader::new();
-        loader = match &base {
-            Some(b) => loader.file(b)?,
-            None => loader.text(Path::new(QUICKSTART_NAME), QUICKSTART_TOML)?,
-        };
-        for s in &spec.set {
-            loader = loader.set(s)?;
-        }
-        for (k, v) in keys.iter().zip(&chosen) {
-            loader = loader
-                .set(&format!("{k}={v}"))
-                .map_err(|e| invalid(path, &format!("grid.{k}"), format!("value {v}: {e}")))?;
-        }
-        for s in extra {
-            loader = loader.set(s)?;
-        }
-        let config = loader.build().map_err(|e| match e {
-            ConfigError::Invalid { key, message, .. } => invalid(
-                path,
-                &key,
-                format!("{message} (at the point {})", point_label(&keys, &chosen)),
-            ),
-            other => other,
-        })?;
-        let name = short
-            .iter()
-            .zip(&chosen)
-            .map(|(k, v)| sanitize(&format!("{k}={}", plain(v))))
-            .collect::<Vec<_>>()
-            .join("__");
-        points.push(SweepPoint {
-            name,
-            values,
-            config,
-        });
+        .collect()
+}
+
+/// The values of point `index` of the grid, one per key: a mixed radix over the keys in order,
+/// the last key varying fastest.
+fn grid_point<'a>(
+    grid: &'a BTreeMap<String, Vec<toml::Value>>,
+    keys: &[&String],
+    index: usize,
+) -> Vec<&'a toml::Value> {
+    let mut rest = index;
+    let mut chosen: Vec<&toml::Value> = vec![&grid[keys[0]][0]; keys.len()];
+    for (k, key) in keys.iter().enumerate().rev() {
+        let values = &grid[*key];
+        chosen[k] = &values[rest % values.len()];
+        rest /= values.len();
     }
-    Ok(Sweep {
-        path: path.to_path_buf(),
-        spec,
-        points,
-        excluded,
+    chosen
+}
+
+/// Whether the point's values match every key of one exclude.
+fn is_excluded(
+    exclude: &[BTreeMap<String, toml::Value>],
+    keys: &[&String],
+    chosen: &[&toml::Value],
+) -> bool {
+    let matches = |ex: &BTreeMap<String, toml::Value>| {
+        ex.iter().all(|(key, v)| {
+            let k = keys.iter().position(|x| *x == key).expect("checked");
+            chosen[k] == v
+        })
+    };
+    exclude.iter().any(matches)
+}
+
+/// A point's config: the base (else the quickstart), the sweep's `set`, the point's values, then
+/// `extra`; an invalid value is named with the point.
+fn point_config(
+    path: &Path,
+    base: Option<&Path>,
+    spec: &SweepSpec,
+    keys: &[&String],
+    chosen: &[&toml::Value],
+    extra: &[String],
+) -> Result<Config, ConfigError> {
+    let mut loader = ConfigLoader::new();
+    loader = match base {
+        Some(b) => loader.file(b)?,
+        None => loader.text(Path::new(QUICKSTART_NAME), QUICKSTART_TOML)?,
+    };
+    for s in &spec.set {
+        loader = loader.set(s)?;
+    }
+    for (k, v) in keys.iter().zip(chosen) {
+        loader = loader
+            .set(&format!("{k}={v}"))
+            .map_err(|e| invalid(path, &format!("grid.{k}"), format!("value {v}: {e}")))?;
+    }
+    for s in extra {
+        loader = loader.set(s)?;
+    }
+    loader.build().map_err(|e| match e {
+        ConfigError::Invalid { key, message, .. } => invalid(
+            path,
+            &key,
+            format!("{message} (at the point {})", point_label(keys, chosen)),
+        ),
+        other => other,
     })
+}
+
+/// A point's directory name, made of its swept values (`batch_size=64__dense=sgd`).
+fn point_name(short: &[String], chosen: &[&toml::Value]) -> String {
+    short
+        .iter()
+        .zip(chosen)
+        .map(|(k, v)| sanitize(&format!("{k}={}", plain(v))))
+        .collect::<Vec<_>>()
+        .join("__")
 }
 
 fn point_label(keys: &[&String], chosen: &[&toml::Value]) -> String {
@@ -279,8 +334,8 @@ set = ["data.width=1000"]
         assert!(
             s.points
                 .iter()
-                .all(|p| !(p.config.model.layout == crate::Layout::Dense
-                    && p.config.optim.dense == crate::DenseOptim::Adam))
+                .all(|p| !(p.config.model.layout == crate::choices::Layout::Dense
+                    && p.config.optim.dense == crate::choices::DenseOptim::Adam))
         );
     }
 

@@ -1,11 +1,11 @@
 //! Range checks of a built configuration; each failure names the key and why.
 
-use widebag_kinds::{LabelMode, ShuffleMode};
+use widebag_kinds::{Format, LabelMode, ShuffleMode, TextMode};
 
-use crate::{
-    BandPlacement, Checkpointing, Config, DataConfig, Format, Layout, ModelConfig, OutputKind,
-    PLAN_KNOBS, Precision, TextMode, units,
-};
+use crate::band_keys::BandPlacement;
+use crate::choices::{Checkpointing, Layout, Precision};
+use crate::schema::{Config, DataConfig, ModelConfig, OutputKind, PLAN_KNOBS};
+use crate::units;
 
 /// `model.tie_output`: one item vector per id on both sides needs the same ids on both sides,
 /// one table and one output layer of the bag's width.
@@ -172,16 +172,28 @@ fn check_label(d: &DataConfig) -> Result<(), (&'static str, String)> {
     Ok(())
 }
 
-/// Range checks; returns the first failing key and why.
-pub fn validate(c: &Config) -> Result<(), (&'static str, String)> {
-    fn check(ok: bool, key: &'static str, msg: &str) -> Result<(), (&'static str, String)> {
-        if ok {
-            Ok(())
-        } else {
-            Err((key, msg.to_string()))
-        }
+/// A range check: `Ok` when `ok`, else the key and why.
+fn check(ok: bool, key: &'static str, msg: &str) -> Result<(), (&'static str, String)> {
+    if ok {
+        Ok(())
+    } else {
+        Err((key, msg.to_string()))
     }
-    let d = &c.data;
+}
+
+/// Range checks, section by section; returns the first failing key and why.
+pub fn validate(c: &Config) -> Result<(), (&'static str, String)> {
+    check_data(&c.data)?;
+    check_model(c)?;
+    check_training(c)?;
+    check_eval(c)?;
+    check_optim(c)?;
+    check_plan(c)
+}
+
+/// `[data]`: the synthetic data's shape, the file and its format, the text reader and the
+/// shuffle.
+fn check_data(d: &DataConfig) -> Result<(), (&'static str, String)> {
     check(
         (1..=u32::MAX as usize).contains(&d.width),
         "data.width",
@@ -220,6 +232,29 @@ pub fn validate(c: &Config) -> Result<(), (&'static str, String)> {
         "data.signal_share",
         "must be within [0, 1]",
     )?;
+    check_file(d)?;
+    check_label(d)?;
+    check(d.window >= 1, "data.window", "must be at least 1")?;
+    check(
+        d.shuffle_rows >= 1,
+        "data.shuffle_rows",
+        "must be at least 1",
+    )?;
+    check(d.min_count >= 1, "data.min_count", "must be at least 1")?;
+    check(
+        d.shuffle_streams >= 1,
+        "data.shuffle_streams",
+        "must be at least 1",
+    )?;
+    check(
+        d.shuffle_streams == 1 || d.shuffle == ShuffleMode::Blocks,
+        "data.shuffle_streams",
+        "streams cut the blocks of data.shuffle = \"blocks\"",
+    )
+}
+
+/// `data.path` with `data.format`, and the keys that apply to some formats only.
+fn check_file(d: &DataConfig) -> Result<(), (&'static str, String)> {
     match (&d.path, d.format) {
         // A packed dataset says how its rows were formed.
         (Some(_), None) => check(
@@ -244,24 +279,11 @@ pub fn validate(c: &Config) -> Result<(), (&'static str, String)> {
             "applies to the libsvm format only",
         )?;
     }
-    check_label(d)?;
-    check(d.window >= 1, "data.window", "must be at least 1")?;
-    check(
-        d.shuffle_rows >= 1,
-        "data.shuffle_rows",
-        "must be at least 1",
-    )?;
-    check(d.min_count >= 1, "data.min_count", "must be at least 1")?;
-    check(
-        d.shuffle_streams >= 1,
-        "data.shuffle_streams",
-        "must be at least 1",
-    )?;
-    check(
-        d.shuffle_streams == 1 || d.shuffle == ShuffleMode::Blocks,
-        "data.shuffle_streams",
-        "streams cut the blocks of data.shuffle = \"blocks\"",
-    )?;
+    Ok(())
+}
+
+/// `[model]`: the widths, the bands and the tied output.
+fn check_model(c: &Config) -> Result<(), (&'static str, String)> {
     let m = &c.model;
     check(m.dim >= 1, "model.dim", "must be at least 1")?;
     check(
@@ -273,7 +295,12 @@ pub fn validate(c: &Config) -> Result<(), (&'static str, String)> {
     if m.tie_output {
         check_tied(c)?;
     }
-    let t = &c.train;
+    Ok(())
+}
+
+/// `[train]`, the held-out rows and the input dropout: what a training run reads.
+fn check_training(c: &Config) -> Result<(), (&'static str, String)> {
+    let (d, t) = (&c.data, &c.train);
     check(t.batch_size >= 1, "train.batch_size", "must be at least 1")?;
     check(t.steps >= 1, "train.steps", "must be at least 1")?;
     if let Some(e) = t.epochs {
@@ -294,17 +321,26 @@ pub fn validate(c: &Config) -> Result<(), (&'static str, String)> {
         "data.test_path",
         "needs data.path (the training file it is read against)",
     )?;
+    let dropout = c.model.input_dropout;
     check(
-        m.input_dropout.is_finite() && (0.0..1.0).contains(&m.input_dropout),
+        dropout.is_finite() && (0.0..1.0).contains(&dropout),
         "model.input_dropout",
         "must be within [0, 1)",
-    )?;
+    )
+}
+
+/// `[eval]`: the cut-offs.
+fn check_eval(c: &Config) -> Result<(), (&'static str, String)> {
     let e = &c.eval;
     check(
         !e.k.is_empty() && e.k.iter().all(|&k| (1..=100_000).contains(&k)),
         "eval.k",
         "must list at least one cut-off, each between 1 and 100000",
-    )?;
+    )
+}
+
+/// `[optim]`: the rates, the moments and the state's precision.
+fn check_optim(c: &Config) -> Result<(), (&'static str, String)> {
     let o = &c.optim;
     check(
         o.lr.is_finite() && o.lr > 0.0,
@@ -347,7 +383,11 @@ pub fn validate(c: &Config) -> Result<(), (&'static str, String)> {
         o.state_dtype == Precision::F32 || c.model.layout == Layout::Sparse,
         "optim.state_dtype",
         "f16/bf16 state needs layout = \"sparse\" (the dense layout is the f32 baseline)",
-    )?;
+    )
+}
+
+/// `[plan]`: the budget, the batch range and the pins.
+fn check_plan(c: &Config) -> Result<(), (&'static str, String)> {
     let p = &c.plan;
     if let Some(b) = &p.budget {
         units::parse_bytes(b).map_err(|e| ("plan.budget", e))?;

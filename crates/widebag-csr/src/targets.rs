@@ -2,7 +2,8 @@
 
 use rayon::prelude::*;
 
-use crate::{CsrError, SparseRow, concat_rows, first_error, normalize_row};
+use crate::error::CsrError;
+use crate::row::{SparseRow, concat_rows, first_error, normalize_row};
 
 /// The target of one row.
 #[derive(Clone, Debug, PartialEq)]

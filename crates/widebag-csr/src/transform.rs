@@ -5,7 +5,8 @@
 
 use sprs::CsMatI;
 
-use crate::CsrBatch;
+use crate::batch::CsrBatch;
+use crate::targets::Targets;
 
 /// SplitMix64's finaliser: a well-mixed 64-bit hash of `z`.
 fn mix64(mut z: u64) -> u64 {
@@ -101,7 +102,7 @@ impl CsrBatch {
         );
         let t = self.targets();
         let (tlo, thi) = (t.row_ptr[range.start], t.row_ptr[range.end]);
-        let targets = crate::Targets {
+        let targets = Targets {
             n_classes: t.n_classes,
             row_ptr: t.row_ptr[range.start..=range.end]
                 .iter()
@@ -124,7 +125,9 @@ impl CsrBatch {
 
 #[cfg(test)]
 mod tests {
-    use crate::{CsrBatch, RowTarget, SparseRow};
+    use crate::batch::CsrBatch;
+    use crate::row::SparseRow;
+    use crate::targets::RowTarget;
 
     #[test]
     fn a_row_range_is_the_batch_of_those_rows() {

@@ -1,7 +1,7 @@
 //! Single-label classification metrics: top-1 accuracy, top-5 accuracy and log-loss (mean
 //! negative log-likelihood of the true class), accumulated row by row.
 
-use crate::{EvalReport, Metric, Task};
+use crate::report::{EvalReport, Metric, Task};
 
 /// How many of a row's ranked classes count for top-5 accuracy.
 const TOP_N: usize = 5;

@@ -1,6 +1,6 @@
 //! The one-line human summary of an [`EvalReport`], with its number formatting.
 
-use crate::{EvalReport, Task};
+use crate::report::{EvalReport, Task};
 
 impl EvalReport {
     /// A one-line summary of the report's headline metrics, for example
@@ -109,7 +109,7 @@ fn thousands(n: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Metric;
+    use crate::report::Metric;
 
     fn report(task: Task, n_rows: usize, metrics: &[(&str, f64)]) -> EvalReport {
         EvalReport {

@@ -1,7 +1,7 @@
 //! Language-model metrics: mean negative log-likelihood per token, perplexity and bits per token,
 //! from summed NLL and token counts (never an average of per-batch perplexities).
 
-use crate::{EvalReport, Metric, Task};
+use crate::report::{EvalReport, Metric, Task};
 
 /// Accumulates Σ NLL (nats) and the token count; perplexity is `exp(Σ NLL / Σ tokens)`, as in
 /// burn-train's `PerplexityMetric` and fairseq.

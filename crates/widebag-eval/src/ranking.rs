@@ -15,7 +15,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::{EvalError, EvalReport, Metric, Task};
+use crate::error::EvalError;
+use crate::report::{EvalReport, Metric, Task};
 
 /// Which denominator recall uses.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -221,7 +222,7 @@ fn ideal_dcg(n_relevant: usize) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::RowTopK;
+    use crate::topk::RowTopK;
 
     const EPS: f64 = 1e-12;
 

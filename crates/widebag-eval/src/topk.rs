@@ -10,7 +10,7 @@
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 
-use crate::EvalError;
+use crate::error::EvalError;
 
 /// Scores tested against the threshold at once before any is looked at alone.
 const SCAN_GROUP: usize = 64;

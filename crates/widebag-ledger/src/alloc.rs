@@ -3,8 +3,6 @@
 //! (a small-allocation pool of 8 MiB pages for slices up to 64 KiB; an arena whose pages are sized
 //! to the largest allocation served, plus 1 MiB of slack, rounded up to the MiB, at least 2 MiB).
 
-use crate::{Ledger, Placement, Pool};
-
 /// Largest allocation the small pool serves.
 pub const SMALL_SLICE_BYTES: u64 = 64 << 10;
 /// Page size of the small pool.
@@ -31,47 +29,6 @@ pub fn arena_page_bytes(largest_bytes: u64, alignment_bytes: u64, max_page_bytes
         .next_multiple_of(1 << 20)
         .next_multiple_of(a)
         .clamp(MIN_PAGE_BYTES.min(max_page_bytes), max_page_bytes.max(a))
-}
-
-/// An estimate of the bytes the allocator reserves at the ledger's peak: the persistent pool
-/// exactly, the small pool in whole pages, the arena's large allocations in whole pages of the
-/// size its largest allocation sets. Pages are filled without fragmentation, so this is a lower
-/// bound on what the driver is asked for; widebag's accuracy bar is on bytes in use, not on this.
-pub fn reserved_estimate_bytes(ledger: &Ledger, max_page_bytes: u64) -> u64 {
-    let a = ledger.alignment_bytes;
-    let padded = |e: &crate::Entry| e.bytes_each() + padding_bytes(e.bytes_each(), a);
-    let device = || {
-        ledger
-            .entries
-            .iter()
-            .filter(|e| e.placement == Placement::Device)
-    };
-    let persistent: u64 = device()
-        .filter(|e| e.pool == Pool::Persistent)
-        .map(|e| padded(e) * e.count)
-        .sum();
-    let largest = device()
-        .filter(|e| e.pool == Pool::Dynamic)
-        .map(padded)
-        .max()
-        .unwrap_or(0);
-    let page = arena_page_bytes(largest, a, max_page_bytes);
-    let (mut small_peak, mut large_peak) = (0u64, 0u64);
-    for &point in &ledger.points {
-        let (mut small, mut large) = (0u64, 0u64);
-        for e in device().filter(|e| e.pool == Pool::Dynamic && e.lifetime.alive_at(point)) {
-            if padded(e) <= SMALL_SLICE_BYTES {
-                small += padded(e) * e.count;
-            } else {
-                large += padded(e) * e.count;
-            }
-        }
-        small_peak = small_peak.max(small);
-        large_peak = large_peak.max(large);
-    }
-    persistent
-        + small_peak.div_ceil(SMALL_PAGE_BYTES) * SMALL_PAGE_BYTES
-        + large_peak.div_ceil(page) * page
 }
 
 #[cfg(test)]

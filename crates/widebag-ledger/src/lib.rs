@@ -14,6 +14,7 @@
 pub mod alloc;
 pub mod heap;
 pub mod host_side;
+pub mod reserved;
 pub mod shapes;
 pub mod step;
 

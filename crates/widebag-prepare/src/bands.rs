@@ -6,7 +6,7 @@ use widebag_config::bands::{self, Band};
 use widebag_config::{Config, Cutoffs, IdOrder, units};
 use widebag_data::{Relabel, Renumbering};
 
-use crate::PrepareError;
+use crate::error::PrepareError;
 
 pub use widebag_config::bands::AUTO_BANDS;
 

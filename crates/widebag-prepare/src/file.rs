@@ -16,8 +16,8 @@ use widebag_data::{
     BatchSource, Dataset, HeldOut, Relabel, Shuffle, Source, TrainRows, Vocabulary, sidecar,
 };
 
-use crate::PrepareError;
 use crate::bands::{Frequencies, resolve_bands, wants_frequencies};
+use crate::error::PrepareError;
 use crate::prepared::{DataSummary, PrepareOptions, Prepared, Sidecars, model_bands, stats_for};
 use crate::split::held_rows;
 

@@ -11,8 +11,8 @@ use widebag_data::stats::{self, DataStats};
 use widebag_data::{BatchSource, Relabel, SyntheticStream, sidecar};
 use widebag_ledger::host_side::HostFacts;
 
-use crate::PrepareError;
 use crate::bands::{BandReport, Frequencies, resolve_bands, wants_frequencies};
+use crate::error::PrepareError;
 use crate::source::synthetic_spec;
 
 /// First row index of the synthetic validation rows: training would need 2^40 rows to reach it.
@@ -217,7 +217,7 @@ pub(crate) fn open_synthetic(config: &Config) -> Result<Prepared, PrepareError> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::open_data;
+    use crate::file::open_data;
 
     #[test]
     fn a_libsvm_file_sets_width_and_classes_and_saves_stats() {

@@ -3,7 +3,7 @@
 
 use widebag_config::{Config, DenseOptim, Layout, TableOptim};
 
-use crate::Pins;
+use crate::problem::Pins;
 
 /// Capability rank of an optimizer pair (higher is more capable): the table's rank plus the
 /// dense part's, ties to the table. Table: SGD 0 < momentum 1 < row-wise Adagrad 2 < Adam 3

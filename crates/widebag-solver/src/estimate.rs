@@ -9,7 +9,8 @@ use widebag_config::{Config, DenseOptim, TableOptim};
 use widebag_ledger::step::{BatchFacts, StepSpec};
 use widebag_ledger::{Ledger, Placement};
 
-use crate::{Candidate, Problem, RankPlan, slack_bytes};
+use crate::problem::{Problem, slack_bytes};
+use crate::report::{Candidate, RankPlan};
 
 /// The model a cost is taken of: the problem's own, or a changed copy (a suggestion's) with its
 /// bands.
@@ -105,7 +106,7 @@ impl<'a> Estimator<'a> {
                 let peak = ledger.peak(Placement::Device);
                 let rows = |b: &widebag_config::bands::Band| {
                     let n = b.n_rows();
-                    widebag_collective::route::BlockSharding::new(n, self.p.ranks)
+                    widebag_collective::partition::BlockSharding::new(n, self.p.ranks)
                         .rows_of(rank)
                         .len()
                 };

@@ -7,7 +7,8 @@ use widebag_config::Config;
 use widebag_config::bands::ModelBands;
 use widebag_ledger::step::DeviceFacts;
 
-use crate::{Calibration, RowSample};
+use crate::sample::RowSample;
+use crate::throughput::Calibration;
 
 /// Why planning could not start.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -47,7 +48,7 @@ pub struct Pins {
     pub dense: bool,
     /// `model.input_bands.placement`, `model.input_bands.dtype`, `optim.state_dtype` and
     /// `model.class_chunk`: the
-    /// layout remedies ([`crate::Remedy`]) that change them are not taken.
+    /// layout remedies ([`crate::remedy::Remedy`]) that change them are not taken.
     pub placement: bool,
     pub table_dtype: bool,
     pub state_dtype: bool,

@@ -3,7 +3,7 @@
 //! `plan` prints it beside each remedy it takes, named as a reference, not a promise for the
 //! user's data.
 
-use crate::Remedy;
+use crate::remedy::Remedy;
 
 impl Remedy {
     /// The remedy's measured cost on the references, in one line (docs/remedies.md holds it

@@ -8,7 +8,8 @@ use widebag_config::units::format_bytes;
 use widebag_config::{Config, DenseOptim, Layout, Objective, TableOptim};
 use widebag_ledger::Point;
 
-use crate::{LayoutOption, Problem, RemedyTaken, slack_bytes};
+use crate::problem::{Problem, slack_bytes};
+use crate::remedy::{LayoutOption, RemedyTaken};
 
 /// One batch size and optimizer pair, costed by the ledger.
 #[derive(Clone, Debug, PartialEq, Serialize)]

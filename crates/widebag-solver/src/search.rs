@@ -6,8 +6,8 @@ use widebag_config::{DenseOptim, Objective, TableOptim};
 
 use crate::enumerate::{capability, pair_name};
 use crate::estimate::Estimator;
-use crate::report::over_budget;
-use crate::{Candidate, slack_bytes};
+use crate::problem::slack_bytes;
+use crate::report::{Candidate, over_budget};
 
 /// The largest value in `[lo, hi]` at which `fits` holds, by bisection (`fits` holds up to some
 /// value and not beyond); `None` when `lo` does not fit.

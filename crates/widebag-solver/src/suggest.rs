@@ -7,11 +7,11 @@ use widebag_config::bands::{Band, ModelBands, band_dim};
 use widebag_config::units::format_bytes;
 use widebag_config::{BandPlacement, Config, DenseOptim, Layout, Precision, TableOptim};
 
-use crate::Candidate;
-use crate::Suggestion;
 use crate::enumerate::capability;
 use crate::estimate::{Estimator, Variant};
+use crate::problem::Problem;
 use crate::remedy::{Remedy, bands_of};
+use crate::report::{Candidate, Suggestion};
 use crate::search::largest_batch;
 
 /// Single changes that would make the run fit, ranked: the optimizer, batch and layout-remedy
@@ -24,14 +24,44 @@ pub(crate) fn suggestions(
     (ct, cd): (TableOptim, DenseOptim),
     base: &Candidate,
 ) -> Vec<Suggestion> {
-    let p = est.p;
-    let config = p.config;
-    let layout = config.model.layout;
-    let mut out: Vec<(u8, Suggestion)> = Vec::new();
-    let mut push = |tier: u8, key: &str, from: String, to: String, c: &Candidate| -> bool {
+    let mut found = Found {
+        est,
+        min_batch,
+        ct,
+        cd,
+        base,
+        tiered: Vec::new(),
+    };
+    let single_optimizer = found.weaker_optimizer();
+    found.smaller_batch();
+    found.layout_remedies();
+    found.sparse_layout();
+    found.both_optimizers(single_optimizer);
+    found.narrower_embedding();
+    let mut out = found.ranked();
+    out.extend(larger_budget(est.p, base));
+    out
+}
+
+/// The changes found so far, each with its tier (its group in the ranking), and what they are
+/// found for: the run that does not fit (`base`, at the smallest batch with the cheapest
+/// optimizer pair).
+struct Found<'e, 'a> {
+    est: &'e Estimator<'a>,
+    min_batch: usize,
+    ct: TableOptim,
+    cd: DenseOptim,
+    base: &'e Candidate,
+    tiered: Vec<(u8, Suggestion)>,
+}
+
+impl Found<'_, '_> {
+    /// Adds the change `key`: `from` → `to` when its candidate `c` fits; whether it did.
+    fn push(&mut self, tier: u8, key: &str, from: String, to: String, c: &Candidate) -> bool {
         if !c.fits {
             return false;
         }
+        let base = self.base;
         let frees = base
             .predicted_peak_bytes
             .saturating_sub(c.predicted_peak_bytes);
@@ -43,7 +73,7 @@ pub(crate) fn suggestions(
                 format_bytes(c.predicted_peak_bytes)
             )
         };
-        out.push((
+        self.tiered.push((
             tier,
             Suggestion {
                 key: key.to_string(),
@@ -54,50 +84,66 @@ pub(crate) fn suggestions(
             },
         ));
         true
-    };
-    let mut single_optimizer = false;
-    // A weaker table optimizer (when pinned): the most capable one that fits.
-    if p.pins.table && layout == Layout::Sparse {
-        for t in [
-            TableOptim::RowwiseAdagrad,
-            TableOptim::Momentum,
-            TableOptim::Sgd,
-        ] {
-            if capability(layout, t, cd) < capability(layout, ct, cd) {
-                let c = est.candidate(min_batch, t, cd);
-                if push(0, "optim.table", ct.name().into(), t.name().into(), &c) {
-                    single_optimizer = true;
-                    break;
+    }
+
+    /// A weaker table optimizer, then a weaker dense one (each when pinned): the most capable
+    /// one that fits. Whether either was found.
+    fn weaker_optimizer(&mut self) -> bool {
+        let (est, p, min_batch) = (self.est, self.est.p, self.min_batch);
+        let (ct, cd) = (self.ct, self.cd);
+        let layout = p.config.model.layout;
+        let mut single_optimizer = false;
+        if p.pins.table && layout == Layout::Sparse {
+            for t in [
+                TableOptim::RowwiseAdagrad,
+                TableOptim::Momentum,
+                TableOptim::Sgd,
+            ] {
+                if capability(layout, t, cd) < capability(layout, ct, cd) {
+                    let c = est.candidate(min_batch, t, cd);
+                    if self.push(0, "optim.table", ct.name().into(), t.name().into(), &c) {
+                        single_optimizer = true;
+                        break;
+                    }
                 }
             }
         }
-    }
-    // A weaker dense optimizer (when pinned).
-    if p.pins.dense {
-        for d in [DenseOptim::Momentum, DenseOptim::Sgd] {
-            if d.state_per_weight() < cd.state_per_weight() {
-                let c = est.candidate(min_batch, ct, d);
-                if push(0, "optim.dense", cd.name().into(), d.name().into(), &c) {
-                    single_optimizer = true;
-                    break;
+        if p.pins.dense {
+            for d in [DenseOptim::Momentum, DenseOptim::Sgd] {
+                if d.state_per_weight() < cd.state_per_weight() {
+                    let c = est.candidate(min_batch, ct, d);
+                    if self.push(0, "optim.dense", cd.name().into(), d.name().into(), &c) {
+                        single_optimizer = true;
+                        break;
+                    }
                 }
             }
         }
+        single_optimizer
     }
-    // A smaller batch.
-    if min_batch > 1
-        && let Some(b) = largest_batch(1, min_batch - 1, |b| est.fits(b, ct, cd))
-    {
-        let c = est.candidate(b, ct, cd);
-        let key = if p.pins.batch_size {
-            "train.batch_size"
-        } else {
-            "plan.min_batch"
-        };
-        push(0, key, min_batch.to_string(), b.to_string(), &c);
+
+    /// A smaller batch: the largest below the smallest allowed that fits.
+    fn smaller_batch(&mut self) {
+        let (est, min_batch, ct, cd) = (self.est, self.min_batch, self.ct, self.cd);
+        if min_batch > 1
+            && let Some(b) = largest_batch(1, min_batch - 1, |b| est.fits(b, ct, cd))
+        {
+            let c = est.candidate(b, ct, cd);
+            let key = if est.p.pins.batch_size {
+                "train.batch_size"
+            } else {
+                "plan.min_batch"
+            };
+            self.push(0, key, min_batch.to_string(), b.to_string(), &c);
+        }
     }
-    // Layout remedies: the same model stored or scheduled differently.
-    if layout == Layout::Sparse {
+
+    /// Layout remedies: the same model stored or scheduled differently.
+    fn layout_remedies(&mut self) {
+        let (est, p, min_batch, ct, cd) = (self.est, self.est.p, self.min_batch, self.ct, self.cd);
+        if p.config.model.layout != Layout::Sparse {
+            return;
+        }
         for (key, from, to, changed) in remedies(est, min_batch, (ct, cd)) {
             let bands = bands_of(&changed, p.bands);
             let variant = Variant {
@@ -105,12 +151,17 @@ pub(crate) fn suggestions(
                 bands: &bands,
             };
             let c = est.candidate_with(variant, min_batch, ct, cd);
-            push(0, key, from, to, &c);
+            self.push(0, key, from, to, &c);
         }
     }
-    // The sparse layout, with the most capable table optimizer that fits (same bands).
-    if layout == Layout::Dense {
-        let mut sparse = config.clone();
+
+    /// The sparse layout, with the most capable table optimizer that fits (same bands).
+    fn sparse_layout(&mut self) {
+        let (est, p, min_batch, ct, cd) = (self.est, self.est.p, self.min_batch, self.ct, self.cd);
+        if p.config.model.layout != Layout::Dense {
+            return;
+        }
+        let mut sparse = p.config.clone();
         sparse.model.layout = Layout::Sparse;
         let variant = Variant {
             config: &sparse,
@@ -129,29 +180,39 @@ pub(crate) fn suggestions(
         for &t in tables {
             let c = est.candidate_with(variant, min_batch, t, cd);
             let to = format!("sparse (table {})", t.name());
-            if push(1, "model.layout", "dense".into(), to, &c) {
+            if self.push(1, "model.layout", "dense".into(), to, &c) {
                 break;
             }
         }
     }
-    // Both optimizers to SGD, when both are pinned and neither alone is enough.
-    if p.pins.table
-        && p.pins.dense
-        && !single_optimizer
-        && layout == Layout::Sparse
-        && (ct, cd) != (TableOptim::Sgd, DenseOptim::Sgd)
-    {
-        let c = est.candidate(min_batch, TableOptim::Sgd, DenseOptim::Sgd);
-        push(
-            2,
-            "optim",
-            format!("{}/{}", ct.name(), cd.name()),
-            "sgd/sgd".into(),
-            &c,
-        );
+
+    /// Both optimizers to SGD, when both are pinned and neither alone is enough.
+    fn both_optimizers(&mut self, single_optimizer: bool) {
+        let (est, p, min_batch, ct, cd) = (self.est, self.est.p, self.min_batch, self.ct, self.cd);
+        if p.pins.table
+            && p.pins.dense
+            && !single_optimizer
+            && p.config.model.layout == Layout::Sparse
+            && (ct, cd) != (TableOptim::Sgd, DenseOptim::Sgd)
+        {
+            let c = est.candidate(min_batch, TableOptim::Sgd, DenseOptim::Sgd);
+            self.push(
+                2,
+                "optim",
+                format!("{}/{}", ct.name(), cd.name()),
+                "sgd/sgd".into(),
+                &c,
+            );
+        }
     }
-    // A narrower embedding.
-    if config.model.dim > 1 {
+
+    /// A narrower embedding: the widest `model.dim` below the configured one that fits.
+    fn narrower_embedding(&mut self) {
+        let (est, p, min_batch, ct, cd) = (self.est, self.est.p, self.min_batch, self.ct, self.cd);
+        let config = p.config;
+        if config.model.dim <= 1 {
+            return;
+        }
         let narrower = |dim: usize| {
             let mut c = config.clone();
             c.model.dim = dim;
@@ -173,7 +234,7 @@ pub(crate) fn suggestions(
                 bands: &bands,
             };
             let c = est.candidate_with(variant, min_batch, ct, cd);
-            push(
+            self.push(
                 3,
                 "model.dim",
                 config.model.dim.to_string(),
@@ -182,29 +243,36 @@ pub(crate) fn suggestions(
             );
         }
     }
-    out.sort_by(|(ta, a), (tb, b)| {
-        ta.cmp(tb)
-            .then(a.frees_bytes.cmp(&b.frees_bytes))
-            .then(a.key.cmp(&b.key))
-    });
-    let mut out: Vec<Suggestion> = out.into_iter().map(|(_, s)| s).collect();
-    // A larger budget, when buffers allow.
-    if base.largest_allocation_bytes <= p.device.max_buffer_bytes {
-        let budget = round_up_mib(needed_budget(base.predicted_peak_bytes)).max(p.budget_bytes + 1);
-        out.push(Suggestion {
-            key: "budget".into(),
-            from: format_bytes(p.budget_bytes),
-            to: format_bytes(budget),
-            frees_bytes: budget - p.budget_bytes,
-            text: format!(
-                "budget {} → {} (adds {})",
-                format_bytes(p.budget_bytes),
-                format_bytes(budget),
-                format_bytes(budget - p.budget_bytes)
-            ),
+
+    /// The changes by tier, each tier by the bytes it frees (the smallest sufficient first).
+    fn ranked(mut self) -> Vec<Suggestion> {
+        self.tiered.sort_by(|(ta, a), (tb, b)| {
+            ta.cmp(tb)
+                .then(a.frees_bytes.cmp(&b.frees_bytes))
+                .then(a.key.cmp(&b.key))
         });
+        self.tiered.into_iter().map(|(_, s)| s).collect()
     }
-    out
+}
+
+/// A larger budget, when buffers allow: the smallest whole MiB at which `base` fits.
+fn larger_budget(p: &Problem, base: &Candidate) -> Option<Suggestion> {
+    if base.largest_allocation_bytes > p.device.max_buffer_bytes {
+        return None;
+    }
+    let budget = round_up_mib(needed_budget(base.predicted_peak_bytes)).max(p.budget_bytes + 1);
+    Some(Suggestion {
+        key: "budget".into(),
+        from: format_bytes(p.budget_bytes),
+        to: format_bytes(budget),
+        frees_bytes: budget - p.budget_bytes,
+        text: format!(
+            "budget {} → {} (adds {})",
+            format_bytes(p.budget_bytes),
+            format_bytes(budget),
+            format_bytes(budget - p.budget_bytes)
+        ),
+    })
 }
 
 /// The sparse layout's remedies, each alone, as `(key, from, to, changed config)`: the widest

@@ -8,7 +8,7 @@ use super::report::report;
 use crate::failure::{Failure, Outcome};
 use crate::measure::measure;
 use crate::output::emit_rows;
-use crate::prerun::{check_fits, device_facts, open_measurable, predict};
+use crate::preflight::{check_fits, device_facts, open_measurable, predict};
 use crate::request::{ExplainGrid, grid_point};
 
 /// The configurations of the accuracy grid, as `--set` overrides over [`grid_base`].

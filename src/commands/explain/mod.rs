@@ -16,7 +16,7 @@ use widebag_ledger::host_side::BATCHES_IN_FLIGHT;
 
 use crate::failure::{Failure, Outcome};
 use crate::measure::measure;
-use crate::prerun::{
+use crate::preflight::{
     check_fits, device_facts, host_side, open_compute, open_measurable, predict, predict_batches,
 };
 use crate::request::{ExplainRequest, OneExplain};
@@ -29,7 +29,7 @@ pub fn run(req: &ExplainRequest) -> Outcome {
 }
 
 fn explain_one(req: &OneExplain) -> Outcome {
-    if crate::commands::launch::mpi_world_size().is_some_and(|n| n > 1) {
+    if crate::run::launch::mpi_world_size().is_some_and(|n| n > 1) {
         return per_rank::explain_ranks(req);
     }
     let prepared =

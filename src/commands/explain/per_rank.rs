@@ -15,7 +15,7 @@ use widebag_model::train::group::refused_across_ranks;
 use widebag_model::{RunOptions, Watch, train};
 
 use crate::failure::{Failure, Outcome};
-use crate::prerun::{device_facts, open_compute, predict_rank};
+use crate::preflight::{device_facts, open_compute, predict_rank};
 use crate::request::OneExplain;
 
 /// One point of one rank: the ledger's bytes alive there (device and host: on flex both are
@@ -48,11 +48,11 @@ pub fn explain_ranks(req: &OneExplain) -> Outcome {
     }
     if let Some((key, message)) = refused_across_ranks(
         &req.config,
-        crate::commands::launch::mpi_world_size().unwrap_or(1),
+        crate::run::launch::mpi_world_size().unwrap_or(1),
     ) {
         return Err(Failure::usage(anyhow::anyhow!("{key}: {message}")));
     }
-    let report = crate::commands::launch::on_mpi_world(|comm| measure_rank(req, comm))??;
+    let report = crate::run::launch::on_mpi_world(|comm| measure_rank(req, comm))??;
     if let Some(r) = report {
         print!("{}", render(&r, req.json));
     }

@@ -373,7 +373,7 @@ mod tests {
     use widebag_prepare::{PrepareOptions, open_data};
 
     use super::*;
-    use crate::prerun::predict;
+    use crate::preflight::predict;
 
     /// The quickstart predicted for lavapipe's limits: no device, deterministic.
     fn quickstart_report() -> Report {

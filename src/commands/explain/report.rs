@@ -179,7 +179,7 @@ pub fn report(
         categories,
         points,
         phases,
-        reserved_estimate_bytes: widebag_ledger::alloc::reserved_estimate_bytes(
+        reserved_estimate_bytes: widebag_ledger::reserved::reserved_estimate_bytes(
             &ledger,
             spec.device.max_buffer_bytes,
         ),

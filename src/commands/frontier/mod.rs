@@ -16,11 +16,11 @@ use widebag_config::units::format_bytes;
 use widebag_ledger::Placement;
 use widebag_solver::Calibration;
 
-use crate::commands::plan::make_plan;
-use crate::commands::plan::planner::cuts_bands;
 use crate::commands::sweep::results::Status;
 use crate::failure::{Failure, Outcome};
-use crate::prerun::{device_facts, open_compute, predict};
+use crate::plan::planner::{cuts_bands, make_plan};
+use crate::plan::report::Report;
+use crate::preflight::{device_facts, open_compute, predict};
 use crate::request::{FrontierRequest, SolverFlags};
 use crate::run_dir::{RunDir, config_text};
 use jobs::Job;
@@ -217,7 +217,7 @@ fn plan_all(
 /// The host tier's bytes of the planned run (prepared again when the plan cuts bands).
 fn host_bytes(
     mut prepared: widebag_prepare::Prepared,
-    report: &crate::commands::plan::Report,
+    report: &Report,
     compute: &widebag_model::Compute,
 ) -> anyhow::Result<u64> {
     prepared.config = report.plan.apply_to(&prepared.config);

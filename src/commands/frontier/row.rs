@@ -8,8 +8,8 @@ use serde::{Deserialize, Serialize};
 use widebag_config::units::format_bytes;
 use widebag_eval::EvalReport;
 
-use crate::commands::plan::{Report, optimizers};
 use crate::commands::sweep::results::{Status, csv_field, opt};
+use crate::plan::report::{Report, optimizers};
 
 /// One budget of a frontier.
 #[derive(Clone, Debug, Serialize, Deserialize)]

@@ -9,7 +9,7 @@ use widebag_solver::Calibration;
 use crate::args::DeviceArgs;
 use crate::commands::explain::grid::grid_base;
 use crate::failure::{Failure, Outcome};
-use crate::prerun::{check_fits, device_facts, open_compute, predict};
+use crate::preflight::{check_fits, device_facts, open_compute, predict};
 use crate::request::{Calibrate, grid_point};
 
 /// The runs `--calibrate` measures (over [`grid_base`]): both layouts, three batch sizes, two

@@ -6,13 +6,13 @@ use serde::Serialize;
 use widebag_config::units::format_bytes;
 use widebag_solver::Calibration;
 
-use super::planner::make_plan;
-use super::report::{Report, optimizers};
 use super::search::{search, verify};
 use crate::commands::explain::grid::grid_base;
 use crate::failure::{Failure, Outcome};
 use crate::output::emit_rows;
-use crate::prerun::open_measurable;
+use crate::plan::planner::make_plan;
+use crate::plan::report::{Report, optimizers};
+use crate::preflight::open_measurable;
 use crate::request::{PlanGrid, SolverFlags, grid_point};
 
 /// One model of the solver's grid and the budgets it is planned for.

@@ -5,19 +5,15 @@
 mod bracket;
 mod calibrate;
 mod grid;
-mod host;
-mod per_rank;
-pub mod planner;
-mod report;
-pub mod search;
-
-pub use planner::{Planned, make_plan};
-pub use report::{Report, optimizers, render};
+mod search;
 
 use widebag_config::units::format_bytes;
 
 use crate::failure::{Failure, Outcome};
-use crate::prerun::{open_compute, open_measurable};
+use crate::plan::host::HostCheck;
+use crate::plan::planner::{Planned, cuts_bands, make_plan};
+use crate::plan::report::{Report, render};
+use crate::preflight::{open_compute, open_measurable};
 use crate::request::{OnePlan, PlanRequest};
 
 pub fn run(req: &PlanRequest) -> Outcome {
@@ -69,7 +65,7 @@ fn plan_one(req: &OnePlan) -> Outcome {
         && report.fits
     {
         let side = planned_host_side(&prepared, &report).map_err(Failure::usage)?;
-        report.host = Some(host::HostCheck::of(&side, budget));
+        report.host = Some(HostCheck::of(&side, budget));
     }
     let compute_for_runs = || {
         compute
@@ -148,15 +144,15 @@ fn planned_host_side(
 ) -> anyhow::Result<widebag_ledger::host_side::HostSide> {
     let mut planned = prepared.clone();
     planned.config = report.plan.apply_to(&prepared.config);
-    if planner::cuts_bands(&report.plan) {
+    if cuts_bands(&report.plan) {
         planned = widebag_prepare::open_data(
             &planned.config,
             &widebag_prepare::PrepareOptions::READ_ONLY,
         )?;
     }
-    let (spec, ledger) = crate::prerun::predict(&planned, report.device)?;
+    let (spec, ledger) = crate::preflight::predict(&planned, report.device)?;
     let in_flight = widebag_ledger::host_side::BATCHES_IN_FLIGHT;
-    Ok(crate::prerun::host_side(
+    Ok(crate::preflight::host_side(
         &planned, &spec, &ledger, in_flight,
     ))
 }

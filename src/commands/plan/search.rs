@@ -2,48 +2,15 @@
 //! budget; `--search` finds the true largest batch from real runs' measured peaks.
 
 use anyhow::Context;
-use serde::Serialize;
-use widebag_config::{Config, DenseOptim, TableOptim};
+use widebag_config::Config;
 use widebag_model::Compute;
 use widebag_prepare::Prepared;
 use widebag_solver::Plan;
 
 use super::bracket::{BatchRange, Bracket, bracket};
 use crate::measure::measure;
-use crate::prerun::{check_fits, device_facts, predict};
-
-/// `--verify`: the plan run on the device.
-#[derive(Clone, Debug, Serialize)]
-pub struct Verify {
-    pub steps: usize,
-    pub predicted_peak_bytes: u64,
-    pub measured_peak_bytes: u64,
-    pub measured_reserved_peak_bytes: Option<u64>,
-    pub under_budget: bool,
-}
-
-/// One real run of `--search`.
-#[derive(Clone, Debug, Serialize)]
-pub struct Probe {
-    pub batch_size: usize,
-    /// `None`: refused before running (a tensor over the device's largest buffer).
-    pub measured_peak_bytes: Option<u64>,
-    pub runs_under_budget: bool,
-}
-
-/// `--search`: the largest batch that ran under the budget, by bisection on measured peaks.
-#[derive(Clone, Debug, Serialize)]
-pub struct Search {
-    /// The largest batch measured under the budget (`None`: not even the smallest).
-    pub batch_size: Option<usize>,
-    /// The smallest batch measured over it (`None`: the largest allowed ran under it).
-    pub first_over: Option<usize>,
-    pub table: TableOptim,
-    pub dense: DenseOptim,
-    pub probes: Vec<Probe>,
-    /// The analytic plan's batch over the search's, in %.
-    pub plan_vs_search_pct: Option<f64>,
-}
+use crate::plan::measured::{Probe, Search, Verify};
+use crate::preflight::{check_fits, device_facts, predict};
 
 /// The measured peak (bytes in use at the step's readable points, after a warm-up step, and the
 /// reservation) of `config`, or `None` when the step is refused for the buffer limit.

@@ -16,11 +16,11 @@ use widebag_model::{CheckpointPlan, Compute, ProbeMode, RunOptions, Watch, train
 use widebag_solver::Calibration;
 
 use crate::commands::explain;
-use crate::commands::plan::planner::{budget, make_plan};
 use crate::failure::{Failure, Outcome};
+use crate::plan::planner::{budget, make_plan};
 use widebag_ledger::host_side::BATCHES_IN_FLIGHT;
 
-use crate::prerun::{check_fits, check_memory, device_facts, host_side, open_compute, predict};
+use crate::preflight::{check_fits, check_memory, device_facts, host_side, open_compute, predict};
 use crate::request::{SolverFlags, SweepRequest};
 use crate::run_dir::RunDir;
 use results::{RunRow, Status};

@@ -13,8 +13,8 @@
 //! them.
 
 use serde::Serialize;
+use widebag_collective::partition::BlockSharding;
 use widebag_collective::partition::{all_reduce_received, all_reduce_sent, class_block};
-use widebag_collective::route::BlockSharding;
 use widebag_config::bands::Band;
 
 use super::sparse;

@@ -147,11 +147,8 @@ fn dense_file(
         sources.push(full_b);
     }
     let order: Option<Vec<i64>> = prepared.relabel.classes.as_ref().map(|r| {
-        let mut old_of_new = vec![0i64; r.len()];
-        for o in 0..r.len() {
-            old_of_new[r.map(o as u32) as usize] = o as i64;
-        }
-        old_of_new
+        let old_of_new = widebag_prepare::original_ids(Some(r), r.len());
+        old_of_new.into_iter().map(i64::from).collect()
     });
     if let Some(o) = &order {
         specs.push(Spec {

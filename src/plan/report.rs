@@ -9,7 +9,7 @@ use widebag_config::{DenseOptim, Layout, TableOptim};
 use widebag_ledger::step::DeviceFacts;
 use widebag_solver::Plan;
 
-use super::search::{Search, Verify};
+use super::measured::{Search, Verify};
 
 /// Where the budget came from.
 #[derive(Clone, Debug, Serialize)]
@@ -101,6 +101,17 @@ pub fn render(r: &Report, planned_ms: f64) -> String {
 
 /// The headline, the search range, the chosen peak, the runner-ups and the suggestions.
 fn write_plan(out: &mut String, r: &Report) -> std::fmt::Result {
+    write_headline(out, r)?;
+    write_peak(out, &r.plan)?;
+    write_runner_ups(out, &r.plan)?;
+    write_remedies(out, &r.plan)?;
+    write_layouts(out, &r.plan)?;
+    write_suggestions(out, &r.plan)
+}
+
+/// Whether it fits (at what peak of which budget), the budget's source, the device's buffer
+/// limit and what was searched.
+fn write_headline(out: &mut String, r: &Report) -> std::fmt::Result {
     let p = &r.plan;
     let c = &p.chosen;
     if p.fits {
@@ -151,6 +162,12 @@ fn write_plan(out: &mut String, r: &Report) -> std::fmt::Result {
             p.pinned.join(", ")
         }
     )?;
+    Ok(())
+}
+
+/// Why the chosen plan was chosen, and its peak by category.
+fn write_peak(out: &mut String, p: &Plan) -> std::fmt::Result {
+    let c = &p.chosen;
     writeln!(out, "  why         {}", c.verdict)?;
     writeln!(
         out,
@@ -164,6 +181,11 @@ fn write_plan(out: &mut String, r: &Report) -> std::fmt::Result {
             writeln!(out, "    {cat:<22} {:>12}", format_bytes(*bytes))?;
         }
     }
+    Ok(())
+}
+
+/// The runner-ups: the other candidates and why each was not chosen.
+fn write_runner_ups(out: &mut String, p: &Plan) -> std::fmt::Result {
     if !p.runner_ups.is_empty() {
         writeln!(out, "  runner-ups")?;
         writeln!(
@@ -186,6 +208,11 @@ fn write_plan(out: &mut String, r: &Report) -> std::fmt::Result {
             )?;
         }
     }
+    Ok(())
+}
+
+/// The layout remedies taken (or, when nothing fits, tried), with what they saved.
+fn write_remedies(out: &mut String, p: &Plan) -> std::fmt::Result {
     if !p.remedies.is_empty() {
         let head = if p.fits {
             "  layout remedies taken (in their order)"
@@ -215,6 +242,11 @@ fn write_plan(out: &mut String, r: &Report) -> std::fmt::Result {
             )?;
         }
     }
+    Ok(())
+}
+
+/// The layouts compared, when there were remedies to compare.
+fn write_layouts(out: &mut String, p: &Plan) -> std::fmt::Result {
     if !p.remedies.is_empty() || !p.layouts.iter().all(|l| l.remedies.is_empty()) {
         writeln!(out, "  layouts compared")?;
         for l in &p.layouts {
@@ -234,6 +266,11 @@ fn write_plan(out: &mut String, r: &Report) -> std::fmt::Result {
             )?;
         }
     }
+    Ok(())
+}
+
+/// The smallest changes that fit, when nothing does.
+fn write_suggestions(out: &mut String, p: &Plan) -> std::fmt::Result {
     if !p.suggestions.is_empty() {
         writeln!(out, "  smallest changes that fit")?;
         for (i, s) in p.suggestions.iter().enumerate() {
@@ -301,7 +338,7 @@ mod tests {
     use widebag_solver::Calibration;
 
     use super::*;
-    use crate::commands::plan::planner::make_plan;
+    use crate::plan::planner::make_plan;
     use crate::request::SolverFlags;
 
     /// The schema's default run (240,000 ids and classes, Adam on both parts) planned for a

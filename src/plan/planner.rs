@@ -12,7 +12,7 @@ use widebag_prepare::Prepared;
 use widebag_solver::{Pins, Plan, Problem, RowSample};
 
 use super::report::{Budget, Report};
-use crate::prerun::SAMPLED_BATCHES;
+use crate::preflight::SAMPLED_BATCHES;
 use crate::request::SolverFlags;
 
 /// The budget: the flag, else `plan.budget`, else the device's memory minus the documented
@@ -160,7 +160,7 @@ pub fn make_plan(
         config,
         compute.and_then(|c| c.memory_bytes),
     )?;
-    let device = device_facts(compute.map(crate::prerun::device_facts), flags, config);
+    let device = device_facts(compute.map(crate::preflight::device_facts), flags, config);
     let rows = sample(prepared)?;
     let problem = Problem {
         config: &prepared.config,

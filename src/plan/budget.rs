@@ -8,8 +8,9 @@ use widebag_config::units::format_bytes;
 use widebag_model::Compute;
 use widebag_prepare::Prepared;
 
-use crate::commands::plan::{self, Planned, Report};
 use crate::failure::Failure;
+use crate::plan::planner::{Planned, cuts_bands, make_plan};
+use crate::plan::report::{Report, render};
 use crate::request::{SolverFlags, TrainRequest};
 
 /// Where the run stands after planning: the config to save (the user's, the plan applied), the
@@ -38,7 +39,7 @@ pub fn plan_for_budget(
     };
     let per_rank = if ranks > 1 { " per rank" } else { "" };
     let Planned { report, planned_ms } =
-        plan::make_plan(prepared, &flags, &req.overrides, Some(compute)).map_err(Failure::usage)?;
+        make_plan(prepared, &flags, &req.overrides, Some(compute)).map_err(Failure::usage)?;
     if !report.fits {
         let f = Failure::does_not_fit(anyhow::anyhow!(
             "{}{per_rank} (see the plan above)",
@@ -50,7 +51,7 @@ pub fn plan_for_budget(
                 serde_json::to_string(&report).expect("plan serialises")
             );
         } else if lead {
-            print!("{}", plan::render(&report, planned_ms));
+            print!("{}", render(&report, planned_ms));
         }
         return Err(if req.json { f.reported() } else { f });
     }
@@ -72,7 +73,7 @@ pub fn plan_for_budget(
     }
     let saved_config = report.plan.apply_to(&req.config);
     prepared.config = report.plan.apply_to(&prepared.config);
-    let prepared_again = plan::planner::cuts_bands(&report.plan);
+    let prepared_again = cuts_bands(&report.plan);
     if prepared_again {
         // The plan cut a side into bands: prepare again, so the ids or classes are renumbered
         // by frequency and the bands resolved for the cut.
