@@ -145,8 +145,11 @@ pub struct TrainArgs {
     /// summary.json and checkpoints/ (every train.checkpoint_every steps and at the end).
     #[arg(long, value_name = "DIR", conflicts_with = "resume")]
     pub out: Option<PathBuf>,
-    /// Continue the run in DIR from its last good checkpoint, with its own config.toml.
-    #[arg(long, value_name = "DIR", conflicts_with_all = ["config", "overrides", "budget"])]
+    /// Continue the run in DIR from its last good checkpoint, with its own config.toml. `--set`
+    /// may lengthen or re-time it (train.epochs, train.steps, train.eval_every,
+    /// train.checkpoint_every; the learning-rate schedule then spans the new end); any other
+    /// key is refused (exit 2).
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["config", "budget"])]
     pub resume: Option<PathBuf>,
     /// Train as N ranks (row-sharded tables, data-parallel dense layers), here as N threads;
     /// under `mpirun` (a binary built with `--features mpi`) the MPI world size sets it.

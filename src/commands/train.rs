@@ -7,26 +7,30 @@
 //! summary) and prints the summary, and every rank writes its own checkpoints under
 //! `checkpoints/rank-R-of-N/`; `--resume` continues at the same N.
 
-use anyhow::Context;
-use indicatif::{ProgressBar, ProgressStyle};
 use widebag_collective::Collective;
 use widebag_collective::local::Local;
 use widebag_config::units::format_bytes;
-use widebag_ledger::host_side::BATCHES_IN_FLIGHT;
-use widebag_model::train::group::{rank_dir, refused_across_ranks};
-use widebag_model::{CheckpointPlan, Ranks, Resume, RunOptions, RunSummary, Watch, train};
+use widebag_ledger::Ledger;
+use widebag_ledger::host_side::{BATCHES_IN_FLIGHT, HostSide};
+use widebag_ledger::step::StepSpec;
+use widebag_model::train::group::refused_across_ranks;
+use widebag_model::{Compute, RunOptions, RunSummary, Watch, train};
 use widebag_prepare::Prepared;
 
 use crate::commands::explain;
 use crate::failure::{Failure, Outcome};
 use crate::plan::budget::plan_for_budget;
+use crate::plan::report::Report;
 use crate::preflight::{
     check_fits, check_memory_shared, device_facts, host_side, open_compute, predict, predict_rank,
 };
 use crate::request::TrainRequest;
+use crate::run::directory::run_directory;
 use crate::run::launch;
+use crate::run::lengthen;
 use crate::run::summary::render_summary;
-use crate::run_dir::{MetricsLog, RunDir};
+use crate::run::watch::{Progress, StepLog};
+use crate::run_dir::RunDir;
 
 /// How a run ended, as rank 0 reports it.
 enum Finished {
@@ -93,8 +97,7 @@ fn train_as(
     comm: &dyn Collective,
     prepared: Option<Prepared>,
 ) -> Result<Option<Finished>, Failure> {
-    let (rank, size) = (comm.rank(), comm.size());
-    let (lead, alone) = (rank == 0, size == 1);
+    let lead = comm.rank() == 0;
     let mut prepared = match prepared {
         Some(p) => p,
         None => prepare(req)?,
@@ -103,233 +106,171 @@ fn train_as(
         announce(&prepared);
     }
     let compute = open_compute(req.config.train.device)?;
-    let (saved_config, planned) = match plan_for_budget(req, &mut prepared, &compute, (rank, size))?
-    {
-        Some(b) => {
-            if b.prepared_again && lead {
-                announce(&prepared);
-            }
-            (b.saved_config, Some(b.report))
-        }
-        None => (req.config.clone(), None),
-    };
-    // Refuse, before anything is allocated, a precision the device cannot store, a step with a
-    // tensor over the device's buffer limit, and the ranks this machine holds (one process; all
-    // threads; under mpirun its local ranks) over its memory.
-    widebag_model::device::check_precisions(
-        &prepared.config,
-        &compute,
-        prepared.model_bands.input.len(),
-    )
-    .map_err(Failure::usage)?;
-    let facts = device_facts(&compute);
-    let (spec, ledger) = match alone {
-        true => predict(&prepared, facts),
-        false => predict_rank(&prepared, facts, rank, size, 0),
-    }
-    .map_err(Failure::usage)?;
-    check_fits(&ledger, &spec).map_err(Failure::does_not_fit)?;
-    let host = host_side(&prepared, &spec, &ledger, BATCHES_IN_FLIGHT);
-    check_memory_shared(&ledger, &host, &compute, launch::local_ranks(comm))
-        .map_err(Failure::does_not_fit)?;
-    if lead {
-        crate::heap::set_context(expectation(&ledger, &compute));
-    }
-    let mut options = RunOptions {
-        watch: Watch {
-            profile_sync: req.profile,
-            // flex's peak is measured on the heap (one process; each rank of mpirun is
-            // measured by `explain --measure`).
-            heap_probe: true,
-            ..Watch::default()
-        },
-        save_init: req.save_init.clone(),
-        ..RunOptions::default()
-    };
+    let (saved_config, planned) = plan_part(req, &mut prepared, &compute, comm)?;
+    let fits = refuse_what_does_not_fit(&prepared, &compute, comm)?;
+    let mut options = run_options(req);
     let steps = prepared.config.train.steps as u64;
     let run_dir = run_directory(req, &mut options, &prepared.config, comm)?;
-    // A run every rank finished is complete (the ranks agree before any of them returns).
-    if let Some((dir, resumed)) = &run_dir
-        && req.resume.is_some()
-    {
-        let mut open = [match resumed {
-            Some(step) if *step >= steps => 0.0f32,
-            _ => 1.0,
-        }];
-        comm.all_reduce_sum(&mut open)
-            .map_err(|e| Failure::run(anyhow::anyhow!("rank {rank}: {e}")))?;
-        if open[0] == 0.0 {
-            let step = resumed.unwrap_or(steps);
-            let done = Finished::Complete {
-                dir: dir.path.clone(),
-                step,
-            };
-            return Ok(lead.then_some(done));
-        }
+    if let Some(done) = already_complete(req, &run_dir, steps, comm)? {
+        return Ok(lead.then_some(done));
     }
     let log_dir = run_dir.as_ref().map(|(d, _)| d).filter(|_| lead);
-    let resuming = req.resume.is_some();
-    if let Some(dir) = log_dir
-        && !resuming
-    {
-        dir.write_config(&saved_config).map_err(Failure::run)?;
-        let mut report = explain::report(spec, ledger, &compute.adapter, None);
-        report.host = Some(explain::host::host_report(host, None));
-        dir.write_json("ledger.json", &report)
-            .map_err(Failure::run)?;
-        if let Some(p) = &planned {
-            dir.write_json("plan.json", p).map_err(Failure::run)?;
-        }
+    if let (Some(dir), Some(written)) = (log_dir, &req.lengthened) {
+        let from = run_dir.as_ref().and_then(|(_, s)| *s).unwrap_or(0);
+        let note = lengthen::note(written, &req.config, steps as usize, from);
+        eprintln!("widebag: {note}");
+        lengthen::record(dir, &req.config, &note).map_err(Failure::run)?;
+    }
+    if let Some(dir) = log_dir.filter(|_| req.resume.is_none()) {
+        write_run_files(dir, &saved_config, fits, planned.as_ref(), &compute)?;
     }
     if run_dir.is_none() && lead && prepared.config.train.checkpoint_every > 0 {
         eprintln!("widebag: train.checkpoint_every needs --out DIR; no checkpoints");
     }
-    let bar = match lead {
-        true => ProgressBar::new(steps),
-        false => ProgressBar::hidden(),
-    };
-    bar.set_style(
-        ProgressStyle::with_template("{bar:30} {pos}/{len} steps  {msg}  [{elapsed}<{eta}]")
-            .expect("valid template"),
-    );
-    let started = std::time::Instant::now();
-    let mut examples = 0usize;
-    let mut last_eval = String::new();
-    // Rank 0 logs every step; a resumed log is cut back to the checkpoint's step at the first.
-    let mut metrics: Option<MetricsLog> = None;
-    let mut log_error = None;
+    let mut progress = Progress::new(lead, steps);
+    let mut log = StepLog::new(log_dir, req.resume.is_some());
     let summary = train(prepared, &compute, comm, options, |s| {
-        if bar.position() == 0 {
-            bar.set_position(s.step - 1);
-        }
-        examples += s.n_rows;
-        let rate = examples as f64 / started.elapsed().as_secs_f64().max(1e-9);
-        if let Some(e) = &s.eval {
-            last_eval = format!("  [{}]", e.line());
-        }
-        let epoch = s.epoch.map_or(String::new(), |e| format!("epoch {e}  "));
-        bar.set_message(format!(
-            "{epoch}loss {:.4}  {:.0} ex/s{last_eval}",
-            s.loss, rate
-        ));
-        bar.inc(1);
-        let Some(d) = log_dir else { return };
-        if metrics.is_none() && log_error.is_none() {
-            match d.metrics(resuming.then(|| s.step - 1)) {
-                Ok(m) => metrics = Some(m),
-                Err(e) => log_error = Some(e),
-            }
-        }
-        if let Some(m) = &mut metrics {
-            m.step(s);
-        }
+        progress.step(s);
+        log.step(s);
     });
-    let summary = match alone {
-        true => summary.context("training").map_err(Failure::run)?,
-        false => summary.map_err(|e| {
-            let usage = matches!(e, widebag_model::ModelError::Unsupported { .. });
-            let error = anyhow::anyhow!("rank {rank}: {e}");
-            match usage {
-                true => Failure::usage(error),
-                false => Failure::run(error),
-            }
-        })?,
-    };
-    bar.finish_and_clear();
+    let summary = summary.map_err(|e| training_failure(e, comm))?;
+    progress.finish();
     if let Some(d) = log_dir {
-        if let Some(e) = log_error {
-            return Err(Failure::run(e));
-        }
-        if let Some(m) = metrics {
-            m.finish().map_err(Failure::run)?;
-        }
+        log.finish().map_err(Failure::run)?;
         d.write_json("summary.json", &summary)
             .map_err(Failure::run)?;
     }
     Ok(lead.then(|| Finished::Trained(Box::new(summary))))
 }
 
-/// The run directory of `--out` (new) or `--resume` (with the step of this rank's newest good
-/// checkpoint), and the checkpoint settings it brings. One process continues from its newest
-/// good checkpoint; ranks from the newest step every rank has one of, at the same N.
-fn run_directory(
+/// `--budget`: this rank's part planned (the run prepared again when the plan cuts bands),
+/// with the config the run directory keeps and the plan's report; without it, the request's
+/// config and no plan.
+fn plan_part(
     req: &TrainRequest,
-    options: &mut RunOptions,
-    config: &widebag_config::Config,
+    prepared: &mut Prepared,
+    compute: &Compute,
     comm: &dyn Collective,
-) -> Result<Option<(RunDir, Option<u64>)>, Failure> {
-    let every = config.train.checkpoint_every as u64;
-    let ranks = Ranks {
-        rank: comm.rank(),
-        size: comm.size(),
-    };
-    let alone = ranks.size == 1;
-    if let Some(path) = &req.resume {
-        let dir = RunDir::create(path).map_err(Failure::run)?;
-        let mine = rank_dir(&dir.checkpoints(), ranks);
-        options.checkpoints = Some(CheckpointPlan {
-            root: dir.checkpoints(),
-            every,
-        });
-        if !alone {
-            if !mine.exists() {
-                return Err(Failure::usage(anyhow::anyhow!(
-                    "--resume {}: no checkpoints of rank {} of {} (a run continues at the \
-                     number of ranks that wrote it: {})",
-                    path.display(),
-                    ranks.rank,
-                    ranks.size,
-                    written_by(&dir.checkpoints())
-                )));
+) -> Result<(widebag_config::Config, Option<Report>), Failure> {
+    let lead = comm.rank() == 0;
+    Ok(
+        match plan_for_budget(req, prepared, compute, (comm.rank(), comm.size()))? {
+            Some(b) => {
+                if b.prepared_again && lead {
+                    announce(prepared);
+                }
+                (b.saved_config, Some(b.report))
             }
-            // The step every rank continues from is agreed as the run starts.
-            options.resume = Some(Resume::NewestCommon);
-            let newest = widebag_model::checkpoint::latest_good(&mine).ok();
-            return Ok(Some((dir, newest.map(|(_, m, _)| m.step))));
-        }
-        let (ckpt, manifest, refused) =
-            widebag_model::checkpoint::latest_good(&mine).map_err(Failure::run)?;
-        for r in refused {
-            eprintln!("widebag: skipped a newer checkpoint: {r}");
-        }
-        eprintln!(
-            "widebag: resuming {} from {} (step {})",
-            path.display(),
-            ckpt.display(),
-            manifest.step
-        );
-        options.resume = Some(Resume::Checkpoint(ckpt));
-        return Ok(Some((dir, Some(manifest.step))));
-    }
-    let Some(path) = &req.out else {
-        return Ok(None);
-    };
-    if comm.rank() == 0 && (path.join("summary.json").exists() || path.join("checkpoints").exists())
-    {
-        return Err(Failure::usage(anyhow::anyhow!(
-            "--out {}: already holds a run; continue it with --resume {} or choose another \
-             directory",
-            path.display(),
-            path.display()
-        )));
-    }
-    let dir = RunDir::create(path).map_err(Failure::run)?;
-    options.checkpoints = Some(CheckpointPlan {
-        root: dir.checkpoints(),
-        every,
-    });
-    Ok(Some((dir, None)))
+            None => (req.config.clone(), None),
+        },
+    )
 }
 
-/// The rank counts a run's checkpoints were written at (`2 ranks, 3 ranks`), or `none`.
-fn written_by(root: &std::path::Path) -> String {
-    let sizes = widebag_model::checkpoint::gather::rank_sizes(root);
-    match sizes.is_empty() {
-        true => "none".to_string(),
-        false => {
-            let s: Vec<String> = sizes.iter().map(|n| format!("{n} ranks")).collect();
-            s.join(", ")
-        }
+/// The step's predicted ledger and host side, once it is known to fit.
+struct Fits {
+    spec: StepSpec,
+    ledger: Ledger,
+    host: HostSide,
+}
+
+/// Refused, before anything is allocated: a precision the device cannot store, a step with a
+/// tensor over the device's buffer limit, and the ranks this machine holds (one process; all
+/// threads; under mpirun its local ranks) over its memory (exit 3, with the ledger's numbers).
+fn refuse_what_does_not_fit(
+    prepared: &Prepared,
+    compute: &Compute,
+    comm: &dyn Collective,
+) -> Result<Fits, Failure> {
+    let (rank, size) = (comm.rank(), comm.size());
+    widebag_model::device::check_precisions(
+        &prepared.config,
+        compute,
+        prepared.model_bands.input.len(),
+    )
+    .map_err(Failure::usage)?;
+    let facts = device_facts(compute);
+    let (spec, ledger) = match size == 1 {
+        true => predict(prepared, facts),
+        false => predict_rank(prepared, facts, rank, size, 0),
+    }
+    .map_err(Failure::usage)?;
+    check_fits(&ledger, &spec).map_err(Failure::does_not_fit)?;
+    let host = host_side(prepared, &spec, &ledger, BATCHES_IN_FLIGHT);
+    check_memory_shared(&ledger, &host, compute, launch::local_ranks(comm))
+        .map_err(Failure::does_not_fit)?;
+    if rank == 0 {
+        crate::heap::set_context(expectation(&ledger, compute));
+    }
+    Ok(Fits { spec, ledger, host })
+}
+
+/// How the run is watched and what it saves: flex's peak measured on the heap (one process;
+/// each rank of mpirun is measured by `explain --measure`), `--profile`, `--save-init`.
+fn run_options(req: &TrainRequest) -> RunOptions {
+    RunOptions {
+        watch: Watch {
+            profile_sync: req.profile,
+            heap_probe: true,
+            ..Watch::default()
+        },
+        save_init: req.save_init.clone(),
+        ..RunOptions::default()
+    }
+}
+
+/// `--resume` of a run every rank finished: how it ended (the ranks agree before any of them
+/// returns); `None` while there are steps to take.
+fn already_complete(
+    req: &TrainRequest,
+    run_dir: &Option<(RunDir, Option<u64>)>,
+    steps: u64,
+    comm: &dyn Collective,
+) -> Result<Option<Finished>, Failure> {
+    let Some((dir, resumed)) = run_dir.as_ref().filter(|_| req.resume.is_some()) else {
+        return Ok(None);
+    };
+    let mut open = [match resumed {
+        Some(step) if *step >= steps => 0.0f32,
+        _ => 1.0,
+    }];
+    comm.all_reduce_sum(&mut open)
+        .map_err(|e| Failure::run(anyhow::anyhow!("rank {}: {e}", comm.rank())))?;
+    Ok((open[0] == 0.0).then(|| Finished::Complete {
+        dir: dir.path.clone(),
+        step: resumed.unwrap_or(steps),
+    }))
+}
+
+/// A new run directory's config, ledger (with the host side) and plan.
+fn write_run_files(
+    dir: &RunDir,
+    config: &widebag_config::Config,
+    fits: Fits,
+    planned: Option<&Report>,
+    compute: &Compute,
+) -> Result<(), Failure> {
+    dir.write_config(config).map_err(Failure::run)?;
+    let mut report = explain::report(fits.spec, fits.ledger, &compute.adapter, None);
+    report.host = Some(explain::host::host_report(fits.host, None));
+    dir.write_json("ledger.json", &report)
+        .map_err(Failure::run)?;
+    if let Some(p) = planned {
+        dir.write_json("plan.json", p).map_err(Failure::run)?;
+    }
+    Ok(())
+}
+
+/// A training error as the run's failure: across ranks named by the rank, and a setting the
+/// device cannot run a usage error.
+fn training_failure(e: widebag_model::ModelError, comm: &dyn Collective) -> Failure {
+    if comm.size() == 1 {
+        return Failure::run(anyhow::Error::new(e).context("training"));
+    }
+    let usage = matches!(e, widebag_model::ModelError::Unsupported { .. });
+    let error = anyhow::anyhow!("rank {}: {e}", comm.rank());
+    match usage {
+        true => Failure::usage(error),
+        false => Failure::run(error),
     }
 }
 
@@ -361,7 +302,7 @@ fn announce(prepared: &Prepared) {
 
 /// What an out-of-memory report says the run expected: the ledger's peak, where it falls, and the
 /// memory the device has (where known).
-fn expectation(ledger: &widebag_ledger::Ledger, compute: &widebag_model::Compute) -> String {
+fn expectation(ledger: &Ledger, compute: &Compute) -> String {
     use widebag_ledger::Placement;
     let device = ledger.peak(Placement::Device);
     let host = ledger.peak(Placement::Host).bytes;

@@ -7,8 +7,8 @@ use std::path::PathBuf;
 use widebag_config::Config;
 use widebag_config::units::parse_bytes;
 
+use super::flags::{FlagOverride, device_flag, load_args};
 use super::plan::keep_accuracy_flag;
-use super::{FlagOverride, device_flag, load_args};
 use crate::args::FrontierArgs;
 use crate::failure::Failure;
 

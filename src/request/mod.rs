@@ -6,13 +6,13 @@
 use std::path::{Path, PathBuf};
 
 use widebag_config::sweep::Sweep;
-use widebag_config::{Config, ConfigError, DeviceChoice, Origin};
+use widebag_config::{Config, DeviceChoice};
 use widebag_data::{Format, Source, TextMode, TextOptions, TokenFormat};
 use widebag_solver::Calibration;
 
 use crate::args::{
-    BenchArgs, ConfigArgs, DeviceArg, DeviceArgs, ExplainArgs, FormatArg, LabelArg, ModeArg,
-    SourceArgs, SweepArgs, TokensArg, TrainArgs,
+    BenchArgs, ConfigArgs, DeviceArgs, ExplainArgs, FormatArg, LabelArg, ModeArg, SourceArgs,
+    SweepArgs, TokensArg, TrainArgs,
 };
 use crate::failure::Failure;
 
@@ -20,99 +20,16 @@ use crate::failure::Failure;
 /// width).
 pub const DEFAULT_WIDTHS: [usize; 4] = [8_000, 24_000, 80_000, 240_000];
 
+mod flags;
 mod frontier;
 mod plan;
 mod saved;
 
+use flags::{FlagOverride, device_flag, load, load_args, name_flags};
 pub use frontier::{FrontierRequest, frontier};
 use plan::budget_flag;
 pub use plan::{Calibrate, OnePlan, PlanGrid, PlanRequest, SolverFlags, calibration, plan};
 pub use saved::{EvalRequest, ExportRequest, PredictFormat, PredictRequest, eval, export, predict};
-
-/// A flag that sets a config key: `--min-batch 8` is `plan.min_batch=8`.
-struct FlagOverride {
-    /// As the user typed it, for error messages.
-    flag: String,
-    key: &'static str,
-    /// The value as TOML.
-    value: String,
-}
-
-impl FlagOverride {
-    fn new(flag: &str, shown: impl std::fmt::Display, key: &'static str, value: String) -> Self {
-        Self {
-            flag: format!("{flag} {shown}"),
-            key,
-            value,
-        }
-    }
-
-    /// The `key=value` override it becomes.
-    fn arg(&self) -> String {
-        format!("{}={}", self.key, self.value)
-    }
-}
-
-fn device_name(d: DeviceArg) -> &'static str {
-    match d {
-        DeviceArg::Auto => "auto",
-        DeviceArg::Wgpu => "wgpu",
-        DeviceArg::Cpu => "cpu",
-    }
-}
-
-fn device_flag(d: &DeviceArgs) -> Option<FlagOverride> {
-    let name = device_name(d.device?);
-    Some(FlagOverride::new(
-        "--device",
-        name,
-        "train.device",
-        format!("\"{name}\""),
-    ))
-}
-
-/// Names the flag behind a configuration error: the flag that set the failing key, or the flags
-/// that set other keys of its section (`--min-batch 5000` fails as `plan.max_batch`).
-fn name_flags(e: ConfigError, flags: &[FlagOverride]) -> anyhow::Error {
-    if let ConfigError::Invalid {
-        key,
-        origin: Origin::Set { arg },
-        message,
-    } = &e
-        && let Some(f) = flags.iter().find(|f| f.arg() == *arg)
-    {
-        return anyhow::anyhow!("{}: key `{key}`: {message}", f.flag);
-    }
-    if let ConfigError::Invalid { key, .. } = &e {
-        let section = key.split('.').next().unwrap_or_default();
-        let related: Vec<&str> = flags
-            .iter()
-            .filter(|f| f.key.split('.').next() == Some(section))
-            .map(|f| f.flag.as_str())
-            .collect();
-        if !related.is_empty() {
-            return anyhow::anyhow!("{e} (given {})", related.join(", "));
-        }
-    }
-    e.into()
-}
-
-/// The built-in defaults, then `file` (else the quickstart), then `--set`, then the flags'
-/// overrides, validated once.
-fn load(
-    file: Option<&Path>,
-    overrides: &[String],
-    flags: &[FlagOverride],
-) -> Result<Config, Failure> {
-    let mut all = overrides.to_vec();
-    all.extend(flags.iter().map(FlagOverride::arg));
-    widebag_config::load(file, &all).map_err(|e| Failure::usage(name_flags(e, flags)))
-}
-
-/// The configuration of `--config`/`--set` and the given flags.
-fn load_args(args: &ConfigArgs, flags: &[FlagOverride]) -> Result<Config, Failure> {
-    load(args.config.as_deref(), &args.overrides, flags)
-}
 
 /// A plain configuration (`data synth`).
 pub fn config(args: &ConfigArgs) -> Result<Config, Failure> {
@@ -138,6 +55,9 @@ pub struct TrainRequest {
     pub out: Option<PathBuf>,
     /// `--resume`: the run directory to continue.
     pub resume: Option<PathBuf>,
+    /// `--resume` with `--set` of the run's length or timing: the config the run was written
+    /// with (its `config.toml`), which `config` lengthens.
+    pub lengthened: Option<Config>,
     /// `--ranks`: ranks to train as (threads here; MPI's world size under mpirun).
     pub ranks: Option<usize>,
     /// `--save-init`: the safetensors file the initial weights go to.
@@ -149,20 +69,9 @@ pub fn train(args: &TrainArgs) -> Result<TrainRequest, Failure> {
     if args.keep_accuracy {
         flags.push(plan::keep_accuracy_flag());
     }
-    let config = match &args.resume {
-        // A resumed run keeps its own config (the device may change).
-        Some(dir) => {
-            let file = dir.join("config.toml");
-            if !file.is_file() {
-                return Err(Failure::usage(anyhow::anyhow!(
-                    "--resume {}: no config.toml there (not a run directory written by \
-                     `widebag train --out`)",
-                    dir.display()
-                )));
-            }
-            load(Some(&file), &[], flags.as_slice())?
-        }
-        None => load_args(&args.config, flags.as_slice())?,
+    let (config, lengthened) = match &args.resume {
+        Some(dir) => resumed_config(dir, &args.config.overrides, &flags)?,
+        None => (load_args(&args.config, flags.as_slice())?, None),
     };
     let plan = match budget_flag(args.budget.as_ref())? {
         Some(budget) => Some(SolverFlags {
@@ -179,9 +88,43 @@ pub fn train(args: &TrainArgs) -> Result<TrainRequest, Failure> {
         plan,
         out: args.out.clone(),
         resume: args.resume.clone(),
+        lengthened,
         ranks: args.ranks.map(|n| n as usize),
         save_init: args.save_init.clone(),
     })
+}
+
+/// A resumed run's config: its own `config.toml` (the device may change), lengthened or
+/// re-timed by `overrides` (with the config it was written with), any other key refused.
+fn resumed_config(
+    dir: &Path,
+    overrides: &[String],
+    flags: &[FlagOverride],
+) -> Result<(Config, Option<Config>), Failure> {
+    let file = dir.join("config.toml");
+    if !file.is_file() {
+        return Err(Failure::usage(anyhow::anyhow!(
+            "--resume {}: no config.toml there (not a run directory written by \
+             `widebag train --out`)",
+            dir.display()
+        )));
+    }
+    for o in overrides {
+        let key = o.split_once('=').map_or(o.as_str(), |(k, _)| k.trim());
+        if !widebag_config::is_run_length_key(key) {
+            return Err(Failure::usage(anyhow::anyhow!(
+                "--set {key}: a resumed run keeps its model, data and optimizer; with --resume \
+                 only {} may change (they lengthen or re-time the run)",
+                widebag_config::RUN_LENGTH_KEYS.join(", ")
+            )));
+        }
+    }
+    let written = load(Some(&file), &[], flags)?;
+    if overrides.is_empty() {
+        return Ok((written, None));
+    }
+    let config = load(Some(&file), overrides, flags)?;
+    Ok((config, Some(written)))
 }
 
 /// `widebag explain` for one configured run.

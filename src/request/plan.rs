@@ -8,7 +8,7 @@ use widebag_config::Config;
 use widebag_config::units::parse_bytes;
 use widebag_solver::Calibration;
 
-use super::{FlagOverride, device_flag, load_args};
+use super::flags::{FlagOverride, device_flag, load_args};
 use crate::args::{BudgetArgs, CalibrationArgs, DeviceArgs, ObjectiveArg, PlanArgs};
 use crate::failure::Failure;
 

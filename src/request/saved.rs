@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use widebag_config::Config;
 
-use super::{device_flag, load};
+use super::flags::{device_flag, load};
 use crate::args::{EvalArgs, ExportArgs, PredictArgs, RunArgs};
 use crate::failure::Failure;
 

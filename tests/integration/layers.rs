@@ -14,14 +14,23 @@ use crate::modcycles::{Module, cycles, modules, paths, resolve, source_dirs, str
 
 /// The paths of `use child::…` trees in `text` that start at one of `me`'s own child modules
 /// (a facade's `pub use child::Name`), as `self::child::…`.
-fn child_paths(text: &str, me: &Module, mods: &BTreeMap<Module, std::path::PathBuf>) -> Vec<String> {
+fn child_paths(
+    text: &str,
+    me: &Module,
+    mods: &BTreeMap<Module, std::path::PathBuf>,
+) -> Vec<String> {
     let mut out = Vec::new();
     for line in text.lines() {
         let line = line.trim_start();
         let line = line.strip_prefix("pub ").unwrap_or(line);
         let line = line.strip_prefix("pub(crate) ").unwrap_or(line);
-        let Some(tree) = line.strip_prefix("use ") else { continue };
-        let first: String = tree.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
+        let Some(tree) = line.strip_prefix("use ") else {
+            continue;
+        };
+        let first: String = tree
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect();
         let mut child = me.clone();
         child.push(first.clone());
         if !first.is_empty() && tree[first.len()..].starts_with("::") && mods.contains_key(&child) {
@@ -68,7 +77,9 @@ fn room(folder: &[String], m: &Module) -> Option<String> {
 
 /// Every folder of `edges`' crate (the root and each module with children), with the arrows
 /// between its rooms.
-fn folders(edges: &BTreeMap<Module, BTreeSet<Module>>) -> BTreeMap<Module, BTreeMap<Module, BTreeSet<Module>>> {
+fn folders(
+    edges: &BTreeMap<Module, BTreeSet<Module>>,
+) -> BTreeMap<Module, BTreeMap<Module, BTreeSet<Module>>> {
     let mut out: BTreeMap<Module, BTreeMap<Module, BTreeSet<Module>>> = BTreeMap::new();
     let all: BTreeSet<&Module> = edges.keys().collect();
     let folders: BTreeSet<Module> = all
@@ -78,7 +89,9 @@ fn folders(edges: &BTreeMap<Module, BTreeSet<Module>>) -> BTreeMap<Module, BTree
     for folder in folders {
         let rooms = out.entry(folder.clone()).or_default();
         for (from, tos) in edges {
-            let Some(a) = room(&folder, from) else { continue };
+            let Some(a) = room(&folder, from) else {
+                continue;
+            };
             for to in tos {
                 let Some(b) = room(&folder, to) else { continue };
                 if a != b {
@@ -121,10 +134,16 @@ fn against_floors(src: &Path, floors: &[Vec<String>]) -> Vec<String> {
             if let (Some(a), Some(b)) = (a, b)
                 && b < a
             {
-                bad.push(format!("{} (floor {a}) imports {} (floor {b}, above it)", from[0], to[0]));
+                bad.push(format!(
+                    "{} (floor {a}) imports {} (floor {b}, above it)",
+                    from[0], to[0]
+                ));
             }
             if to[0] == "mod" {
-                bad.push(format!("{} imports through the crate root's re-exports", from[0]));
+                bad.push(format!(
+                    "{} imports through the crate root's re-exports",
+                    from[0]
+                ));
             }
         }
     }
@@ -161,7 +180,11 @@ fn the_model_and_data_crates_import_only_down_their_declared_floors() {
         let floors = declared_floors(krate);
         assert!(floors.len() > 4, "{krate}: {} floors listed", floors.len());
         let bad = against_floors(&repo_root().join("crates").join(krate).join("src"), &floors);
-        assert!(bad.is_empty(), "{krate} against its floors in ARCHITECTURE.md:\n  {}", bad.join("\n  "));
+        assert!(
+            bad.is_empty(),
+            "{krate} against its floors in ARCHITECTURE.md:\n  {}",
+            bad.join("\n  ")
+        );
     }
 }
 
@@ -172,7 +195,10 @@ fn an_import_up_a_floor_or_through_the_root_is_found() {
     let src = dir.as_path();
     std::fs::create_dir_all(src.join("step")).unwrap();
     let write = |rel: &str, text: &str| std::fs::write(src.join(rel), text).unwrap();
-    write("lib.rs", "//! r\npub mod step;\npub mod table;\npub use table::Table;\n");
+    write(
+        "lib.rs",
+        "//! r\npub mod step;\npub mod table;\npub use table::Table;\n",
+    );
     write("step/mod.rs", "//! s\npub mod probe;\n");
     write("step/probe.rs", "//! p\n");
     write("table.rs", "//! t\nuse crate::step::probe::Probe;\n");
@@ -183,13 +209,23 @@ fn an_import_up_a_floor_or_through_the_root_is_found() {
     );
     // Through the root's re-export: a loop between lib.rs and table.
     write("table.rs", "//! t\nuse crate::Table;\n");
-    assert!(against_floors(src, &floors).iter().any(|b| b.contains("re-exports")));
+    assert!(
+        against_floors(src, &floors)
+            .iter()
+            .any(|b| b.contains("re-exports"))
+    );
     assert_eq!(cycles(&folders(&graph(src))[&Vec::new()]).len(), 1);
     // A folder's file importing its mod.rs while mod.rs re-exports from it: a loop in the folder.
     write("table.rs", "//! t\n");
-    write("step/mod.rs", "//! s\npub mod probe;\npub use probe::Probe;\n");
+    write(
+        "step/mod.rs",
+        "//! s\npub mod probe;\npub use probe::Probe;\n",
+    );
     write("step/probe.rs", "//! p\nuse super::Step;\n");
     let step = &folders(&graph(src))[&vec!["step".to_string()]];
-    assert_eq!(cycles(step), vec![vec!["mod".to_string(), "probe".to_string()]]);
+    assert_eq!(
+        cycles(step),
+        vec![vec!["mod".to_string(), "probe".to_string()]]
+    );
     std::fs::remove_dir_all(&dir).expect("removes the temporary crate");
 }

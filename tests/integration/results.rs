@@ -405,3 +405,120 @@ fn one_json_object(stdout: &[u8]) -> serde_json::Value {
     assert!(v.is_object(), "{v}");
     v
 }
+
+/// A run trained to its end and resumed for longer (`train --resume DIR --set train.steps=…`)
+/// continues as the longer run: with a constant rate, loss for loss the run configured that long
+/// from its start (checkpointed at the same steps: lazy AdamW's catch-up is flushed at each);
+/// with a cosine schedule, its next step takes the longer schedule's rate (stretched). The
+/// run's config.toml then holds the new length under a line saying what changed, and a key
+/// that changes the model, the data or the optimizer is refused with exit 2, named.
+#[test]
+fn a_finished_run_resumed_for_longer_continues_as_the_longer_run() {
+    let dir = tmp("longer");
+    let args = |extra: &[&str]| -> Vec<String> {
+        let mut a: Vec<String> = ["train", "--json", "--device", "cpu"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        for kv in [
+            "data.width=20000",
+            "data.n_classes=500",
+            "model.input_dropout=0.2",
+            "optim.table=\"adamw\"",
+            "train.checkpoint_every=10",
+        ] {
+            a.extend(["--set".to_string(), kv.to_string()]);
+        }
+        a.extend(extra.iter().map(|s| s.to_string()));
+        a
+    };
+    let run = |a: Vec<String>| {
+        let refs: Vec<&str> = a.iter().map(String::as_str).collect();
+        let o = widebag(&refs);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        o
+    };
+    let (short, long) = (dir.join("short"), dir.join("long"));
+    let at = |p: &Path| p.to_str().unwrap().to_string();
+    run(args(&["--out", &at(&short), "--set", "train.steps=30"]));
+    let resumed = widebag(&[
+        "train",
+        "--resume",
+        &at(&short),
+        "--set",
+        "train.steps=60",
+        "--json",
+    ]);
+    assert!(
+        resumed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&resumed.stderr)
+    );
+    let fresh = run(args(&["--out", &at(&long), "--set", "train.steps=60"]));
+    let (got, want) = (
+        common::losses(&common::json(&resumed)),
+        common::losses(&common::json(&fresh)),
+    );
+    assert_eq!(got.len(), 30);
+    assert_eq!(
+        got,
+        want[30..],
+        "steps 31-60 resumed for longer against a 60-step run"
+    );
+    let said = String::from_utf8_lossy(&resumed.stderr);
+    assert!(
+        said.contains("lengthened at step 30: train.steps 30 → 60"),
+        "{said}"
+    );
+    let config = std::fs::read_to_string(short.join("config.toml")).unwrap();
+    assert!(config.starts_with("# lengthened at step 30"), "{config}");
+    assert!(config.contains("steps = 60"), "{config}");
+    // Again at the same settings: the run is complete.
+    let again = widebag(&["train", "--resume", &at(&short)]);
+    assert!(again.status.success());
+    assert!(String::from_utf8_lossy(&again.stderr).contains("is complete"));
+    // Anything but the run's length and timing is refused, named.
+    for key in ["optim.lr=0.1", "model.dim=8", "data.width=100"] {
+        let bad = widebag(&["train", "--resume", &at(&short), "--set", key]);
+        let err = String::from_utf8_lossy(&bad.stderr);
+        let name = key.split('=').next().unwrap();
+        assert_eq!(bad.status.code(), Some(2), "{key}: {err}");
+        assert!(err.contains(&format!("--set {name}")), "{key}: {err}");
+    }
+    // A cosine schedule spans the new end: step 31 takes the 60-step schedule's rate.
+    let cos = dir.join("cosine");
+    run(args(&[
+        "--out",
+        &at(&cos),
+        "--set",
+        "train.steps=30",
+        "--set",
+        "optim.schedule=\"cosine\"",
+    ]));
+    let more = widebag(&["train", "--resume", &at(&cos), "--set", "train.steps=60"]);
+    assert!(
+        more.status.success(),
+        "{}",
+        String::from_utf8_lossy(&more.stderr)
+    );
+    let log = std::fs::read_to_string(cos.join("metrics.jsonl")).unwrap();
+    let lr_of = |step: u64| -> f64 {
+        log.lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .find(|v| v["step"].as_u64() == Some(step) && v.get("lr").is_some())
+            .and_then(|v| v["lr"].as_f64())
+            .unwrap()
+    };
+    let stretched = 0.001 * 0.5 * (1.0 + (std::f64::consts::PI * 30.0 / 60.0).cos());
+    assert!(
+        (lr_of(31) - stretched).abs() < 1e-12,
+        "{} against {stretched}",
+        lr_of(31)
+    );
+    let first = 0.001 * 0.5 * (1.0 + (std::f64::consts::PI * 29.0 / 30.0).cos());
+    assert!(
+        (lr_of(30) - first).abs() < 1e-12,
+        "step 30 kept the 30-step schedule's rate"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

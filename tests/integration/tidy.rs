@@ -1,17 +1,10 @@
 //! Tidy checks over the source tree: every Rust file opens with a `//!` line naming its job, and
-//! no library or binary source file grows past 500 lines, save the flat registries listed here.
+//! a module's tests live in it (or in a `tests.rs` of its own folder), never in a `*_tests.rs`
+//! sibling. Files are cut by concept, not by a line count: there is no cap.
 
 use std::path::{Path, PathBuf};
 
 use crate::common::{repo_relative, repo_root};
-
-/// The most lines a file under `src/` or `crates/*/src/` may have.
-const MAX_LINES: usize = 500;
-
-/// Files allowed past [`MAX_LINES`], each as `(path, reason)`: only flat registries that read top
-/// to bottom, where splitting would scatter one table over several files. Empty today (the config
-/// schema, once 1,238 lines, is now split by concept); an entry that falls within the limit fails.
-const LONG_FILES: &[(&str, &str)] = &[];
 
 /// Every `.rs` file under `dir`, skipping build outputs and hidden directories.
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
@@ -42,7 +35,7 @@ fn crate_dirs() -> Vec<PathBuf> {
     dirs
 }
 
-/// The source files the line limit applies to: `src/` and `crates/*/src/`.
+/// The library and binary source files: `src/` and `crates/*/src/`.
 fn source_files() -> Vec<PathBuf> {
     let mut files = Vec::new();
     rust_files(&repo_root().join("src"), &mut files);
@@ -82,39 +75,19 @@ fn every_rust_file_opens_with_a_module_doc_line() {
 }
 
 #[test]
-fn no_source_file_is_over_500_lines_except_flat_registries() {
-    let mut over = Vec::new();
-    let mut listed_but_short = Vec::new();
-    for file in source_files() {
-        let rel = repo_relative(&file);
-        let lines = std::fs::read_to_string(&file)
-            .expect("reads a source file")
-            .lines()
-            .count();
-        let allowed = LONG_FILES.iter().any(|(f, _)| *f == rel);
-        if lines > MAX_LINES && !allowed {
-            over.push(format!("{rel}: {lines} lines"));
-        }
-        if lines <= MAX_LINES && allowed {
-            listed_but_short.push(format!("{rel}: {lines} lines"));
-        }
-    }
-    for (file, reason) in LONG_FILES {
-        assert!(
-            repo_root().join(file).is_file(),
-            "{file} is in LONG_FILES but does not exist"
-        );
-        assert!(!reason.is_empty(), "{file} needs a reason");
-    }
+fn tests_live_in_their_modules_not_in_siblings_named_for_them() {
+    let siblings: Vec<String> = source_files()
+        .iter()
+        .filter(|f| {
+            f.file_name()
+                .is_some_and(|n| n.to_string_lossy().ends_with("_tests.rs"))
+        })
+        .map(|f| repo_relative(f))
+        .collect();
     assert!(
-        over.is_empty(),
-        "over {MAX_LINES} lines (split by concept, or add a flat registry to LONG_FILES with its \
-         reason):\n  {}",
-        over.join("\n  ")
-    );
-    assert!(
-        listed_but_short.is_empty(),
-        "now within {MAX_LINES} lines, remove from LONG_FILES:\n  {}",
-        listed_but_short.join("\n  ")
+        siblings.is_empty(),
+        "`*_tests.rs` siblings (fold them into their module's `mod tests`, or a `tests.rs` in \
+         the module's own folder):\n  {}",
+        siblings.join("\n  ")
     );
 }

@@ -10,4 +10,4 @@ pub mod manifest;
 
 pub use error::CheckpointError;
 pub use header::{Entry, Header};
-pub use manifest::{FORMAT, FileSum, Manifest, VERSION, config_hash, sum_file};
+pub use manifest::{FORMAT, FileSum, Manifest, VERSION, config_hash, run_hash, sum_file};

@@ -37,6 +37,11 @@ pub struct Manifest {
     pub layout: String,
     /// CRC-32 of the resolved config as JSON ([`config_hash`]).
     pub config_hash: String,
+    /// The same without the run's length and timing ([`run_hash`]): a run resumed for longer
+    /// (`train --resume DIR --set train.epochs=…`) is still this run. Absent in checkpoints
+    /// written before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_hash: Option<String>,
     pub widebag_version: String,
     pub files: BTreeMap<String, FileSum>,
 }
@@ -48,6 +53,21 @@ pub fn config_hash(config: &widebag_config::Config) -> String {
     c.train.device = widebag_config::DeviceChoice::Auto;
     let json = serde_json::to_string(&c).unwrap_or_default();
     format!("{:08x}", crc32fast::hash(json.as_bytes()))
+}
+
+/// [`config_hash`] of the config without its run length and timing
+/// (`widebag_config::RUN_LENGTH_KEYS`): the same for a run and the run resumed for longer.
+pub fn run_hash(config: &widebag_config::Config) -> String {
+    config_hash(&widebag_config::without_run_length(config))
+}
+
+impl Manifest {
+    /// Whether this checkpoint was written by the run `config` describes: the same resolved
+    /// config, or the same but for the run's length and timing.
+    pub fn same_run(&self, config: &widebag_config::Config) -> bool {
+        self.config_hash == config_hash(config)
+            || self.run_hash.as_deref() == Some(&run_hash(config))
+    }
 }
 
 /// Size and CRC-32 of a file, read in 1 MiB pieces.

@@ -142,26 +142,7 @@ fn open_file(
         mut summary,
     } = opened;
     let (width, n_classes) = (rows.width(), rows.n_classes());
-    if let Some(n) = config.data.n_classes
-        && n != n_classes
-    {
-        return Err(PrepareError::setting(
-            "data.n_classes",
-            format!(
-                "{} has {n_classes} classes; leave data.n_classes unset when training on a file",
-                src.path.display(),
-            ),
-        ));
-    }
-    if n_classes < 2 {
-        return Err(PrepareError::setting(
-            "data.path",
-            format!(
-                "{} has {n_classes} class(es); training needs at least 2",
-                src.path.display(),
-            ),
-        ));
-    }
+    check_classes(config, src, n_classes)?;
     let mut resolved = config.clone();
     resolved.data.width = width;
     resolved.data.n_classes = Some(n_classes);
@@ -186,22 +167,7 @@ fn open_file(
         for n in &h.notes {
             warnings.push(format!("{}: {n}", h.dataset.source.display()));
         }
-        let all: Vec<usize> = (0..h.dataset.n_rows()).collect();
-        for rows in all.chunks(bs) {
-            let batch = h.dataset.batch(rows);
-            eval.push(batch.map_err(|e| PrepareError::data("data.test_path")(e.into()))?);
-            eval_seen.push(match &h.seen {
-                Some(seen) => rows
-                    .iter()
-                    .map(|&r| {
-                        let mut ids = seen.row(r).0.to_vec();
-                        ids.sort_unstable();
-                        ids
-                    })
-                    .collect(),
-                None => Vec::new(),
-            });
-        }
+        (eval, eval_seen) = test_batches(&h, bs)?;
     } else if n_eval > 0 {
         let n = train.n_all();
         if n_eval >= n {
@@ -243,6 +209,56 @@ fn open_file(
         vocabulary,
         labels,
     })
+}
+
+/// An error unless the file's `n_classes` is the config's (where it names one) and at least 2.
+fn check_classes(config: &Config, src: &Source, n_classes: usize) -> Result<(), PrepareError> {
+    if let Some(n) = config.data.n_classes
+        && n != n_classes
+    {
+        return Err(PrepareError::setting(
+            "data.n_classes",
+            format!(
+                "{} has {n_classes} classes; leave data.n_classes unset when training on a file",
+                src.path.display(),
+            ),
+        ));
+    }
+    if n_classes < 2 {
+        return Err(PrepareError::setting(
+            "data.path",
+            format!(
+                "{} has {n_classes} class(es); training needs at least 2",
+                src.path.display(),
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Held-out batches, each with its rows' seen classes (sorted; empty without them).
+type HeldBatches = (Vec<CsrBatch>, Vec<Vec<Vec<u32>>>);
+
+/// The test file's rows as batches of `bs`, in file order, with each row's seen classes.
+fn test_batches(h: &HeldOut, bs: usize) -> Result<HeldBatches, PrepareError> {
+    let (mut eval, mut eval_seen) = (Vec::new(), Vec::new());
+    let all: Vec<usize> = (0..h.dataset.n_rows()).collect();
+    for rows in all.chunks(bs) {
+        let batch = h.dataset.batch(rows);
+        eval.push(batch.map_err(|e| PrepareError::data("data.test_path")(e.into()))?);
+        eval_seen.push(match &h.seen {
+            Some(seen) => rows
+                .iter()
+                .map(|&r| {
+                    let mut ids = seen.row(r).0.to_vec();
+                    ids.sort_unstable();
+                    ids
+                })
+                .collect(),
+            None => Vec::new(),
+        });
+    }
+    Ok((eval, eval_seen))
 }
 
 /// The held-out rows of `train` as batches of `bs`, in file order.

@@ -19,7 +19,7 @@ use crate::entries::CheckpointFile;
 use crate::error::ModelError;
 use crate::layout::Trainable;
 use widebag_checkpoint::manifest;
-pub use widebag_checkpoint::{Manifest, config_hash};
+pub use widebag_checkpoint::{Manifest, config_hash, run_hash};
 
 /// Checkpoints kept in a run directory (older ones are removed once a newer one is complete).
 pub const KEEP: usize = 2;
@@ -140,6 +140,7 @@ fn write_into(
         position: point.position,
         layout: layout.name().to_string(),
         config_hash: config_hash(config),
+        run_hash: Some(run_hash(config)),
         widebag_version: env!("CARGO_PKG_VERSION").to_string(),
         files,
     };
@@ -207,7 +208,8 @@ pub fn latest_good(root: &Path) -> Result<(PathBuf, Manifest, Vec<String>), Mode
 /// What a loaded checkpoint must agree with.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Match {
-    /// The same run (resume): the whole config, the device aside.
+    /// The same run (resume): the whole config, the device aside, or the same but for the run's
+    /// length and timing (a run resumed for longer).
     SameRun,
     /// The model only (evaluate, export, predict): every tensor's name and shape.
     Shapes,
@@ -222,7 +224,7 @@ pub fn load(
     want: Match,
 ) -> Result<Manifest, ModelError> {
     let m = Manifest::read_verified(dir)?;
-    if want == Match::SameRun && m.config_hash != config_hash(config) {
+    if want == Match::SameRun && !m.same_run(config) {
         return Err(ModelError::Checkpoint(format!(
             "{}: written for config {} but this run's config is {} (resume with the run \
              directory's own config.toml)",

@@ -2,9 +2,28 @@
 //! and how a run of its class scores folds into it, for the chunk path and the block path alike.
 
 use widebag_csr::CsrBatch;
-use widebag_eval::RowTopK;
+use widebag_eval::{RowTopK, Task};
 
-use super::ScoreNeed;
+/// What a scoring pass computes beyond each row's top-K classes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ScoreNeed {
+    /// The top-K's order only (ranking metrics): no log-sum-exp and no targets' scores, so
+    /// [`RowScores::top`] holds the layout's raw scores (logits or log-probabilities, in the
+    /// same order as the log-probabilities) and `target_log_prob` is 0.
+    Ranking,
+    /// Log-probabilities: the top-K's and the targets' (perplexity, accuracy, predictions).
+    LogProbs,
+}
+
+impl ScoreNeed {
+    /// What the task's metrics read: a recommender's ranking metrics only the order.
+    pub fn for_task(task: Task) -> Self {
+        match task {
+            Task::Recommendation => Self::Ranking,
+            Task::Classification | Task::LanguageModel => Self::LogProbs,
+        }
+    }
+}
 
 /// One row's running state on the block path: its top-K (the same whatever order the blocks
 /// come in) and, per block, its `(max, Σ exp(s − max))` and `Σ w · score` of its targets, summed

@@ -23,6 +23,7 @@ use crate::cpu::access::HostMatrix;
 use crate::cpu::score_blocks::visit_score_blocks;
 use crate::device::BackendKind;
 use crate::error::ModelError;
+pub use crate::eval::fold::ScoreNeed;
 use crate::eval::fold::{RowState, fold_row, masked_in, targets_in};
 use crate::layout::Trainable;
 use crate::output::scores::ScoreKind;
@@ -58,27 +59,6 @@ pub struct ScoreOptions<'s> {
     pub backend: BackendKind,
     /// What the caller reads of each row.
     pub need: ScoreNeed,
-}
-
-/// What a scoring pass computes beyond each row's top-K classes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ScoreNeed {
-    /// The top-K's order only (ranking metrics): no log-sum-exp and no targets' scores, so
-    /// [`RowScores::top`] holds the layout's raw scores (logits or log-probabilities, in the
-    /// same order as the log-probabilities) and `target_log_prob` is 0.
-    Ranking,
-    /// Log-probabilities: the top-K's and the targets' (perplexity, accuracy, predictions).
-    LogProbs,
-}
-
-impl ScoreNeed {
-    /// What the task's metrics read: a recommender's ranking metrics only the order.
-    pub fn for_task(task: Task) -> Self {
-        match task {
-            Task::Recommendation => Self::Ranking,
-            Task::Classification | Task::LanguageModel => Self::LogProbs,
-        }
-    }
 }
 
 /// The top-K and the targets' log-probabilities of every row of `batch`.

@@ -127,8 +127,14 @@ impl SparseModel {
             .map(|k| input_band(config, &spec, k, ranks, init, &device))
             .collect();
         let trunk = init::trunk_params(&spec, config.optim.dense, init, &device);
-        let output =
-            crate::output::build::build(&spec, ranks, config.optim.dense, init, &mut bands, &device)?;
+        let output = crate::output::build::build(
+            &spec,
+            ranks,
+            config.optim.dense,
+            init,
+            &mut bands,
+            &device,
+        )?;
         Ok(Self {
             spec,
             bands,

@@ -167,3 +167,58 @@ fn lazy_adamw_evaluates_the_weights_dense_adamw_has_after_the_flush() {
         "stale {stale} vs dense {dense}"
     );
 }
+
+#[test]
+fn the_model_builds_the_output_layer_the_ledger_prices() {
+    use widebag_config::{CpuKernels, Cutoffs, OutputKind};
+    use widebag_ledger::step::{BatchFacts, DeviceFacts, OutputLayerKind, StepSpec};
+    let compute = Compute::flex();
+    let mut seen = Vec::new();
+    for output in [OutputKind::Full, OutputKind::Adaptive] {
+        for kernels in [CpuKernels::Host, CpuKernels::Tensor] {
+            for tied in [false, true] {
+                let mut c = small_config();
+                c.model.output = output;
+                c.train.cpu_kernels = kernels;
+                c.model.tie_output = tied;
+                if output == OutputKind::Adaptive {
+                    c.model.output_bands.cutoffs = Cutoffs::Ids(vec![3]);
+                }
+                let bands = ModelBands::resolve(&c).unwrap();
+                let built = SparseModel::new(&c, &bands, &compute);
+                // Tying is refused off the host kernels and with the adaptive softmax.
+                let refused =
+                    tied && (kernels == CpuKernels::Tensor || output == OutputKind::Adaptive);
+                assert_eq!(
+                    built.is_err(),
+                    refused,
+                    "{output:?} {kernels:?} tied {tied}"
+                );
+                let Ok(model) = built else { continue };
+                let device = DeviceFacts {
+                    max_buffer_bytes: compute.max_buffer_bytes,
+                    alignment_bytes: 4,
+                    host_threads: crate::device::host_threads(&compute.device),
+                    bf16: true,
+                    host_memory: true,
+                };
+                let spec = StepSpec::from_config(&c, &bands, device, BatchFacts::default());
+                let kind = model.output().priced_as();
+                assert_eq!(
+                    kind,
+                    spec.output_layer(),
+                    "{output:?} {kernels:?} tied {tied}"
+                );
+                seen.push(kind);
+            }
+        }
+    }
+    for kind in [
+        OutputLayerKind::ChunkedSoftmax,
+        OutputLayerKind::HostSoftmax,
+        OutputLayerKind::AdaptiveSoftmax,
+        OutputLayerKind::HostAdaptiveSoftmax,
+    ] {
+        assert!(seen.contains(&kind), "{kind:?} never built");
+    }
+}

@@ -6,7 +6,6 @@
 
 use burn::tensor::{Device, Tensor};
 use widebag_collective::Collective;
-use widebag_config::DenseOptim;
 use widebag_config::bands::Band;
 use widebag_csr::Targets;
 use widebag_ledger::shapes::ClassChunk;
@@ -14,15 +13,12 @@ use widebag_ledger::step::OutputLayerKind;
 
 use crate::error::ModelError;
 use crate::optim::dense::DenseParam;
-use crate::output::scores::{ScoreKind, Visit};
-use crate::output::softmax::RunningLse;
 use crate::output::clusters::{self, AdaptiveParams, cluster_logits, log_softmax_rows};
+use crate::output::scores::{ScoreKind, Visit};
 use crate::output::{Objective, OutputGrads, OutputLayer, OutputPass, Upstream};
-use crate::params::init::{Init, adaptive_output};
 use crate::params::{Cluster, Linear};
 use crate::probe::{Point, Stage, StepProbe};
 use crate::ranks::{RankBatch, Ranks};
-use crate::spec::ModelSpec;
 use crate::tensors::{floats, ints, leaf_grad, scalar};
 
 /// Rows of the batch whose targets fall in one output cluster, and those targets.

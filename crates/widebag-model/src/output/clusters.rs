@@ -13,8 +13,8 @@ use widebag_config::bands::Band;
 
 use crate::error::ModelError;
 use crate::optim::dense::DenseParam;
-use crate::output::softmax::RunningLse;
 use crate::output::scores::{ScoreKind, Visit};
+use crate::output::softmax::RunningLse;
 use crate::params::init::{Init, adaptive_output};
 use crate::params::{Cluster, Linear};
 use crate::ranks::Ranks;

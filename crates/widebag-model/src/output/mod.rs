@@ -38,7 +38,6 @@ use widebag_csr::Targets;
 use widebag_ledger::shapes::ClassChunk;
 use widebag_ledger::step::OutputLayerKind;
 
-
 use crate::device::ComputePath;
 use crate::error::ModelError;
 use crate::optim::dense::DenseParam;

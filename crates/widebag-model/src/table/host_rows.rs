@@ -5,12 +5,14 @@
 
 use std::borrow::Cow;
 
+use burn::tensor::{DType, Device, Tensor, TensorData};
 use rayon::prelude::*;
 use widebag_config::{Precision, Rounding};
 
 use crate::cpu::rounding::{Half, random_bits};
 use crate::table::host_store;
 use crate::table::ids::SortedIds;
+use crate::tensors::floats;
 
 /// Row-major rows of a host table.
 #[derive(Debug)]
@@ -241,6 +243,35 @@ pub fn half_of(precision: Precision) -> Option<Half> {
         Precision::F16 => Some(Half::F16),
         Precision::Bf16 => Some(Half::Bf16),
     }
+}
+
+/// One shard's rows on the device at their precision, in the persistent pool (exact sizes).
+pub(crate) fn upload_shard(rows: HostRows, shape: [usize; 2], device: &Device) -> Tensor<2> {
+    let dev = device.clone();
+    device.memory_persistent_allocations(rows, move |rows| match rows {
+        HostRows::F32(v) => floats(v, shape, &dev),
+        HostRows::Half { bits, half } => {
+            let (data, dtype) = match half {
+                Half::F16 => (
+                    TensorData::new(
+                        bits.into_iter().map(burn::tensor::f16::from_bits).collect(),
+                        shape,
+                    ),
+                    DType::F16,
+                ),
+                Half::Bf16 => (
+                    TensorData::new(
+                        bits.into_iter()
+                            .map(burn::tensor::bf16::from_bits)
+                            .collect(),
+                        shape,
+                    ),
+                    DType::BF16,
+                ),
+            };
+            Tensor::from_data(data, (&dev, dtype))
+        }
+    })
 }
 
 #[cfg(test)]

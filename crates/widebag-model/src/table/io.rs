@@ -3,13 +3,10 @@
 
 use std::borrow::Cow;
 
-use burn::tensor::{DType, Device, Tensor, TensorData};
-
-use crate::cpu::rounding::Half;
 use crate::error::ModelError;
-use crate::table::host_rows::{HostRows, half_of};
+use crate::table::host_rows::{HostRows, half_of, upload_shard};
 use crate::table::{ShardedTable, Storage};
-use crate::tensors::{floats, to_vec};
+use crate::tensors::to_vec;
 
 impl ShardedTable {
     /// `(first row, rows)` of each shard.
@@ -62,35 +59,6 @@ impl ShardedTable {
         }
         Ok(())
     }
-}
-
-/// One shard's rows on the device at their precision, in the persistent pool (exact sizes).
-pub(crate) fn upload_shard(rows: HostRows, shape: [usize; 2], device: &Device) -> Tensor<2> {
-    let dev = device.clone();
-    device.memory_persistent_allocations(rows, move |rows| match rows {
-        HostRows::F32(v) => floats(v, shape, &dev),
-        HostRows::Half { bits, half } => {
-            let (data, dtype) = match half {
-                Half::F16 => (
-                    TensorData::new(
-                        bits.into_iter().map(burn::tensor::f16::from_bits).collect(),
-                        shape,
-                    ),
-                    DType::F16,
-                ),
-                Half::Bf16 => (
-                    TensorData::new(
-                        bits.into_iter()
-                            .map(burn::tensor::bf16::from_bits)
-                            .collect(),
-                        shape,
-                    ),
-                    DType::BF16,
-                ),
-            };
-            Tensor::from_data(data, (&dev, dtype))
-        }
-    })
 }
 
 #[cfg(test)]

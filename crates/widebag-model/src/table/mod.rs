@@ -28,10 +28,9 @@ use crate::cpu::rounding::Half;
 use crate::device::ComputePath;
 use crate::error::ModelError;
 use crate::table::device_round::{dtype_of, uniforms};
-use crate::table::host_rows::{HostRows, RoundKey, RowMut, half_of};
+use crate::table::host_rows::{HostRows, RoundKey, RowMut, half_of, upload_shard};
 pub use crate::table::host_store::Traffic;
 use crate::table::ids::SortedIds;
-use crate::table::io::upload_shard;
 use crate::tensors::{floats, ints, row_indices, to_vec};
 
 /// Where the rows live.
