@@ -52,6 +52,10 @@ fn graph(src: &Path) -> BTreeMap<Module, BTreeSet<Module>> {
         for p in paths(&text).into_iter().chain(relative) {
             let p: String = p.chars().filter(|c| !c.is_whitespace()).collect();
             let p = p.split("::{").next().unwrap_or(&p).to_string();
+            // `crate::{a, b}` seen as a path in code: its tree's own paths are counted already.
+            if matches!(p.as_str(), "crate" | "super" | "self") {
+                continue;
+            }
             match resolve(me, &p, &mods) {
                 Some(t) if t != *me => {
                     mine.insert(t);

@@ -1,6 +1,6 @@
 //! No module cycles: every crate's module graph, from its `use crate::`/`super::`/`self::` paths
-//! (and `crate::`/`super::` paths in code) outside `#[cfg(test)]` blocks and comments, has no two
-//! modules that reach each other. Counted as `../shared/tools/modcycles.py` counts them: a
+//! (and `crate::`/`super::` paths in code) outside `#[cfg(test)]` blocks, `tests` modules and
+//! comments, has no two modules that reach each other. Counted as `../shared/tools/modcycles.py` counts them: a
 //! module's imports from its own ancestors (their re-exports, the facade) are not edges.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -38,7 +38,10 @@ pub(crate) fn modules(src: &Path) -> BTreeMap<Module, PathBuf> {
             } else if last == "mod" {
                 parts.pop();
             }
-            out.insert(parts, path);
+            // A `tests` module (`#[cfg(test)] mod tests;` in a file of its own) is test code.
+            if !parts.iter().any(|p| p == "tests") {
+                out.insert(parts, path);
+            }
         }
     }
     let mut out = BTreeMap::new();
@@ -60,6 +63,8 @@ pub(crate) fn strip_tests(text: &str) -> String {
         let at = i + off;
         let rest = &no_comments[at + "#[cfg(test)]".len()..];
         let trimmed = rest.trim_start();
+        let trimmed = trimmed.strip_prefix("pub(crate) ").unwrap_or(trimmed);
+        let trimmed = trimmed.strip_prefix("pub ").unwrap_or(trimmed);
         let inline_mod = trimmed.strip_prefix("mod ").and_then(|r| {
             let name_end = r.find(|c: char| !(c.is_alphanumeric() || c == '_'))?;
             r[name_end..].trim_start().starts_with('{').then_some(())
