@@ -15,6 +15,7 @@ mod device;
 mod docs;
 mod faults;
 mod frontier;
+mod headlines;
 mod headtail;
 mod host_side;
 mod kept_logits;

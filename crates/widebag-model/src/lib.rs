@@ -56,8 +56,9 @@ pub use probe::{Phase, Point, ProbeMode, StepProbe};
 pub use ranks::Ranks;
 pub use spec::ModelSpec;
 pub use step::Grads;
-pub use step::stats::StepStats;
+pub use step::done::StepDone;
 pub use table::ids::{SortedIdBuf, SortedIds};
+pub use train::stats::StepStats;
 pub use train::{
     AcrossRanks, CheckpointPlan, Evaluation, Resume, RunOptions, RunSummary, Watch, train,
 };

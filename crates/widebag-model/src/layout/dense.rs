@@ -25,7 +25,7 @@ use crate::params::update::{update_all, update_param};
 use crate::params::{Linear, TrunkParams, n_values};
 use crate::probe::{Point, Stage, StepProbe};
 use crate::spec::ModelSpec;
-use crate::step::stats::StepStats;
+use crate::step::done::StepDone;
 use crate::tensors::{activate, floats, ints, leaf_grad, scalar, to_vec};
 
 /// Shapes of the dense model.
@@ -386,7 +386,7 @@ impl DenseModel {
         &mut self,
         batch: &CsrBatch,
         probe: &mut StepProbe,
-    ) -> Result<StepStats, ModelError> {
+    ) -> Result<StepDone, ModelError> {
         probe.detail(Point::Setup);
         // On flex the output layer leaves its tensors for the host kernel (no copy) until its
         // gradients are out.
@@ -419,7 +419,7 @@ impl DenseModel {
         update_all(params, rest, &self.optim, self.step, path)?;
         probe.lap(Stage::DenseUpdate);
         probe.sample(Point::StepEnd);
-        Ok(StepStats::new(self.step, grads.loss, batch))
+        Ok(StepDone::new(self.step, grads.loss, batch))
     }
 
     pub fn device(&self) -> &Device {

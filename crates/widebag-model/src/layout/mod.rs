@@ -20,7 +20,7 @@ use crate::output::scores::{ScoreKind, Visit};
 use crate::params::init::Init;
 use crate::probe::StepProbe;
 use crate::ranks::Ranks;
-use crate::step::stats::StepStats;
+use crate::step::done::StepDone;
 
 /// What a run reports about its model's sizes and host traffic.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -53,7 +53,7 @@ pub trait Trainable {
         global_rows: usize,
         comm: &dyn Collective,
         probe: &mut StepProbe,
-    ) -> Result<StepStats, ModelError>;
+    ) -> Result<StepDone, ModelError>;
 
     /// Applies every update still deferred, so the weights are those of dense training (the
     /// end of a run, before its weights are read).
@@ -136,7 +136,7 @@ impl Trainable for SparseModel {
         global_rows: usize,
         comm: &dyn Collective,
         probe: &mut StepProbe,
-    ) -> Result<StepStats, ModelError> {
+    ) -> Result<StepDone, ModelError> {
         SparseModel::train_step_on_rank(self, batch, global_rows, comm, probe)
     }
 
@@ -211,7 +211,7 @@ impl Trainable for DenseModel {
         _global_rows: usize,
         comm: &dyn Collective,
         probe: &mut StepProbe,
-    ) -> Result<StepStats, ModelError> {
+    ) -> Result<StepDone, ModelError> {
         one_process(comm)?;
         DenseModel::train_step(self, batch, probe)
     }

@@ -5,8 +5,8 @@
 //! forward pass is `crate::eval::loss`). The output layer is one call each way
 //! ([`crate::output::OutputLayer`]): the step never asks which kind it is.
 
+pub mod done;
 pub(crate) mod exchange;
-pub mod stats;
 pub(crate) mod trunk;
 
 use burn::tensor::Tensor;
@@ -23,7 +23,7 @@ use crate::params::TrunkParams;
 use crate::params::update::update_all;
 use crate::probe::{Point, Stage, StepProbe};
 use crate::ranks::RankBatch;
-use crate::step::stats::StepStats;
+use crate::step::done::StepDone;
 use crate::table::bands::{BandIds, BandSegment};
 use crate::tensors::to_vec;
 
@@ -80,7 +80,7 @@ impl SparseModel {
         &mut self,
         batch: &CsrBatch,
         probe: &mut StepProbe,
-    ) -> Result<StepStats, ModelError> {
+    ) -> Result<StepDone, ModelError> {
         self.train_step_on_rank(batch, batch.n_rows(), &Local, probe)
     }
 
@@ -94,7 +94,7 @@ impl SparseModel {
         global_rows: usize,
         comm: &dyn Collective,
         probe: &mut StepProbe,
-    ) -> Result<StepStats, ModelError> {
+    ) -> Result<StepDone, ModelError> {
         probe.detail(Point::Setup);
         let part = RankBatch::new(self.ranks, comm, global_rows, batch.n_rows())?;
         if !part.alone() {
@@ -153,7 +153,7 @@ impl SparseModel {
         probe.lap(Stage::DenseUpdate);
         // 7. measure.
         probe.sample(Point::StepEnd);
-        Ok(StepStats::new(self.step, loss, batch))
+        Ok(StepDone::new(self.step, loss, batch))
     }
 
     /// Loss and gradients of one batch without changing the weights (steps 1–4 of the training

@@ -11,6 +11,7 @@ pub(crate) mod instruments;
 pub mod options;
 pub(crate) mod position;
 pub(crate) mod run;
+pub mod stats;
 pub mod summary;
 
 use widebag_collective::Collective;
@@ -18,8 +19,8 @@ use widebag_prepare::Prepared;
 
 use crate::device::Compute;
 use crate::error::ModelError;
-use crate::step::stats::StepStats;
 use crate::train::run::Run;
+use crate::train::stats::StepStats;
 
 pub use options::{CheckpointPlan, Resume, RunOptions, Watch};
 pub use summary::{AcrossRanks, Evaluation, RunSummary};
@@ -40,11 +41,11 @@ pub fn train(
     let mut run = Run::set_up(prepared, compute, comm, &options)?;
     for step in run.start + 1..=run.total {
         let (batch, global_rows, position) = run.next_batch(step)?;
-        let mut stats = run.step(step, &batch, global_rows)?;
-        stats.eval = run.evaluate_if_due(&stats, compute)?;
+        let (done, timing) = run.step(step, &batch, global_rows)?;
+        let eval = run.evaluate_if_due(step, timing.epoch, compute)?;
+        let checkpoint = run.checkpoint_due(step);
+        let stats = StepStats::new(done, global_rows, timing, eval, checkpoint.is_some());
         // The step's metrics reach the log before the checkpoint that covers them exists.
-        let checkpoint = run.checkpoint_due(stats.step);
-        stats.checkpoint_due = checkpoint.is_some();
         on_step(&stats);
         if let Some(dir) = checkpoint {
             run.save(&dir, &stats, position)?;

@@ -22,12 +22,13 @@ use crate::optim::scheduled;
 use crate::params::init::Init;
 use crate::probe::{Point, Stage, progress};
 use crate::ranks::Ranks;
-use crate::step::stats::StepStats;
+use crate::step::done::StepDone;
 use crate::train::batches::{Fetched, prefetch, read_all};
 use crate::train::group;
 use crate::train::instruments::Instruments;
 use crate::train::options::{CheckpointPlan, Resume, RunOptions};
 use crate::train::position::{epoch_of, eval_interval, rows_before};
+use crate::train::stats::{StepStats, StepTiming};
 use crate::train::summary::{AcrossRanks, Evaluation, RunRecord, RunSummary};
 
 /// Fault injection for the tests: with `WIDEBAG_FAULT_DEVICE_OOM_AT_STEP=N`, step N panics as
@@ -210,14 +211,14 @@ impl<'c> Run<'c> {
     }
 
     /// Step `step` (1-based) on `batch`, this rank's rows of a global batch of `global_rows`:
-    /// the model's step, then the loop's figures of it (its time, the peak so far, the learning
-    /// rate, the epoch), an error unless its loss is finite.
+    /// the model's step, an error unless its loss is finite, and the loop's figures of it (its
+    /// time, the peak so far, the learning rate, the epoch).
     pub fn step(
         &mut self,
         step: u64,
         batch: &CsrBatch,
         global_rows: usize,
-    ) -> Result<StepStats, ModelError> {
+    ) -> Result<(StepDone, StepTiming), ModelError> {
         self.instruments
             .before_step((step - 1 - self.start) as usize);
         let step_start = Instant::now();
@@ -226,38 +227,36 @@ impl<'c> Run<'c> {
             group::fault_rank_exit(self.ranks.rank, step);
         }
         let probe = &mut self.instruments.probe;
-        let mut stats = self
+        let done = self
             .model
             .train_step_on_rank(batch, global_rows, self.comm, probe)?;
         probe.profile.end_step();
-        stats.n_rows = global_rows;
-        stats.step_s = step_start.elapsed().as_secs_f64();
-        stats.peak_in_use_bytes = probe.available().then_some(probe.peak_in_use_bytes);
-        stats.lr = self.rates.lr_at(stats.step);
-        stats.epoch = epoch_of(&self.data, self.rows_seen);
-        stats.check_finite()?;
-        self.losses.push(stats.loss);
-        Ok(stats)
+        let timing = StepTiming {
+            step_s: step_start.elapsed().as_secs_f64(),
+            peak_in_use_bytes: probe.available().then_some(probe.peak_in_use_bytes),
+            lr: self.rates.lr_at(done.step),
+            epoch: epoch_of(&self.data, self.rows_seen),
+        };
+        done.check_finite()?;
+        self.losses.push(done.loss);
+        Ok((done, timing))
     }
 
-    /// The held-out metrics after `stats`' step when an evaluation is due there (every
-    /// `train.eval_every`, the last step's aside: the summary's), recorded; across ranks rank 0
-    /// gets them, every rank takes part.
+    /// The held-out metrics after step `done` (of `epoch`) when an evaluation is due there
+    /// (every `train.eval_every`, the last step's aside: the summary's), recorded; across ranks
+    /// rank 0 gets them, every rank takes part.
     pub fn evaluate_if_due(
         &mut self,
-        stats: &StepStats,
+        done: u64,
+        epoch: Option<u64>,
         compute: &Compute,
     ) -> Result<Option<widebag_eval::EvalReport>, ModelError> {
-        let done = stats.step;
         let every = self.eval_every;
-        if every == 0
-            || !done.is_multiple_of(every)
-            || done >= self.total
-            || self.eval.batches.is_empty()
-        {
+        let due = every > 0 && done.is_multiple_of(every) && done < self.total;
+        if !due || self.eval.batches.is_empty() {
             return Ok(None);
         }
-        Ok(self.evaluate(done, stats.epoch, compute)?.map(|e| e.report))
+        Ok(self.evaluate(done, epoch, compute)?.map(|e| e.report))
     }
 
     /// The held-out metrics now, after step `step` (of `epoch`), recorded with the run's time to
