@@ -13,7 +13,7 @@ use widebag_data::SyntheticStream;
 use widebag_model::table::ShardedTable;
 use widebag_model::table::optim::TableState;
 use widebag_model::tensors::floats;
-use widebag_model::{Compute, StepProbe, SortedIds, SparseModel, open_device};
+use widebag_model::{Compute, SortedIds, SparseModel, StepProbe, open_device};
 use widebag_prepare::synthetic_spec;
 
 const WIDTH: usize = 240_000;
