@@ -205,6 +205,7 @@ fn half_tables_store_two_bytes_and_round_updates_alike_on_every_storage() {
                     .unwrap();
                 after.push(t.to_vec().unwrap());
             }
+            assert_eq!((first.len(), delta.len()), (12, 12));
             for (i, (&x, d)) in first.iter().zip(&delta).enumerate() {
                 let (row, col) = ([1, 2, 9][i / 4], i % 4);
                 let got = after[0][row * 4 + col];
@@ -219,6 +220,7 @@ fn half_tables_store_two_bytes_and_round_updates_alike_on_every_storage() {
             // Host tier and resident rows round with the same bits; the device path's uniforms
             // are those bits' top 24, so it agrees but for values within 2⁻²⁴ of a threshold.
             assert_eq!(after[0], after[1], "{precision:?} {rounding:?}");
+            assert_eq!(after[0].len(), after[2].len());
             let differ = after[0]
                 .iter()
                 .zip(&after[2])
