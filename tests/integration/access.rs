@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::common::disk::SmallDisk;
-use crate::common::widebag;
+use crate::common::{Facility, is_root, require, widebag};
 
 fn scratch(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("widebag-access-{name}-{}", std::process::id()));
@@ -47,13 +47,13 @@ fn a_missing_data_file_is_named_once_with_its_key() {
 
 #[test]
 fn a_read_only_data_directory_keeps_its_sidecars_in_the_cache() {
-    let Some(disk) = SmallDisk::mount("ro-data", 1024) else {
+    let test = "a_read_only_data_directory_keeps_its_sidecars_in_the_cache";
+    let Some(disk) = SmallDisk::mount(test, 1024) else {
         return;
     };
     let data = disk.0.join("d.svm");
     std::fs::write(&data, "1 1:1 3:2\n0 2:1\n").unwrap();
-    if !disk.read_only() {
-        eprintln!("skipped: cannot remount read-only");
+    if !disk.read_only(test) {
         return;
     }
     let cache = scratch("ro-cache");
@@ -104,18 +104,25 @@ fn a_read_only_data_directory_keeps_its_sidecars_in_the_cache() {
     let _ = std::fs::remove_dir_all(cache);
 }
 
-/// `setpriv`, to run the binary as an unprivileged user (root reads any file), or `None`.
-fn as_nobody() -> Option<Command> {
-    let root = Command::new("id")
-        .arg("-u")
-        .output()
-        .is_ok_and(|o| o.stdout.starts_with(b"0"));
-    let setpriv = Command::new("setpriv")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !root || !setpriv {
-        eprintln!("skipped: needs root and setpriv to become another user");
+/// `setpriv`, to run the binary as an unprivileged user (root reads any file), or `None` where
+/// this process is not root or `setpriv` is missing ([`Facility::Root`], [`Facility::Setpriv`]:
+/// a skip notice, or a failure under `WIDEBAG_REQUIRE_ROOT=1` / `WIDEBAG_REQUIRE_SETPRIV=1`).
+fn as_nobody(test: &str) -> Option<Command> {
+    if !require(
+        test,
+        Facility::Root,
+        is_root(),
+        "only root can become another user (and reads any file anyway)",
+    ) {
+        return None;
+    }
+    let setpriv = Command::new("setpriv").arg("--version").output();
+    let why = match &setpriv {
+        Ok(o) => format!("`setpriv --version` failed ({})", o.status),
+        Err(e) => format!("`setpriv` did not run ({e}): it is in util-linux"),
+    };
+    let found = setpriv.is_ok_and(|o| o.status.success());
+    if !require(test, Facility::Setpriv, found, why) {
         return None;
     }
     let mut c = Command::new("setpriv");
@@ -130,7 +137,7 @@ fn chmod(path: &Path, mode: u32) {
 
 #[test]
 fn permission_denied_names_the_path() {
-    let Some(mut cmd) = as_nobody() else {
+    let Some(mut cmd) = as_nobody("permission_denied_names_the_path") else {
         return;
     };
     // The binary, the data and the run directory where the other user can reach them.

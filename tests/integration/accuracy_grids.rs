@@ -1,5 +1,6 @@
 //! The accuracy grids on wgpu: the ledger's (`explain --grid small`: every point's predicted peak
-//! within 3% of the allocator's) and the solver's (`plan --grid small`: the plan ≥ 97% of the
+//! within 0.5% of the allocator's: the claim is 0.44% worst on this grid, 0.13% on the full one,
+//! so the bar is the claim with a margin of 0.06 points, not `explain`'s 3% for any model) and the solver's (`plan --grid small`: the plan ≥ 97% of the
 //! searched batch, under the budget, planned in under 50 ms). They are the two longest tests from
 //! empty kernel caches, and libtest starts tests in name order: in a module named to sort first
 //! they start at once instead of one of them running alone at the end (a cold CI run on 2da842a:
@@ -31,8 +32,13 @@ fn ledger_grid_meets_the_bar_on_wgpu() {
     for layout in ["sparse", "dense"] {
         assert!(measured.iter().any(|r| r["layout"] == layout));
     }
+    // The allocator's counters on lavapipe are deterministic: the worst point (sparse, width
+    // 1,000, batch 32, f32) reads 0.44% run after run. A regression of a few kilobytes in a
+    // small step's pricing crosses 0.5%; 3% (the bar `explain --measure` holds for any model)
+    // would let a missing tensor of 25 KiB through.
+    const GRID_BAR_PCT: f64 = 0.5;
     for r in &measured {
-        assert!(r["error_pct"].as_f64().unwrap() <= 3.0, "{r}");
+        assert!(r["error_pct"].as_f64().unwrap() <= GRID_BAR_PCT, "{r}");
     }
     assert!(dir.join("grid.md").is_file() && dir.join("grid.json").is_file());
 }
@@ -51,6 +57,14 @@ fn plan_grid_meets_the_bars_on_wgpu() {
     let rows = rows.as_array().unwrap();
     assert_eq!(rows.len(), 10, "5 budgets × 2 models");
     for r in rows {
+        // At the cap the plan and the search both stop there: 100% by construction. Every
+        // budget of the grid binds below it (a sparse row at 1,024 rows once tested nothing).
+        let (batch, cap) = (r["batch_size"].as_u64(), r["max_batch"].as_u64());
+        let (batch, cap) = (batch.expect("a batch"), cap.expect("a cap"));
+        assert!(
+            batch < cap,
+            "the plan stops at the cap, not the budget: {r}"
+        );
         assert!(
             r["plan_vs_search_pct"].as_f64().unwrap() >= 97.0,
             "plan below 97% of search: {r}"
@@ -59,5 +73,10 @@ fn plan_grid_meets_the_bars_on_wgpu() {
         assert!(r["planned_ms"].as_f64().unwrap() < 50.0, "slow: {r}");
         assert!(r["pass"].as_bool().unwrap(), "{r}");
     }
+    assert!(
+        rows.iter()
+            .any(|r| r["model"].as_str().unwrap().starts_with("sparse")),
+        "a sparse model's rows"
+    );
     assert!(dir.join("plan-grid.md").is_file());
 }

@@ -90,10 +90,7 @@ fn json_summary_has_the_documented_fields_on_cpu() {
 
 #[test]
 fn json_summary_on_wgpu_reports_measured_peaks() {
-    if std::env::var("WIDEBAG_REQUIRE_WGPU").ok().as_deref() != Some("1")
-        && widebag_model::open_device(widebag_config::DeviceChoice::Wgpu).is_err()
-    {
-        eprintln!("json_summary_on_wgpu: skipped, no wgpu adapter");
+    if !common::has_wgpu("json_summary_on_wgpu_reports_measured_peaks") {
         return;
     }
     let out = widebag(&[

@@ -86,10 +86,12 @@ fn auto_takes_a_hardware_gpu_or_flex_saying_why_and_mesa_stays_quiet() {
 
 #[test]
 fn asking_for_wgpu_opens_a_software_adapter_quietly() {
-    if std::env::var("WIDEBAG_REQUIRE_WGPU").ok().as_deref() != Some("1")
-        && list_adapters().is_empty()
-    {
-        eprintln!("asking_for_wgpu: skipped, no adapter");
+    if !crate::common::require(
+        "asking_for_wgpu_opens_a_software_adapter_quietly",
+        crate::common::Facility::Wgpu,
+        !list_adapters().is_empty(),
+        "no wgpu adapter is listed",
+    ) {
         return;
     }
     let out = run_bare(

@@ -1,5 +1,5 @@
 //! Faults: a disk that fills during a write (a small tmpfs; the tests mount one and skip with a
-//! notice where mounting is not allowed) leaves a clear error and the previous files intact — a
+//! notice where mounting is not allowed, or fail under `WIDEBAG_REQUIRE_TMPFS=1`) leaves a clear error and the previous files intact — a
 //! statistics or vocabulary sidecar, a run's checkpoints, a sweep's results and run directories;
 //! SIGKILL while a sidecar is written or a sweep runs leaves nothing that is trusted half-written.
 
@@ -12,13 +12,14 @@ use crate::common::{self, sweep_args, widebag};
 /// computed again), the disk fills, and the second save fails with `not_saved` and ENOSPC while
 /// the first sidecar stays byte for byte, with no temporary file left.
 fn a_full_disk_keeps_the_old_sidecar(
+    test: &str,
     name: &str,
     (before, after): (&str, &str),
     extra: &[&str],
     suffix: &str,
     not_saved: &str,
 ) {
-    let Some(disk) = SmallDisk::mount(name, 256) else {
+    let Some(disk) = SmallDisk::mount(test, 256) else {
         return;
     };
     let data = disk.0.join(name);
@@ -58,6 +59,7 @@ fn a_full_disk_keeps_the_old_sidecar(
 #[test]
 fn a_full_disk_while_saving_statistics_keeps_the_old_sidecar() {
     a_full_disk_keeps_the_old_sidecar(
+        "a_full_disk_while_saving_statistics_keeps_the_old_sidecar",
         "d.svm",
         ("1 1:1 3:2\n0 2:1\n", "1 1:1 3:2\n0 2:1\n1 4:1\n"),
         &[],
@@ -69,6 +71,7 @@ fn a_full_disk_while_saving_statistics_keeps_the_old_sidecar() {
 #[test]
 fn a_full_disk_while_saving_a_vocabulary_keeps_the_old_one() {
     a_full_disk_keeps_the_old_sidecar(
+        "a_full_disk_while_saving_a_vocabulary_keeps_the_old_one",
         "c.txt",
         (
             "the cat sat\nthe dog ran\n",
@@ -93,7 +96,10 @@ fn checkpoints(run: &Path) -> Vec<String> {
 
 #[test]
 fn a_full_disk_during_a_checkpoint_fails_clearly_and_keeps_the_last_good_one() {
-    let Some(disk) = SmallDisk::mount("ckpt", 8192) else {
+    let Some(disk) = SmallDisk::mount(
+        "a_full_disk_during_a_checkpoint_fails_clearly_and_keeps_the_last_good_one",
+        8192,
+    ) else {
         return;
     };
     let run = disk.0.join("run");
@@ -243,7 +249,10 @@ fn a_sweep_killed_mid_run_resumes_and_completes() {
 
 #[test]
 fn a_full_disk_during_a_sweep_keeps_its_results_and_the_sweep_resumes() {
-    let Some(disk) = SmallDisk::mount("sweep", 8192) else {
+    let Some(disk) = SmallDisk::mount(
+        "a_full_disk_during_a_sweep_keeps_its_results_and_the_sweep_resumes",
+        8192,
+    ) else {
         return;
     };
     let file = disk.0.join("sweep.toml");

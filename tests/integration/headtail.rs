@@ -104,6 +104,11 @@ fn check_headtail_gradients(compute: Compute, label: &str, cases: &[(TargetKind,
             .into_iter()
             .map(|p| p.name.clone())
             .collect();
+        assert_eq!(
+            names.len(),
+            grads.dense().len(),
+            "{what}: a gradient per parameter"
+        );
         for (param, (name, g)) in names.iter().zip(grads.dense()).enumerate() {
             let g = to_vec(g.clone()).unwrap();
             let index = (param * 7) % g.len();
@@ -192,6 +197,7 @@ fn host_placed_bands_train_like_device_placed_bands_on_cpu() {
         let device = trajectory(&config, &[Device], 12);
         for placement in [&[Device, Host][..], &[Host][..]] {
             let host = trajectory(&config, placement, 12);
+            assert_eq!((device.len(), host.len()), (12, 12), "{placement:?}");
             for (s, (a, b)) in device.iter().zip(&host).enumerate() {
                 assert!(
                     (a - b).abs() <= 1e-5,

@@ -9,17 +9,17 @@
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-/// The MPI binary, or `None` (skipped) when not given.
+/// The MPI binary, or `None` when not given: a skip notice, or a failure under
+/// `WIDEBAG_REQUIRE_MPI=1` ([`crate::common::require`]).
 fn mpi_bin(test: &str) -> Option<String> {
     match std::env::var("WIDEBAG_MPI_BIN") {
         Ok(b) if !b.is_empty() => Some(b),
         _ => {
-            assert!(
-                std::env::var("WIDEBAG_REQUIRE_MPI").ok().as_deref() != Some("1"),
-                "{test}: WIDEBAG_REQUIRE_MPI=1 but WIDEBAG_MPI_BIN is not set"
-            );
-            eprintln!(
-                "{test}: skipped (set WIDEBAG_MPI_BIN to a widebag built with --features mpi)"
+            crate::common::require(
+                test,
+                crate::common::Facility::Mpi,
+                false,
+                "WIDEBAG_MPI_BIN does not name a widebag built with --features mpi",
             );
             None
         }

@@ -76,6 +76,8 @@ fn check_layers_against_dense_and_fd(compute: Compute, label: &str, layers: fn(&
             1e-5,
             1e-4,
         );
+        assert_eq!(grads.dense().len(), model.dense_params().len(), "{what}");
+        assert_eq!(grads.dense().len(), reference.dense_grads.len(), "{what}");
         for (i, (g, p)) in grads
             .dense()
             .into_iter()
@@ -295,6 +297,11 @@ fn check_chunked_softmax(compute: Compute, label: &str) {
     );
     let dw_ref = to_vec(w_ref.grad(&g).unwrap()).unwrap();
     let db_ref = to_vec(b_ref.grad(&g).unwrap()).unwrap();
+    assert_eq!(
+        chunks.len(),
+        grads.chunks.len(),
+        "{label}: a gradient per chunk"
+    );
     for (c, (dw, db)) in chunks.iter().zip(grads.chunks) {
         let dw = to_vec(dw).unwrap();
         let mut want = Vec::with_capacity(hidden * c.n);
@@ -482,7 +489,7 @@ fn the_reported_loss_over_several_class_chunks_on_wgpu_is_the_cpus() {
         losses
     };
     let (gpu, cpu) = (run("wgpu", "wgpu"), run("cpu", "cpu"));
-    assert_eq!(gpu.len(), 20);
+    assert_eq!((gpu.len(), cpu.len()), (20, 20));
     for (step, (g, c)) in gpu.iter().zip(&cpu).enumerate() {
         assert!(
             (g - c).abs() <= 1e-4 * c.abs(),

@@ -179,6 +179,7 @@ fn check(name: &str, config: &Config, size: usize) {
     for (rank, r) in out.into_iter().enumerate() {
         let (got, got_eval, (blocks, got_dense), got_reports) = r.unwrap();
         let what = format!("{name}, rank {rank} of {size}");
+        assert_eq!(reports.len(), got_reports.len(), "{what}");
         for (want, got) in reports.iter().zip(&got_reports) {
             match (rank, got) {
                 (0, Some(got)) => {

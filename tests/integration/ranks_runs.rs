@@ -225,6 +225,7 @@ fn each_rank_reads_its_rows_of_a_file_and_drops_out_as_one_process() {
     let one = run_losses(&sets, None);
     for n in ["2", "3", "6"] {
         let many = run_losses(&sets, Some(n));
+        assert_eq!(many.len(), one.len(), "{n} ranks over 6 streams");
         for (a, b) in many.iter().zip(&one) {
             assert!(
                 (a - b).abs() <= 1e-5 * b.abs(),
@@ -279,12 +280,18 @@ fn evaluations_during_a_run_across_ranks_are_the_single_processs() {
     for n in ["2", "3"] {
         let many = evals(Some(n), n);
         assert_eq!(many.len(), 1, "{n} ranks: {many:?}");
+        assert_eq!(
+            many[0].as_array().unwrap().len(),
+            one[0].as_array().unwrap().len(),
+            "{n} ranks: {many:?} against {one:?}"
+        );
         for (a, b) in many[0]
             .as_array()
             .unwrap()
             .iter()
             .zip(one[0].as_array().unwrap())
         {
+            assert_eq!(a["name"], b["name"], "{n} ranks");
             let (x, y) = (a["value"].as_f64().unwrap(), b["value"].as_f64().unwrap());
             assert!(
                 (x - y).abs() <= 1e-5 * (1.0 + y.abs()),
@@ -360,7 +367,14 @@ fn eval_and_export_read_a_run_trained_across_ranks() {
             String::from_utf8_lossy(&eval.stderr)
         );
         let got = json(&eval)["report"]["metrics"].clone();
-        for (g, w) in got.as_array().unwrap().iter().zip(want.as_array().unwrap()) {
+        let (got, want) = (got.as_array().unwrap(), want.as_array().unwrap());
+        assert_eq!(
+            got.len(),
+            want.len(),
+            "{ranks} ranks: {got:?} against {want:?}"
+        );
+        for (g, w) in got.iter().zip(want) {
+            assert_eq!(g["name"], w["name"], "{ranks} ranks");
             let (x, y) = (g["value"].as_f64().unwrap(), w["value"].as_f64().unwrap());
             assert!(
                 (x - y).abs() <= 1e-5 * (1.0 + y.abs()),

@@ -264,9 +264,18 @@ fn resume_on_wgpu_is_the_uninterrupted_run_within_1e_5() {
     }
     let (w1, w2) = (final_checkpoint(&whole, 30), final_checkpoint(&cut, 30));
     for f in ["weights.safetensors"] {
-        let read = |p: &Path| common::safetensors_f32(&p.join(f)).into_iter();
-        for ((n, (_, x)), (_, (_, y))) in read(&w1).zip(read(&w2)) {
-            common::assert_close(&n, &y, &x, 1e-5, 1e-5);
+        let read = |p: &Path| common::safetensors_f32(&p.join(f));
+        let (whole, cut) = (read(&w1), read(&w2));
+        assert_eq!(
+            whole.keys().collect::<Vec<_>>(),
+            cut.keys().collect::<Vec<_>>(),
+            "{f}: the same tensors"
+        );
+        assert!(!whole.is_empty(), "{f}: no tensor");
+        for (n, (shape, x)) in &whole {
+            let (cut_shape, y) = &cut[n];
+            assert_eq!(shape, cut_shape, "{n}");
+            common::assert_close(n, y, x, 1e-5, 1e-5);
         }
     }
     for d in [whole, cut] {

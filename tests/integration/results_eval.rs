@@ -133,6 +133,11 @@ fn evaluation_on_wgpu_equals_the_cpu() {
             continue;
         }
         let gpu = eval_json(&run, "wgpu");
+        assert_eq!(
+            metrics(&cpu).len(),
+            metrics(&gpu).len(),
+            "{name}: {cpu} {gpu}"
+        );
         for ((n, a), (m, b)) in metrics(&cpu).into_iter().zip(metrics(&gpu)) {
             assert_eq!(n, m);
             assert!(
@@ -219,6 +224,7 @@ fn recall_and_ndcg_match_the_definitions_on_the_full_matrix() {
     // The ranking pass (no log-sum-exp) keeps the log-probability pass's classes in its order,
     // each score one row-wide offset (the row's log-sum-exp) above its log-probability.
     use widebag_model::eval::{ScoreNeed, ScoreOptions, score_rows};
+    assert_eq!(prepared.eval.len(), prepared.eval_seen.len());
     for (b, seen) in prepared.eval.iter().zip(&prepared.eval_seen) {
         let rows = [ScoreNeed::Ranking, ScoreNeed::LogProbs].map(|need| {
             let options = ScoreOptions {
@@ -230,6 +236,7 @@ fn recall_and_ndcg_match_the_definitions_on_the_full_matrix() {
             score_rows(&mut model, b, options).unwrap()
         });
         let [ranking, log_probs] = &rows;
+        assert_eq!(ranking.len(), log_probs.len());
         for (r, p) in ranking.iter().zip(log_probs.iter()) {
             let classes = |s: &widebag_model::eval::RowScores| -> Vec<u32> {
                 s.top.iter().map(|&(c, _)| c).collect()

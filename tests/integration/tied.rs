@@ -116,6 +116,7 @@ fn a_tied_vector_takes_both_uses_gradients_as_the_dense_formulation_and_finite_d
         let tied = as_rows(&model, &tied);
         // The dense formulation's two gradients of the same values, summed.
         let output = as_rows(&model, &reference.dense_grads);
+        assert_eq!(output.len(), reference.table_grad.len());
         let want: Vec<f32> = output
             .iter()
             .zip(&reference.table_grad)
@@ -150,6 +151,7 @@ fn a_tied_step_applies_the_dense_update_and_keeps_the_table_the_weights_transpos
         .into_iter()
         .map(|g| to_vec(g.clone()).unwrap())
         .collect();
+    assert_eq!(weight_rows(&model).len(), as_rows(&model, &g).len());
     let want: Vec<f32> = weight_rows(&model)
         .iter()
         .zip(as_rows(&model, &g))

@@ -238,6 +238,7 @@ mod tests {
                 }
             }
             let got = b.to_dense();
+            prop_assert_eq!(got.len(), dense.len());
             for (a, e) in got.iter().zip(&dense) {
                 prop_assert!((a - e).abs() <= 1e-5);
             }

@@ -25,10 +25,14 @@ pub struct GridModel {
 /// The accuracy grid of the solver: per model, its overrides and budgets.
 ///
 /// `small` (CI and docs/memory.md): a sparse and a dense-layout model of width 1,000–2,000, five budgets
-/// each, batches 16..=1024. (Wider models work the same way but each search probe costs tens of
-/// seconds of lavapipe time; the grid is kept where CI can afford it.)
+/// each, batches 16..=1024. Every budget binds below `plan.max_batch`: at a point where the plan
+/// and the search both stop at the cap, "plan = search" holds by construction and tests nothing
+/// (the sparse model reaches 1,024 rows at 1.4 MiB, so its budgets are 704 KiB–1.25 MiB: plans of
+/// 172–856 rows). (Wider models work the same way but each search probe costs tens of seconds of
+/// lavapipe time; the grid is kept where CI can afford it.)
 pub fn grid_points(name: &str) -> anyhow::Result<Vec<GridModel>> {
     let set = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let kib = |v: &[u64]| v.iter().map(|k| k << 10).collect::<Vec<u64>>();
     let mib = |v: &[u64]| v.iter().map(|m| m << 20).collect::<Vec<u64>>();
     Ok(match name {
         "small" => vec![
@@ -42,7 +46,7 @@ pub fn grid_points(name: &str) -> anyhow::Result<Vec<GridModel>> {
                     "plan.min_batch=16",
                     "plan.max_batch=1024",
                 ]),
-                budgets_bytes: mib(&[3, 4, 6, 9, 14]),
+                budgets_bytes: kib(&[704, 896, 1024, 1152, 1280]),
             },
             GridModel {
                 name: "dense 1000→16→[32]→1000".to_string(),
@@ -73,6 +77,8 @@ pub struct GridRow {
     pub model: String,
     pub budget_bytes: u64,
     pub batch_size: usize,
+    /// The largest batch the plan and the search may take (`plan.max_batch`).
+    pub max_batch: usize,
     pub optimizers: String,
     pub predicted_peak_bytes: u64,
     pub planned_ms: f64,
@@ -101,6 +107,7 @@ impl GridRow {
             model: model.to_string(),
             budget_bytes: report.budget_bytes,
             batch_size: p.batch_size,
+            max_batch: report.plan.max_batch,
             optimizers: optimizers(report.layout, p.table, p.dense),
             predicted_peak_bytes: p.predicted_peak_bytes,
             planned_ms,

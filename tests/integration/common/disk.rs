@@ -1,26 +1,37 @@
 //! A small tmpfs for fault tests: mounted for one test (skipped with a notice where mounting is
-//! not allowed), filled to a chosen level, made read-only, unmounted when dropped.
+//! not allowed, or a failure under `WIDEBAG_REQUIRE_TMPFS=1`: [`super::require`]), filled to a
+//! chosen level, made read-only, unmounted when dropped.
 
 use std::path::PathBuf;
 use std::process::Command;
+
+use super::{Facility, require};
 
 /// A tmpfs of `kib` KiB, unmounted when dropped.
 pub struct SmallDisk(pub PathBuf);
 
 impl SmallDisk {
+    /// Mounts a tmpfs of `kib` KiB for the test `name`, or `None` where it cannot be mounted
+    /// ([`Facility::Tmpfs`]).
     pub fn mount(name: &str, kib: u64) -> Option<Self> {
         let dir = std::env::temp_dir().join(format!("widebag-disk-{name}-{}", std::process::id()));
         std::fs::create_dir_all(&dir).ok()?;
-        let ok = Command::new("mount")
+        let out = Command::new("mount")
             .args(["-t", "tmpfs", "-o", &format!("size={kib}k"), "tmpfs"])
             .arg(&dir)
-            .status()
-            .is_ok_and(|s| s.success());
-        if !ok {
-            eprintln!("{name}: skipped, cannot mount a tmpfs here (needs root)");
-            return None;
-        }
-        Some(Self(dir))
+            .output();
+        let why = match &out {
+            Ok(o) if o.status.success() => return Some(Self(dir)),
+            Ok(o) => format!(
+                "`mount -t tmpfs` failed ({}; it needs root): {}",
+                o.status,
+                String::from_utf8_lossy(&o.stderr).trim()
+            ),
+            Err(e) => format!("`mount` did not run: {e}"),
+        };
+        let _ = std::fs::remove_dir(&dir);
+        require(name, Facility::Tmpfs, false, why);
+        None
     }
 
     /// Fills the disk with a file until writing fails.
@@ -32,13 +43,24 @@ impl SmallDisk {
         let _ = f.flush();
     }
 
-    /// Makes the mount read-only (writes then fail with EROFS, whoever the user).
-    pub fn read_only(&self) -> bool {
-        Command::new("mount")
+    /// Makes the mount read-only (writes then fail with EROFS, whoever the user); `false` where
+    /// the remount is refused ([`Facility::Tmpfs`]: a skip notice, or a failure under
+    /// `WIDEBAG_REQUIRE_TMPFS=1`).
+    pub fn read_only(&self, test: &str) -> bool {
+        let out = Command::new("mount")
             .args(["-o", "remount,ro"])
             .arg(&self.0)
-            .status()
-            .is_ok_and(|s| s.success())
+            .output();
+        let why = match &out {
+            Ok(o) if o.status.success() => return true,
+            Ok(o) => format!(
+                "`mount -o remount,ro` failed ({}): {}",
+                o.status,
+                String::from_utf8_lossy(&o.stderr).trim()
+            ),
+            Err(e) => format!("`mount` did not run: {e}"),
+        };
+        require(test, Facility::Tmpfs, false, why)
     }
 
     /// Bytes free on the mount.

@@ -1,5 +1,5 @@
-//! Helpers shared by the integration tests: device selection with required-wgpu enforcement,
-//! running the binary, closeness and finite-difference checks.
+//! Helpers shared by the integration tests: what a test may need that a machine may lack
+//! ([`require`]), device selection, running the binary, closeness and finite-difference checks.
 
 #![allow(
     dead_code,
@@ -89,31 +89,128 @@ pub fn kill_when(args: &[&str], env: &[(&str, &str)], ready: impl Fn() -> bool) 
     child.wait().expect("reaped");
 }
 
-/// The wgpu device, or `None` (test skipped with a notice) when no adapter exists. With
-/// `WIDEBAG_REQUIRE_WGPU=1` (set by `.ci/run`) a missing adapter fails the test instead.
+/// Something a test needs that a machine may lack. Each has its variable,
+/// `WIDEBAG_REQUIRE_<FACILITY>` ([`Facility::var`]), read by [`require`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Facility {
+    /// Running as root (user id 0): to mount, and to become another user.
+    Root,
+    /// Mounting a small tmpfs (and remounting it read-only): [`disk::SmallDisk`].
+    Tmpfs,
+    /// util-linux's `setpriv`, to run the binary as another user.
+    Setpriv,
+    /// The real datasets in `../shared/data` beside the checkout ([`shared_data`]).
+    Data,
+    /// A wgpu adapter (lavapipe will do).
+    Wgpu,
+    /// A wgpu adapter that stores bf16 tensors (lavapipe has f16, not bf16).
+    Bf16,
+    /// A widebag built with `--features mpi`, named by `WIDEBAG_MPI_BIN`.
+    Mpi,
+}
+
+impl Facility {
+    /// The variable that makes the facility required: `WIDEBAG_REQUIRE_ROOT`, `…_TMPFS`,
+    /// `…_SETPRIV`, `…_DATA`, `…_WGPU`, `…_BF16`, `…_MPI`.
+    pub fn var(self) -> &'static str {
+        match self {
+            Facility::Root => "WIDEBAG_REQUIRE_ROOT",
+            Facility::Tmpfs => "WIDEBAG_REQUIRE_TMPFS",
+            Facility::Setpriv => "WIDEBAG_REQUIRE_SETPRIV",
+            Facility::Data => "WIDEBAG_REQUIRE_DATA",
+            Facility::Wgpu => "WIDEBAG_REQUIRE_WGPU",
+            Facility::Bf16 => "WIDEBAG_REQUIRE_BF16",
+            Facility::Mpi => "WIDEBAG_REQUIRE_MPI",
+        }
+    }
+
+    /// Whether the facility is required here: its variable is `1`.
+    pub fn required(self) -> bool {
+        std::env::var(self.var()).is_ok_and(|v| v == "1")
+    }
+}
+
+/// The one convention for whatever a test may lack: `true` when `available`; otherwise the test
+/// (or the part of it that needs `facility`) is skipped — a notice naming the test, the facility
+/// and `why` on stderr, and `false` — unless `WIDEBAG_REQUIRE_<FACILITY>=1`, which makes a
+/// missing facility a failure instead. `.ci/run` sets the variable of every facility CI
+/// provides, so a CI machine that lost one fails rather than passing by skipping. There is no
+/// catch-all variable: a machine is told what it has, facility by facility (CI's lavapipe has
+/// no bf16, and its bf16 tests assert the refusal instead).
+pub fn require(
+    test: &str,
+    facility: Facility,
+    available: bool,
+    why: impl std::fmt::Display,
+) -> bool {
+    if available {
+        return true;
+    }
+    assert!(
+        !facility.required(),
+        "{test}: {}=1 but {facility:?} is missing here: {why}",
+        facility.var()
+    );
+    eprintln!(
+        "{test}: skipped, {facility:?} is missing here: {why} (set {}=1 to make this a failure)",
+        facility.var()
+    );
+    false
+}
+
+/// Whether this process runs as root.
+pub fn is_root() -> bool {
+    std::process::Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| o.status.success() && o.stdout.trim_ascii() == b"0")
+}
+
+/// The real datasets beside the checkout (`../shared/data`), when there (else the skip notice,
+/// or a failure under `WIDEBAG_REQUIRE_DATA=1`).
+pub fn shared_data(test: &str) -> Option<std::path::PathBuf> {
+    let data = repo_root().join("../shared/data");
+    let present = ["gowalla/train.txt", "gowalla/test.txt", "gcide/gcide.index"]
+        .iter()
+        .all(|f| data.join(f).is_file());
+    require(
+        test,
+        Facility::Data,
+        present,
+        format_args!("{} does not hold gowalla/ and gcide/", data.display()),
+    )
+    .then_some(data)
+}
+
+/// The wgpu device, or `None` (test skipped with a notice) when no adapter exists; a failure
+/// under `WIDEBAG_REQUIRE_WGPU=1` (set by `.ci/run`), through [`require`].
 pub fn wgpu_or_skip(test: &str) -> Option<Compute> {
     match open_device(widebag_config::DeviceChoice::Wgpu) {
         Ok(c) => Some(c),
         Err(e) => {
-            if std::env::var("WIDEBAG_REQUIRE_WGPU").is_ok_and(|v| v == "1") {
-                panic!("{test}: WIDEBAG_REQUIRE_WGPU=1 but no wgpu adapter: {e}");
-            }
-            eprintln!("{test}: skipped, no wgpu adapter ({e})");
+            require(
+                test,
+                Facility::Wgpu,
+                false,
+                format_args!("no wgpu adapter ({e})"),
+            );
             None
         }
     }
 }
 
-/// Whether the wgpu tests run: an adapter exists, or `WIDEBAG_REQUIRE_WGPU=1` demands them (they
-/// then fail without one). Prints a skip notice otherwise.
+/// Whether the wgpu tests run: an adapter opens. Otherwise a skip notice, or a failure under
+/// `WIDEBAG_REQUIRE_WGPU=1`, through [`require`].
 pub fn has_wgpu(test: &str) -> bool {
-    if std::env::var("WIDEBAG_REQUIRE_WGPU").ok().as_deref() == Some("1")
-        || open_device(widebag_config::DeviceChoice::Wgpu).is_ok()
-    {
-        return true;
+    match open_device(widebag_config::DeviceChoice::Wgpu) {
+        Ok(_) => true,
+        Err(e) => require(
+            test,
+            Facility::Wgpu,
+            false,
+            format_args!("no wgpu adapter ({e})"),
+        ),
     }
-    eprintln!("{test}: skipped, no wgpu adapter");
-    false
 }
 
 /// The one JSON value a successful run printed on stdout.

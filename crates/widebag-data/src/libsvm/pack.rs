@@ -267,6 +267,8 @@ mod tests {
         crate::packed::write::pack(&loaded, &source.variant(), &b, OPTIONS).unwrap();
         assert_eq!(meta.n_rows, 600_000);
         assert!(std::fs::read(&a).unwrap() == std::fs::read(&b).unwrap());
+        // Both are packs: against the plain reader's rows, decoded by the documented layout.
+        crate::packed::by_hand::assert_holds(&a, &loaded);
         let _ = std::fs::remove_dir_all(d);
     }
 

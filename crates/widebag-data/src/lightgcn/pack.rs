@@ -283,6 +283,8 @@ mod tests {
         let whole = pack(&loaded, &source.variant(), &b, options(block_rows)).unwrap();
         assert_eq!(meta, whole);
         assert_eq!(std::fs::read(&a).unwrap(), std::fs::read(&b).unwrap());
+        // Both are packs: against the plain reader's rows, decoded by the documented layout.
+        crate::packed::by_hand::assert_holds(&a, &loaded);
     }
 
     #[test]

@@ -420,6 +420,8 @@ mod tests {
             assert_eq!(meta, whole, "{classes} {method:?}");
             let bytes = std::fs::read(&a).unwrap();
             assert!(bytes == std::fs::read(&b).unwrap(), "{classes} {method:?}");
+            // Both are packs: against the plain reader's rows, decoded by the documented layout.
+            crate::packed::by_hand::assert_holds(&a, &loaded);
         }
     }
 

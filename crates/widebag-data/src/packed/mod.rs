@@ -24,4 +24,6 @@ pub use read::PackedFile;
 pub use write::{PackOptions, pack};
 
 #[cfg(test)]
+pub(crate) mod by_hand;
+#[cfg(test)]
 mod tests;

@@ -111,6 +111,73 @@ fn a_recommenders_bag_is_stored_once() {
     assert_eq!(file.load().unwrap().dataset.rows, l.dataset.rows);
 }
 
+/// The toy's rows as written above, literally: ids, values, targets, weights.
+fn toy_rows() -> Vec<super::by_hand::Row> {
+    vec![
+        (vec![0, 3], vec![1.0, 1.0], vec![1], vec![1.0]),
+        (vec![], vec![], vec![0, 2], vec![0.5, 2.0]),
+        (vec![1, 2, 4], vec![0.5, 1.0, 3.0], vec![2], vec![1.0]),
+        (vec![4], vec![1.0], vec![], vec![]),
+        (vec![2], vec![1.0], vec![0], vec![1.0]),
+    ]
+}
+
+#[test]
+fn the_file_holds_the_rows_in_its_documented_layout() {
+    // Decoded by hand from the layout's documentation, not by the reader: each block's row
+    // ends, ids, values only where one is not 1, target ends, targets, weights only where one
+    // is not 1; a bag's targets left out.
+    use super::by_hand::{Row, assert_rows, decode};
+    let l = toy();
+    for block_rows in [1, 2, 3, 5, 8] {
+        let file = decode(&packed(&format!("layout-{block_rows}.wbp"), &l, block_rows));
+        assert_rows(
+            &format!("toy, {block_rows}-row blocks"),
+            &file.rows,
+            &toy_rows(),
+        );
+        let test: Vec<Row> = (0..5)
+            .map(|r| (vec![], vec![], vec![r % 3], vec![1.0]))
+            .collect();
+        assert_rows("toy held out", file.test.as_ref().expect("held out"), &test);
+        let blocks = file.meta["blocks"].as_array().unwrap().len();
+        assert_eq!(blocks, 5usize.div_ceil(block_rows as usize));
+    }
+    // Two-row blocks: rows 0-1 store weights (0.5, 2.0) but no values, rows 2-3 values but no
+    // weights, row 4 neither; the sections' bytes say so.
+    let file = decode(&packed("layout-flags.wbp", &l, 2));
+    let flags: Vec<(bool, bool, u64)> = file.meta["blocks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| {
+            let f = |k: &str| b[k].as_bool().unwrap();
+            (f("values"), f("weights"), b["bytes"].as_u64().unwrap())
+        })
+        .collect();
+    // Words: 2 ends + ids + values? + 2 target ends + targets + weights?.
+    assert_eq!(
+        flags,
+        [
+            (false, true, 4 * (2 + 2 + 2 + 3 + 3)),
+            (true, false, 4 * (2 + 4 + 4 + 2 + 1)),
+            (false, false, 4 * (1 + 1 + 1 + 1)),
+        ]
+    );
+    // A recommender's bag: its targets are its ids, stored once.
+    let mut rows = RowStore::new();
+    rows.push(&[0, 3], &[1.0, 1.0], &[0, 3], &[1.0, 1.0]);
+    rows.push(&[2], &[1.0], &[2], &[1.0]);
+    let file = decode(&packed("layout-bag.wbp", &loaded(rows, None, 5, 5), 2));
+    let want: Vec<Row> = vec![
+        (vec![0, 3], vec![1.0, 1.0], vec![0, 3], vec![1.0, 1.0]),
+        (vec![2], vec![1.0], vec![2], vec![1.0]),
+    ];
+    assert_rows("bag", &file.rows, &want);
+    assert_eq!(file.meta["blocks"][0]["bytes"], 4 * (2 + 3));
+    assert!(file.test.is_none());
+}
+
 #[test]
 fn packing_twice_gives_the_same_bytes() {
     let l = toy();
@@ -327,7 +394,9 @@ proptest! {
         let path = dir().join(format!("prop-{block_rows}.wbp"));
         pack(&l, "libsvm", &path, options(block_rows)).unwrap();
         let back = PackedFile::open(&path).unwrap().load().unwrap();
-        prop_assert_eq!(back.dataset.rows, l.dataset.rows);
+        prop_assert_eq!(&back.dataset.rows, &l.dataset.rows);
+        // And by the documented layout, not the reader.
+        super::by_hand::assert_holds(&path, &l);
     }
 }
 
@@ -394,6 +463,8 @@ proptest! {
         let path = dir().join(format!("streamed-{block_rows}-{chunk}.wbp"));
         prop_assert_eq!(streamed(&l, &path, block_rows, chunk), meta);
         prop_assert_eq!(std::fs::read(&path).unwrap(), std::fs::read(&whole).unwrap());
+        // Both are packs: against the rows themselves, decoded by the documented layout.
+        super::by_hand::assert_holds(&path, &l);
     }
 }
 

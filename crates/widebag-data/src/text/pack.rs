@@ -204,6 +204,8 @@ mod tests {
         let whole = pack(&loaded, &source.variant(), &b, options()).unwrap();
         assert_eq!(meta, whole);
         assert_eq!(std::fs::read(&a).unwrap(), std::fs::read(&b).unwrap());
+        // Both are packs: against the plain reader's rows, decoded by the documented layout.
+        crate::packed::by_hand::assert_holds(&a, &loaded);
     }
 
     /// The error packing `path` (no line skipped) gives, with no output left beside it.

@@ -127,6 +127,7 @@ mod tests {
                 tensor = tensor.step(floats(g, shape, &device), &config, step);
             }
             let (a, b) = (to_vec(host.value).unwrap(), to_vec(tensor.value).unwrap());
+            assert_eq!((a.len(), b.len()), (n, n), "{optim:?}");
             for (x, y) in a.iter().zip(&b) {
                 assert!(
                     (x - y).abs() <= 1e-6 * y.abs().max(1.0),

@@ -460,6 +460,7 @@ mod tests {
             let (got_dh, grads) = backward_in(&h, hidden, &layer, &targets, &mut fwd, width);
             close(&got_dh, &dh);
             let mut off = 0;
+            assert_eq!(grads.len(), cuts.len());
             for (g, &c) in grads.iter().zip(&cuts) {
                 let want_w: Vec<f64> = (0..hidden)
                     .flat_map(|k| dw[k * n + off..k * n + off + c].to_vec())

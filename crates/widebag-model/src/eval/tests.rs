@@ -69,7 +69,10 @@ fn blocks_score_as_the_chunks_do_with_masks_targets_and_log_sum_exp() {
         let again = pool.install(|| score_rows(&mut model, &batch, o).unwrap());
         assert_eq!(blocks, again, "the same scores on 3 threads ({need:?})");
         let chunks = by_chunks(&mut model, &batch, o);
-        assert_eq!(blocks.len(), batch.n_rows());
+        assert_eq!(
+            (blocks.len(), chunks.len()),
+            (batch.n_rows(), batch.n_rows())
+        );
         for (r, (a, b)) in blocks.iter().zip(&chunks).enumerate() {
             let classes = |s: &RowScores| s.top.iter().map(|t| t.0).collect::<Vec<_>>();
             assert_eq!(classes(a), classes(b), "row {r}'s top-K ({need:?})");

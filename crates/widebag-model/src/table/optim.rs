@@ -303,6 +303,7 @@ mod tests {
     }
 
     fn close(got: &[f32], want: &[f32]) {
+        assert_eq!(got.len(), want.len(), "got {got:?}, want {want:?}");
         for (a, b) in got.iter().zip(want) {
             assert!((a - b).abs() < 1e-6, "got {got:?}, want {want:?}");
         }
@@ -396,6 +397,7 @@ mod tests {
     fn assert_matches_dense(table: &ShardedTable, state: &TableState, dense: &DenseParam) {
         let got = table.to_vec().unwrap();
         let want = to_vec(dense.value.clone()).unwrap();
+        assert_eq!(got.len(), want.len());
         for (i, (a, b)) in got.iter().zip(&want).enumerate() {
             assert!((a - b).abs() <= 1e-5, "weight {i}: lazy {a}, dense {b}");
         }
@@ -407,6 +409,7 @@ mod tests {
         };
         for (lazy, full) in [(m, &moments.m), (v, &moments.v)] {
             let (a, b) = (lazy.to_vec().unwrap(), to_vec(full.clone()).unwrap());
+            assert_eq!(a.len(), b.len());
             for (x, y) in a.iter().zip(&b) {
                 assert!((x - y).abs() <= 1e-5, "moment: lazy {x}, dense {y}");
             }

@@ -205,6 +205,7 @@ fn half_tables_store_two_bytes_and_round_updates_alike_on_every_storage() {
                     .unwrap();
                 after.push(t.to_vec().unwrap());
             }
+            assert_eq!((first.len(), delta.len()), (12, 12));
             for (i, (&x, d)) in first.iter().zip(&delta).enumerate() {
                 let (row, col) = ([1, 2, 9][i / 4], i % 4);
                 let got = after[0][row * 4 + col];
@@ -219,6 +220,7 @@ fn half_tables_store_two_bytes_and_round_updates_alike_on_every_storage() {
             // Host tier and resident rows round with the same bits; the device path's uniforms
             // are those bits' top 24, so it agrees but for values within 2⁻²⁴ of a threshold.
             assert_eq!(after[0], after[1], "{precision:?} {rounding:?}");
+            assert_eq!(after[0].len(), after[2].len());
             let differ = after[0]
                 .iter()
                 .zip(&after[2])
@@ -231,10 +233,64 @@ fn half_tables_store_two_bytes_and_round_updates_alike_on_every_storage() {
     }
 }
 
+/// Whether `WIDEBAG_REQUIRE_<facility>=1`: the integration tests' convention
+/// (`tests/integration/common/mod.rs`, `require`), read here because a unit test cannot use that
+/// crate's helper. A facility that is missing is a skip notice, or a failure when required.
+fn require(test: &str, facility: &str, available: bool, why: &str) -> bool {
+    let var = format!("WIDEBAG_REQUIRE_{facility}");
+    if available {
+        return true;
+    }
+    assert!(
+        std::env::var(&var).as_deref() != Ok("1"),
+        "{test}: {var}=1 but {facility} is missing here: {why}"
+    );
+    eprintln!(
+        "{test}: skipped, {facility} is missing here: {why} (set {var}=1 to make this a failure)"
+    );
+    false
+}
+
 #[test]
 fn device_rounding_on_lavapipe_is_unbiased_when_an_adapter_opens() {
-    // The wgpu path's f16 is the one lavapipe supports; bf16 is skipped where unsupported.
-    if let Ok(compute) = crate::device::open_device(widebag_config::DeviceChoice::Wgpu) {
-        device_round::tests::check_unbiased(&compute.device);
+    // The wgpu path's f16 is the one lavapipe supports. A format the adapter does not store
+    // (lavapipe's bf16) is not skipped in silence: a table of it is refused, naming the key.
+    // flex runs both formats (`device_round::tests`); a GPU with bf16 runs it here.
+    let test = "device_rounding_on_lavapipe_is_unbiased_when_an_adapter_opens";
+    let compute = crate::device::open_device(widebag_config::DeviceChoice::Wgpu);
+    let why = compute
+        .as_ref()
+        .err()
+        .map(|e| format!("no wgpu adapter ({e})"));
+    let Ok(compute) = compute else {
+        require(test, "WGPU", false, &why.unwrap_or_default());
+        return;
+    };
+    for half in device_round::tests::check_unbiased(&compute.device) {
+        let precision = match half {
+            Half::F16 => Precision::F16,
+            Half::Bf16 => Precision::Bf16,
+        };
+        let mut config = widebag_config::Config::default();
+        config.model.input_bands.dtype = vec![precision];
+        let refused = crate::device::check_precisions(&config, &compute, 1);
+        assert!(
+            matches!(
+                &refused,
+                Err(ModelError::Unsupported { key: "model.input_bands.dtype", message })
+                    if message.contains("does not support it")
+            ),
+            "{precision:?}: the adapter does not store it, yet {refused:?}"
+        );
+        let why = format!(
+            "{} does not store {precision:?} (its refusal was checked instead)",
+            compute.adapter
+        );
+        match half {
+            Half::Bf16 => {
+                require(test, "BF16", false, &why);
+            }
+            Half::F16 => eprintln!("{test}: {why}"),
+        }
     }
 }
