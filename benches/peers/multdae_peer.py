@@ -194,7 +194,7 @@ def evaluate(model, users, batches, dense_bags=None, k=20):
     discounts = 1.0 / torch.log2(torch.arange(2, k + 2, dtype=torch.float64))
     ideal = torch.cat([torch.zeros(1, dtype=torch.float64), discounts.cumsum(0)])
     recall = ndcg = 0.0
-    with torch.no_grad():
+    with torch.inference_mode():
         for e in batches:
             if dense_bags is None:
                 scores = model.head(model.bags(e["idx"], e["offsets"], e["weights"]))
