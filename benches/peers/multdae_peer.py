@@ -12,9 +12,23 @@ epoch: full ranking over every item with the user's training items masked, Light
 = hits / |test items| and NDCG@20 with the ideal DCG over min(|test items|, 20), mean over the
 users with a test item), on as many threads as widebag uses. PyTorch's default initialisation.
 
-Prints one JSON line per evaluation (`epoch`, `step`, `recall@20`, `ndcg@20`, `elapsed_s`: from
-this process's start to the end of the evaluation, `eval_s`: the evaluation's own time) and a last
-line with `train_s` and the evaluations.
+As fast as PyTorch allows on the CPU, so that the comparison does not handicap it:
+- every epoch's batches (the permutation, each batch's item ids, offsets, rows and counts) and
+  every evaluation batch's inputs (the bags, their L2-normalised weights, the training items
+  masked from the ranking, the test items as sorted keys) are built before training starts,
+  vectorised, as widebag prepares its evaluation once; the dense layout scatters a batch into one
+  kept `[rows, items]` buffer, zeroing only the previous batch's entries;
+- the dense parameters' Adam is `--adam fused` by default (`foreach`, `single`: PyTorch's CPU
+  default), the bag's table SparseAdam (lazy Adam, as widebag's table);
+- `--compile` runs the step after the input layer's sums (bag) or after the input dropout
+  (dense) through `torch.compile`, the dropout staying eager so that it draws the same masks.
+
+Prints one JSON line per evaluation (`epoch`, `step`, `recall@20`, `ndcg@20`, `clock_s`: from
+the start of training, the first step, to the end of the evaluation, `elapsed_s`: from this
+process's start, before `import torch`, `eval_s`: the evaluation's own time) and a last line
+with `train_s`, `setup_s` (the process's start to the first step: imports, reading, batch and
+evaluation inputs, the model), `first_step_s`, `train_minor_faults_per_step` and the
+evaluations.
 
     python3 multdae_peer.py --data ../shared/data/gowalla --threads 2 [--epochs 20] [--seed 0]
 """
@@ -22,6 +36,8 @@ line with `train_s` and the evaluations.
 import argparse
 import json
 import math
+import os
+import resource
 import time
 
 START = time.perf_counter()
@@ -52,27 +68,47 @@ def csr(users, items, n_users, n_items):
     return np.cumsum(indptr), items
 
 
-def dense_rows(indptr, indices, rows, n_items):
-    """The rows' bags of items as a dense [len(rows), n_items] float tensor of counts."""
+def gather(indptr, indices, rows):
+    """The rows' bags, vectorised: their items one row after the other, the row (0-based in
+    `rows`) of each item, and each row's length."""
     rows = np.asarray(rows, dtype=np.int64)
     lens = indptr[rows + 1] - indptr[rows]
-    r = np.repeat(np.arange(len(rows)), lens)
-    idx = np.concatenate([indices[indptr[u]:indptr[u + 1]] for u in rows]) if len(rows) else r
-    x = torch.zeros(len(rows), n_items)
-    x.index_put_((torch.from_numpy(r), torch.from_numpy(idx)),
-                 torch.ones(len(idx)), accumulate=True)
-    return x
+    ends = np.cumsum(lens)
+    take = np.repeat(indptr[rows] - (ends - lens), lens) + np.arange(ends[-1] if len(rows) else 0)
+    return indices[take], np.repeat(np.arange(len(rows)), lens), lens
 
 
 def bag_rows(indptr, indices, rows):
     """The rows' bags as EmbeddingBag input: (item ids, offsets, counts, the row of each id)."""
-    rows = np.asarray(rows, dtype=np.int64)
-    lens = indptr[rows + 1] - indptr[rows]
-    idx = np.concatenate([indices[indptr[u]:indptr[u + 1]] for u in rows])
+    idx, row_of, lens = gather(indptr, indices, rows)
     offsets = np.concatenate([[0], np.cumsum(lens)[:-1]])
-    row_of = np.repeat(np.arange(len(rows)), lens)
     return (torch.from_numpy(idx), torch.from_numpy(offsets), torch.ones(len(idx)),
             torch.from_numpy(row_of))
+
+
+class DenseBags:
+    """Bags of items as dense `[rows, n_items]` counts, written into one kept buffer: the
+    previous bags' entries zeroed, these added (`index_put_` with `accumulate`, as a fresh
+    zeroed matrix got them before), so no `[rows, n_items]` matrix is allocated, faulted in and
+    zeroed per batch. The returned view is valid until the next call."""
+
+    def __init__(self, rows, n_items):
+        self.buf = torch.zeros(rows, n_items)
+        self.last = None
+
+    def __call__(self, idx, counts, row_of, n_rows):
+        if self.last is not None:
+            self.buf.index_put_(self.last, torch.zeros(()))
+        self.last = (row_of, idx)
+        x = self.buf[:n_rows]
+        x.index_put_((row_of, idx), counts, accumulate=True)
+        return x
+
+
+def bag_norms(counts, row_of, n_rows):
+    """Each entry's count over its row's L2 norm (Mult-DAE's F.normalize of the bag)."""
+    norms = torch.zeros(n_rows).index_add_(0, row_of, counts * counts).sqrt()
+    return counts / norms[row_of]
 
 
 class MultDAEBag(torch.nn.Module):
@@ -89,11 +125,21 @@ class MultDAEBag(torch.nn.Module):
         self.bias = torch.nn.Parameter(torch.empty(dim).uniform_(-bound, bound))
         self.decode = torch.nn.Linear(dim, n_items)
 
+    def bags(self, idx, offsets, weights):
+        """The EmbeddingBag's sums (eager: `torch.compile` does not compile sparse gradients)."""
+        return self.encode(idx, offsets, per_sample_weights=weights)
+
+    def head(self, bags):
+        return self.decode(torch.tanh(bags + self.bias))
+
     def forward(self, idx, offsets, counts, row_of, n_rows):
-        norms = torch.zeros(n_rows).index_add_(0, row_of, counts * counts).sqrt()
-        w = torch.nn.functional.dropout(counts / norms[row_of], self.p, self.training)
-        h = self.encode(idx, offsets, per_sample_weights=w) + self.bias
-        return self.decode(torch.tanh(h))
+        w = torch.nn.functional.dropout(bag_norms(counts, row_of, n_rows), self.p, self.training)
+        return self.head(self.bags(idx, offsets, w))
+
+    def loss(self, bags, idx, counts, row_of, n_rows):
+        """The multinomial likelihood of the batch's own items, mean over its rows."""
+        logp = torch.log_softmax(self.head(bags), dim=1)
+        return -(logp[row_of, idx] * counts).sum() / n_rows
 
 
 class MultDAE(torch.nn.Module):
@@ -103,34 +149,74 @@ class MultDAE(torch.nn.Module):
         self.encode = torch.nn.Linear(n_items, dim)
         self.decode = torch.nn.Linear(dim, n_items)
 
-    def forward(self, x):
-        h = torch.nn.functional.normalize(x, dim=1)
-        h = self.drop(h)
+    def inputs(self, x):
+        """The normalised, dropped-out bag (eager: dropout draws from torch's generator in the
+        same order whether or not the rest is compiled)."""
+        return self.drop(torch.nn.functional.normalize(x, dim=1))
+
+    def head(self, h):
         return self.decode(torch.tanh(self.encode(h)))
 
+    def forward(self, x):
+        return self.head(self.inputs(x))
 
-def evaluate(model, train, test, n_users, n_items, k=20, users_per_batch=1000, bag=False):
-    """LightGCN's Recall@k and NDCG@k over the users with a test item, batched on torch."""
-    model.eval()
+    def loss(self, h, x):
+        return -(torch.log_softmax(self.head(h), dim=1) * x).sum(dim=1).mean()
+
+
+def eval_batches(train, test, n_users, n_items, users_per_batch=1000):
+    """Every evaluation batch's inputs, built once per run: the users with a test item, 1,000 at
+    a time; their training bags (ids, offsets, counts, rows; the bag layout's L2-normalised
+    weights), which are also the items masked from the ranking; their test items as sorted keys
+    `row * n_items + item`, and how many distinct test items each has."""
     t_indptr = test[0]
-    users = np.array([u for u in range(n_users) if t_indptr[u + 1] > t_indptr[u]])
+    users = np.flatnonzero(t_indptr[1:] > t_indptr[:-1])
+    out = []
+    for b in range(0, len(users), users_per_batch):
+        rows = users[b:b + users_per_batch]
+        idx, offsets, counts, row_of = bag_rows(*train, rows)
+        t_idx, t_row, _ = gather(*test, rows)
+        keys = np.unique(t_row * n_items + t_idx)
+        out.append({
+            "n_rows": len(rows), "idx": idx, "offsets": offsets, "counts": counts,
+            "row_of": row_of, "weights": bag_norms(counts, row_of, len(rows)),
+            "truth_keys": torch.from_numpy(keys),
+            "n_truth": torch.from_numpy(np.bincount(keys // n_items, minlength=len(rows))),
+            "row_keys": torch.arange(len(rows)).unsqueeze(1) * n_items,
+        })
+    return users, out
+
+
+def evaluate(model, users, batches, dense_bags=None, k=20):
+    """LightGCN's Recall@k and NDCG@k over the users with a test item, on the inputs
+    `eval_batches` built (the dense layout's bags scattered into `dense_bags`' kept buffer)."""
+    model.eval()
     discounts = 1.0 / torch.log2(torch.arange(2, k + 2, dtype=torch.float64))
     ideal = torch.cat([torch.zeros(1, dtype=torch.float64), discounts.cumsum(0)])
     recall = ndcg = 0.0
-    with torch.no_grad():
-        for b in range(0, len(users), users_per_batch):
-            rows = users[b:b + users_per_batch]
-            x = dense_rows(*train, rows, n_items)
-            truth = dense_rows(*test, rows, n_items) > 0
-            scores = model(*bag_rows(*train, rows), len(rows)) if bag else model(x)
-            scores[x > 0] = -math.inf
+    with torch.inference_mode():
+        for e in batches:
+            if dense_bags is None:
+                scores = model.head(model.bags(e["idx"], e["offsets"], e["weights"]))
+            else:
+                scores = model(dense_bags(e["idx"], e["counts"], e["row_of"], e["n_rows"]))
+            scores.index_put_((e["row_of"], e["idx"]), torch.tensor(-math.inf))
             top = torch.topk(scores, k, dim=1).indices
-            hits = truth.gather(1, top).double()
-            n_truth = truth.sum(dim=1)
+            hits = torch.isin(top + e["row_keys"], e["truth_keys"]).double()
+            n_truth = e["n_truth"]
             recall += (hits.sum(dim=1) / n_truth).sum().item()
             ndcg += ((hits * discounts).sum(dim=1) / ideal[n_truth.clamp(max=k)]).sum().item()
     model.train()
     return recall / len(users), ndcg / len(users)
+
+
+ADAM = {"fused": {"fused": True}, "foreach": {"foreach": True}, "single": {"foreach": False}}
+
+
+def allocator_env():
+    """The glibc allocator settings the environment gave this process (the drivers' ALLOCATOR)."""
+    return {k: v for k, v in os.environ.items()
+            if k.startswith("MALLOC_") or k in ("GLIBC_TUNABLES", "LD_PRELOAD")}
 
 
 def main():
@@ -147,6 +233,10 @@ def main():
     ap.add_argument("--input", choices=["dense", "bag"], default="dense",
                     help="dense: nn.Linear over the dense bag (RecBole's MultiDAE); bag: "
                          "EmbeddingBag + SparseAdam on the first layer (widebag's layout)")
+    ap.add_argument("--adam", choices=sorted(ADAM), default="fused",
+                    help="the dense parameters' Adam implementation (default fused)")
+    ap.add_argument("--compile", action="store_true",
+                    help="torch.compile the training step's layers after the input (inductor)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
@@ -158,35 +248,47 @@ def main():
     n_items = int(max(ti.max(), vi.max())) + 1
     train = csr(tu, ti, n_users, n_items)
     test = csr(vu, vi, n_users, n_items)
-    trainers = [u for u in range(n_users) if train[0][u + 1] > train[0][u]]
+    trainers = np.flatnonzero(train[0][1:] > train[0][:-1])
 
     bag = args.input == "bag"
     if bag:
         model = MultDAEBag(n_items, args.dim, args.dropout)
         opts = [torch.optim.SparseAdam([model.encode.weight], lr=args.lr),
-                torch.optim.Adam([model.bias, *model.decode.parameters()], lr=args.lr)]
+                torch.optim.Adam([model.bias, *model.decode.parameters()], lr=args.lr,
+                                 **ADAM[args.adam])]
     else:
         model = MultDAE(n_items, args.dim, args.dropout)
-        opts = [torch.optim.Adam(model.parameters(), lr=args.lr)]
+        opts = [torch.optim.Adam(model.parameters(), lr=args.lr, **ADAM[args.adam])]
     per_epoch = math.ceil(len(trainers) / args.batch)
     total = per_epoch * args.epochs
     scheds = [torch.optim.lr_scheduler.LambdaLR(
         opt, lambda s: 0.5 * (1.0 + math.cos(math.pi * s / total))) for opt in opts]
 
-    evaluations, step, train_s = [], 0, 0.0
-    for epoch in range(1, args.epochs + 1):
-        began = time.perf_counter()
+    # Every epoch's batches and every evaluation's inputs, built before training starts.
+    epochs = []
+    for _ in range(args.epochs):
         order = rng.permutation(trainers)
-        for b in range(0, len(order), args.batch):
-            rows = order[b:b + args.batch]
+        epochs.append([bag_rows(*train, order[b:b + args.batch]) + (len(order[b:b + args.batch]),)
+                       for b in range(0, len(order), args.batch)])
+    eval_users, eval_inputs = eval_batches(train, test, n_users, n_items)
+    train_bags = None if bag else DenseBags(args.batch, n_items)
+    eval_bags = None if bag else DenseBags(max(e["n_rows"] for e in eval_inputs), n_items)
+    loss_of = torch.compile(model.loss) if args.compile else model.loss
+
+    evaluations, step, train_s = [], 0, 0.0
+    setup_s = time.perf_counter() - START
+    train_start = time.perf_counter()
+    faults = 0
+    for epoch, batches in enumerate(epochs, 1):
+        began = time.perf_counter()
+        faults -= resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+        for idx, offsets, counts, row_of, n_rows in batches:
             if bag:
-                idx, offsets, counts, row_of = bag_rows(*train, rows)
-                logp = torch.log_softmax(model(idx, offsets, counts, row_of, len(rows)), dim=1)
-                loss = -(logp[row_of, idx] * counts).sum() / len(rows)
+                w = torch.nn.functional.dropout(bag_norms(counts, row_of, n_rows), model.p)
+                loss = loss_of(model.bags(idx, offsets, w), idx, counts, row_of, n_rows)
             else:
-                x = dense_rows(*train, rows, n_items)
-                logits = model(x)
-                loss = -(torch.log_softmax(logits, dim=1) * x).sum(dim=1).mean()
+                x = train_bags(idx, counts, row_of, n_rows)
+                loss = loss_of(model.inputs(x), x)
             for opt in opts:
                 opt.zero_grad(set_to_none=True)
             loss.backward()
@@ -194,16 +296,23 @@ def main():
                 opt.step()
                 sched.step()
             step += 1
+            if step == 1:
+                first_step_s = time.perf_counter() - train_start
         train_s += time.perf_counter() - began
+        faults += resource.getrusage(resource.RUSAGE_SELF).ru_minflt
         began = time.perf_counter()
-        recall, ndcg = evaluate(model, train, test, n_users, n_items, bag=bag)
+        recall, ndcg = evaluate(model, eval_users, eval_inputs, eval_bags)
         now = time.perf_counter()
-        e = {"epoch": epoch, "step": step, "loss": float(loss), "recall@20": recall,
-             "ndcg@20": ndcg, "elapsed_s": now - START, "eval_s": now - began}
+        e = {"epoch": epoch, "step": step, "loss": float(loss.detach()), "recall@20": recall,
+             "ndcg@20": ndcg, "elapsed_s": now - START, "clock_s": now - train_start,
+             "eval_s": now - began}
         evaluations.append(e)
         print(json.dumps(e), flush=True)
-    print(json.dumps({"train_s": train_s, "threads": args.threads, "torch": torch.__version__,
-                      "input": args.input,
+    print(json.dumps({"train_s": train_s, "setup_s": setup_s, "first_step_s": first_step_s,
+                      "train_minor_faults_per_step": faults / max(step, 1), "threads": args.threads,
+                      "torch": torch.__version__, "input": args.input, "adam": args.adam,
+                      "compile": args.compile, "allocator_env": allocator_env(),
+                      "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
                       "evaluations": evaluations}), flush=True)
 
 

@@ -19,20 +19,38 @@ rebuilt here from `--seed`), so the per-step `losses` of both sides can be compa
 Peak memory: the process's peak RSS (CPU), or torch.cuda.max_memory_allocated on a GPU.
 Examples/s is timed from the end of the first step, as widebag times it.
 
+As fast as PyTorch allows on the CPU, so that the comparison does not handicap it:
+- every step's batch (its rows' ids, values and labels; per band, the bag's ids, offsets and
+  weights) is built before the clock starts, vectorised (widebag assembles its batches on a
+  read-ahead thread); the dense layout scatters each batch into one kept `[batch, width]` buffer
+  (only the previous batch's entries are zeroed), as widebag keeps its freed blocks;
+- the dense parameters' Adam is `--adam fused` by default (one pass per parameter; `foreach`
+  and `single`, PyTorch's default on the CPU, are there to compare), the tables' SparseAdam;
+- `--threads N` sets torch's threads (compare.sh passes the same count to both sides);
+- `--compile` runs the layers after the input layer and the loss through `torch.compile`
+  (inductor; the sparse EmbeddingBags stay eager: it does not compile sparse gradients); the
+  compilation falls in step 1, before examples/s is timed;
+- the allocator is the environment's (compare.sh's ALLOCATOR sets glibc's MALLOC_* variables);
+  `minor_faults_per_step` (after step 1) shows what it keeps;
+- `setup_s` is the time from the process's start (before `import torch`) to the first step:
+  imports, parsing, renumbering, batch preparation, the model.
+
   python3 benches/peers/torch_peer.py --data F.svm --width W --classes C --layout sparse ...
 """
 import argparse
 import json
+import os
 import resource
 import sys
 import time
-
 import warnings
 
-import numpy as np
-import torch
-import torch.nn as nn
-import torch.nn.functional as F
+START = time.perf_counter()
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+import torch.nn as nn  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
 
 
 def rss_bytes():
@@ -105,12 +123,27 @@ class DenseModel(nn.Module):
         self.input = nn.Linear(width, dim)
         self.mlp = Mlp(dim, hidden)
         self.output = nn.Linear(([dim] + hidden)[-1], classes)
+        self.kept = None  # the dense input's buffer, kept from step to step
+        self.filled = None  # the (row, id) entries the last batch set in it
 
-    def loss(self, batch):
-        x = torch.sparse_csr_tensor(batch["indptr"], batch["ids"], batch["values"],
-                                    size=(batch["rows"], self.input.in_features)).to_dense()
+    def inputs(self, batch):
+        """The batch as the dense `[rows, width]` input (what `to_dense` of its CSR gives: ids
+        that repeat in a row summed), written into the kept buffer: the previous batch's
+        entries zeroed, this one's scattered; no `[batch, width]` allocation a step."""
+        rows, ids = batch["rows"], batch["ids"]
+        if self.kept is None or self.kept.shape[0] < rows:
+            self.kept = torch.zeros(rows, self.input.in_features, device=ids.device)
+            self.filled = None
+        if self.filled is not None:
+            self.kept.index_put_(self.filled, torch.zeros((), device=ids.device))
+        self.filled = (batch["row_of"], ids)
+        x = self.kept[:rows]
+        x.index_put_(self.filled, batch["values"], accumulate=True)
+        return x
+
+    def head_loss(self, x, labels):
         h = self.mlp(F.relu(self.input(x)))
-        return F.cross_entropy(self.output(h), batch["labels"])
+        return F.cross_entropy(self.output(h), labels)
 
 
 class BagInput(nn.Module):
@@ -126,14 +159,9 @@ class BagInput(nn.Module):
         self.bias = nn.Parameter(torch.zeros(dim))
 
     def forward(self, batch):
-        rows = batch["rows"]
-        ids, values, row_of = batch["ids"], batch["values"], batch["row_of"]
         out = None
-        for k, ((s, e, _), table) in enumerate(zip(self.bands, self.tables)):
-            keep = (ids >= s) & (ids < e)
-            r = row_of[keep]
-            offsets = torch.searchsorted(r, torch.arange(rows, device=r.device))
-            bag = table(ids[keep] - s, offsets, per_sample_weights=values[keep])
+        for k, ((ids, offsets, weights), table) in enumerate(zip(batch["bands"], self.tables)):
+            bag = table(ids, offsets, per_sample_weights=weights)
             if k > 0:
                 bag = self.projections[k - 1](bag)
             out = bag if out is None else out + bag
@@ -155,11 +183,16 @@ class SparseModel(nn.Module):
             self.adaptive = None
             self.output = nn.Linear(last, classes)
 
-    def loss(self, batch):
-        h = self.mlp(self.input(batch))
+    def inputs(self, batch):
+        """The input layer (sparse EmbeddingBags: outside `torch.compile`, which does not
+        compile their sparse gradients)."""
+        return self.input(batch)
+
+    def head_loss(self, h, labels):
+        h = self.mlp(h)
         if self.adaptive is not None:
-            return self.adaptive(h, batch["labels"]).loss
-        return F.cross_entropy(self.output(h), batch["labels"])
+            return self.adaptive(h, labels).loss
+        return F.cross_entropy(self.output(h), labels)
 
     def sparse_parameters(self):
         return list(self.input.tables.parameters())
@@ -191,33 +224,55 @@ def widebag_order(n, seed, epoch):
     return np.asarray(order, np.int64)
 
 
-def batches(data, batch_size, seed, order_kind="numpy"):
-    indptr, ids, vals, labels = data
-    n = len(labels)
+def orders(n, seed, order_kind):
+    """Each epoch's rows, in order: numpy's permutation (seeded), or widebag's shuffle."""
     rng = np.random.default_rng(seed)
     epoch = 0
     while True:
-        if order_kind == "widebag":
-            order = widebag_order(n, seed, epoch)
-        else:
-            order = rng.permutation(n)
+        yield widebag_order(n, seed, epoch) if order_kind == "widebag" else rng.permutation(n)
         epoch += 1
-        for start in range(0, n, batch_size):
+
+
+def prepare_batches(data, batch_size, steps, seed, order_kind, band_edges=None):
+    """The first `steps` batches, every tensor built before training (vectorised): each
+    epoch's rows in order, `batch_size` at a time (the last batch of an epoch smaller), sorted
+    within a batch in numpy's order. A batch holds its rows' ids, values, the row of each id
+    and labels; with `band_edges` (the sparse layouts) also each band's EmbeddingBag input:
+    its ids less the band's start, the offsets and the per-sample weights."""
+    indptr, ids, vals, labels = data
+    out = []
+    for order in orders(len(labels), seed, order_kind):
+        for start in range(0, len(order), batch_size):
+            if len(out) == steps:
+                return out
             rows = order[start:start + batch_size]
             if order_kind != "widebag":
                 rows = np.sort(rows)
             lens = indptr[rows + 1] - indptr[rows]
-            take = np.concatenate([np.arange(indptr[r], indptr[r + 1]) for r in rows])
-            b_ids = ids[take]
+            ends = np.cumsum(lens)
+            take = np.repeat(indptr[rows] - (ends - lens), lens) + np.arange(ends[-1])
+            b_ids, b_vals = ids[take], vals[take]
             row_of = np.repeat(np.arange(len(rows)), lens)
-            yield {
-                "rows": len(rows),
-                "indptr": torch.from_numpy(np.concatenate([[0], np.cumsum(lens)])),
-                "ids": torch.from_numpy(b_ids),
-                "values": torch.from_numpy(vals[take]),
-                "row_of": torch.from_numpy(row_of),
-                "labels": torch.from_numpy(labels[rows]),
-            }
+            batch = {"rows": len(rows), "ids": torch.from_numpy(b_ids),
+                     "values": torch.from_numpy(b_vals), "row_of": torch.from_numpy(row_of),
+                     "labels": torch.from_numpy(labels[rows])}
+            if band_edges is not None:
+                batch["bands"] = []
+                for s, e in band_edges:
+                    keep = (b_ids >= s) & (b_ids < e)
+                    offsets = np.searchsorted(row_of[keep], np.arange(len(rows)))
+                    batch["bands"].append((torch.from_numpy(b_ids[keep] - s),
+                                           torch.from_numpy(offsets),
+                                           torch.from_numpy(b_vals[keep])))
+            out.append(batch)
+    return out
+
+
+def to_device(batch, device):
+    """The batch's tensors on `device` (moved once, before training)."""
+    move = lambda v: v.to(device) if torch.is_tensor(v) else v  # noqa: E731
+    return {k: ([tuple(map(move, band)) for band in v] if k == "bands" else move(v))
+            for k, v in batch.items()}
 
 
 def read_safetensors(path):
@@ -335,6 +390,22 @@ def add_tail_biases(adaptive):
         tail[1].bias = nn.Parameter(torch.zeros(tail[1].out_features))
 
 
+ADAM = {"fused": {"fused": True}, "foreach": {"foreach": True}, "single": {"foreach": False}}
+
+
+def adam(params, lr, kind):
+    """torch.optim.Adam (PyTorch's defaults but the learning rate) in implementation `kind`:
+    `fused` (one kernel per parameter), `foreach` (multi-tensor) or `single` (per-tensor ops:
+    PyTorch's default on the CPU). The same arithmetic to float32 rounding."""
+    return torch.optim.Adam(params, lr=lr, **ADAM[kind])
+
+
+def allocator_env():
+    """The glibc allocator settings the environment gave this process (compare.sh's ALLOCATOR)."""
+    return {k: v for k, v in os.environ.items()
+            if k.startswith("MALLOC_") or k in ("GLIBC_TUNABLES", "LD_PRELOAD")}
+
+
 def main():
     warnings.filterwarnings("ignore", message="Sparse")
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -360,7 +431,14 @@ def main():
                         "model.input_init of that name")
     p.add_argument("--order", choices=["numpy", "widebag"], default="numpy",
                    help="the rows' order: numpy's permutation, or widebag's seeded shuffle")
+    p.add_argument("--threads", type=int, help="torch's threads (default: torch's own choice)")
+    p.add_argument("--adam", choices=sorted(ADAM), default="fused",
+                   help="the dense parameters' Adam implementation (default fused)")
+    p.add_argument("--compile", action="store_true",
+                   help="torch.compile the step's layers after the input (inductor)")
     a = p.parse_args()
+    if a.threads:
+        torch.set_num_threads(a.threads)
     torch.manual_seed(a.seed)
     device = torch.device(a.device)
 
@@ -390,20 +468,26 @@ def main():
         sparse = {id(q) for q in model.sparse_parameters()}
         optims = [
             torch.optim.SparseAdam(model.sparse_parameters(), lr=a.lr),
-            torch.optim.Adam([q for q in model.parameters() if id(q) not in sparse], lr=a.lr),
+            adam([q for q in model.parameters() if id(q) not in sparse], a.lr, a.adam),
         ]
+        edges = [(s, e) for s, e, _ in model.input.bands]
     else:
-        optims = [torch.optim.Adam(model.parameters(), lr=a.lr)]
+        optims = [adam(model.parameters(), a.lr, a.adam)]
+        edges = None
+    prepared = prepare_batches(data, a.batch, a.steps, a.seed, a.order, edges)
+    if device.type != "cpu":
+        prepared = [to_device(b, device) for b in prepared]
+    head_loss = torch.compile(model.head_loss) if a.compile else model.head_loss
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats()
 
-    losses, t0 = [], None
-    stream = batches(data, a.batch, a.seed, a.order)
-    for step in range(1, a.steps + 1):
-        b = {k: (v.to(device) if torch.is_tensor(v) else v) for k, v in next(stream).items()}
+    losses, t0, timed_rows = [], None, 0
+    setup_s = time.perf_counter() - START
+    train_start = time.perf_counter()
+    for step, b in enumerate(prepared, 1):
         for o in optims:
             o.zero_grad(set_to_none=True)
-        loss = model.loss(b)
+        loss = head_loss(model.inputs(b), b["labels"])
         loss.backward()
         for o in optims:
             o.step()
@@ -412,7 +496,13 @@ def main():
             torch.cuda.synchronize()
         if step == 1:
             t0 = time.perf_counter()
-    elapsed = time.perf_counter() - t0
+            first_step_s = t0 - train_start
+            faults0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+        else:
+            timed_rows += b["rows"]
+    end = time.perf_counter()
+    elapsed = end - t0
+    faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults0
     peak = (torch.cuda.max_memory_allocated() if device.type == "cuda"
             else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
     json.dump({
@@ -422,9 +512,16 @@ def main():
         "n_classes": a.classes,
         "device": str(device),
         "threads": torch.get_num_threads(),
+        "adam": a.adam,
+        "compile": a.compile,
+        "allocator_env": allocator_env(),
         "steps": a.steps,
         "batch_size": a.batch,
-        "examples_per_s": (a.steps - 1) * a.batch / elapsed if a.steps > 1 else None,
+        "examples_per_s": timed_rows / elapsed if a.steps > 1 else None,
+        "setup_s": setup_s,
+        "train_s": end - train_start,
+        "first_step_s": first_step_s,
+        "minor_faults_per_step": faults / (a.steps - 1) if a.steps > 1 else None,
         "peak_bytes": peak,
         "peak_kind": "cuda max_memory_allocated" if device.type == "cuda" else "peak RSS",
         "rss_after_import_bytes": rss_after_import,
