@@ -1,10 +1,15 @@
-//! The accuracy grids on wgpu: the ledger's (`explain --grid small`: every point's predicted peak
-//! within 0.5% of the allocator's: the claim is 0.44% worst on this grid, 0.13% on the full one,
-//! so the bar is the claim with a margin of 0.06 points, not `explain`'s 3% for any model) and the solver's (`plan --grid small`: the plan ≥ 97% of the
-//! searched batch, under the budget, planned in under 50 ms). They are the two longest tests from
-//! empty kernel caches, and libtest starts tests in name order: in a module named to sort first
-//! they start at once instead of one of them running alone at the end (a cold CI run on 2da842a:
-//! 366 and 429 s side by side, the integration binary 996 s against 1,002 s with them last).
+//! The accuracy grids on wgpu.
+//! - The ledger's (`explain --grid small`): every point's predicted peak within 0.5 % of the
+//!   allocator's. The claim is 0.44 % worst on this grid (0.13 % on the full one), so the bar is
+//!   the claim with a margin of 0.06 points, not the 3 % `explain --measure` holds for any model.
+//! - The solver's (`plan --grid small`): every plan below `plan.max_batch`, ≥ 97 % of the searched
+//!   batch, measured under the budget, planned in under 200 ms (the sparse rows count the distinct
+//!   ids of 8 batches of up to 8,192 rows).
+//!
+//! They are the two longest tests from empty kernel caches, and libtest starts tests in name
+//! order: in a module named to sort first they start at once instead of one of them running alone
+//! at the end (a cold CI run on 2da842a: 366 and 429 s side by side, the integration binary 996 s
+//! against 1,002 s with them last).
 
 use crate::common;
 
@@ -70,7 +75,7 @@ fn plan_grid_meets_the_bars_on_wgpu() {
             "plan below 97% of search: {r}"
         );
         assert!(r["under_budget"].as_bool().unwrap(), "over budget: {r}");
-        assert!(r["planned_ms"].as_f64().unwrap() < 50.0, "slow: {r}");
+        assert!(r["planned_ms"].as_f64().unwrap() < 200.0, "slow: {r}");
         assert!(r["pass"].as_bool().unwrap(), "{r}");
     }
     assert!(

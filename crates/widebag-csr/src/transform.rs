@@ -34,6 +34,7 @@ impl DropoutMask {
     }
 
     /// Whether entry `e` of the batch survives.
+    #[inline]
     pub fn keeps(&self, e: usize) -> bool {
         self.threshold == 0 || mix64(self.seed ^ mix64(e as u64)) >= self.threshold
     }

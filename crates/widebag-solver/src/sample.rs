@@ -3,6 +3,7 @@
 //! the input dropout each step's batch gets at that size).
 
 use std::cell::RefCell;
+use std::collections::HashMap;
 
 use widebag_data::{BatchSource, DataError, InputDropout};
 use widebag_ledger::step::BatchFacts;
@@ -22,6 +23,9 @@ pub struct RowSample {
     dropout: InputDropout,
     /// Scratch for counting distinct ids: the window that last saw each id (+1).
     seen: RefCell<Vec<u32>>,
+    /// `facts(b)` by `b`: every estimator of a plan (the remedies' variants each have one)
+    /// asks for the same batch sizes, and one count costs `n_batches × b` entries.
+    counted: RefCell<HashMap<usize, BatchFacts>>,
 }
 
 impl RowSample {
@@ -74,6 +78,7 @@ impl RowSample {
             target_ptr,
             dropout: InputDropout::NONE,
             seen: RefCell::new(Vec::new()),
+            counted: RefCell::new(HashMap::new()),
         }
     }
 
@@ -81,6 +86,7 @@ impl RowSample {
     /// keyed by the entry's place in its batch, so it differs by batch size).
     pub fn with_dropout(mut self, dropout: InputDropout) -> Self {
         self.dropout = dropout;
+        self.counted.get_mut().clear();
         self
     }
 
@@ -96,6 +102,16 @@ impl RowSample {
     /// Rows, nnz, distinct ids and targets: the largest of each over the first `n_batches`
     /// batches of `batch_size` rows, as the trainer's ledger samples them.
     pub fn facts(&self, batch_size: usize) -> BatchFacts {
+        if let Some(f) = self.counted.borrow().get(&batch_size) {
+            return *f;
+        }
+        let f = self.count(batch_size);
+        self.counted.borrow_mut().insert(batch_size, f);
+        f
+    }
+
+    /// [`Self::facts`], counted.
+    fn count(&self, batch_size: usize) -> BatchFacts {
         let n = self.n_rows();
         let b = batch_size.max(1);
         let mut seen = self.seen.borrow_mut();

@@ -411,8 +411,8 @@ fn at_dim(bands: &ModelBands, config: &Config) -> ModelBands {
 
 /// The smallest budget `b` with `peak + slack_bytes(b) ≤ b`.
 fn needed_budget(peak: u64) -> u64 {
-    // b − b/400 ≥ peak + 16 KiB  ⇐  b ≥ (peak + 16 KiB) · 400/399, plus one for rounding.
-    ((peak + (16 << 10)) as u128 * 400 / 399 + 1) as u64
+    // b − b/100 ≥ peak + 16 KiB  ⇐  b ≥ (peak + 16 KiB) · 100/99, plus one for rounding.
+    ((peak + (16 << 10)) as u128 * 100 / 99 + 1) as u64
 }
 
 fn round_up_mib(bytes: u64) -> u64 {
