@@ -73,6 +73,15 @@ PY
     begin plan-grid "The solver against runs: plan's grid on lavapipe" \
       "widebag plan --grid small --device wgpu --json --out docs/results/plan-grid"
     "$bin" plan --grid small --device wgpu --json --out "$dir" > "$dir/stdout.json" 2> "$dir/stderr.log"
+    python3 - "$dir" <<'PY' >> "$dir/README.md"
+import json, sys
+rows = json.load(open(f"{sys.argv[1]}/plan-grid.json"))
+pct = [r["plan_vs_search_pct"] for r in rows]
+ms = [r["planned_ms"] for r in rows]
+below = sum(r["batch_size"] < r["max_batch"] for r in rows)
+print(f"- {len(rows)} points, {below} of them below plan.max_batch: the plan {min(pct):.1f}–{max(pct):.1f}% "
+      f"of the searched batch, planned in {min(ms):.1f}–{max(ms):.1f} ms")
+PY
     ;;
   seed-budget)
     begin seed-budget "The seed model in 1.5 GB (benches/headline.sh, flex)" \

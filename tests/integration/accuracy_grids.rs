@@ -1,7 +1,8 @@
 //! The accuracy grids on wgpu.
-//! - The ledger's (`explain --grid small`): every point's predicted peak within 0.5 % of the
-//!   allocator's. The claim is 0.44 % worst on this grid (0.13 % on the full one), so the bar is
-//!   the claim with a margin of 0.06 points, not the 3 % `explain --measure` holds for any model.
+//! - The ledger's (`explain --grid small`): every point's predicted peak within 0.6 % of the
+//!   allocator's. The claim is 0.44–0.47 % worst on this grid over the runs recorded (0.13 % on
+//!   the full one), so the bar is the claim with a margin of 0.13 points, not the 3 %
+//!   `explain --measure` holds for any model.
 //! - The solver's (`plan --grid small`): every plan below `plan.max_batch`, ≥ 97 % of the searched
 //!   batch, measured under the budget, planned in under 200 ms (the sparse rows count the distinct
 //!   ids of 8 batches of up to 8,192 rows).
@@ -37,11 +38,10 @@ fn ledger_grid_meets_the_bar_on_wgpu() {
     for layout in ["sparse", "dense"] {
         assert!(measured.iter().any(|r| r["layout"] == layout));
     }
-    // The allocator's counters on lavapipe are deterministic: the worst point (sparse, width
-    // 1,000, batch 32, f32) reads 0.44% run after run. A regression of a few kilobytes in a
-    // small step's pricing crosses 0.5%; 3% (the bar `explain --measure` holds for any model)
-    // would let a missing tensor of 25 KiB through.
-    const GRID_BAR_PCT: f64 = 0.5;
+    // The worst point (sparse, width 1,000, batch 32, f32: 863 KB) has read 0.44-0.47 %. A
+    // regression of a few kilobytes in a small step's pricing crosses 0.6 %; 3 % (the bar
+    // `explain --measure` holds for any model) would let a missing tensor of 25 KiB through.
+    const GRID_BAR_PCT: f64 = 0.6;
     for r in &measured {
         assert!(r["error_pct"].as_f64().unwrap() <= GRID_BAR_PCT, "{r}");
     }
