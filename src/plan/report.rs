@@ -361,7 +361,7 @@ mod tests {
     fn a_plan_that_fits_renders_with_its_remedies_and_layouts() {
         expect![[r#"
             widebag plan: batch 4096, table adam + dense adam — predicted peak 401.10 MiB of a 512.00 MiB budget
-              budget      512.00 MiB (--budget 512MiB); 1.30 MiB kept free as slack
+              budget      512.00 MiB (--budget 512MiB); 5.14 MiB kept free as slack
               device      largest buffer 128.00 MiB, alignment 32 B
               search      objective batch, batch 1..=4096, pinned: nothing
               why         the largest batch allowed (plan.max_batch = 4096); the most capable optimizers that fit at it
@@ -404,10 +404,10 @@ mod tests {
         let pinned = default_plan("256MiB", &pins);
         expect![[r#"
             widebag plan: does not fit — the cheapest run (table adam + dense adam, batch 1) needs 325.97 MiB of a 256.00 MiB budget
-              budget      256.00 MiB (--budget 256MiB); 671.36 KiB kept free as slack
+              budget      256.00 MiB (--budget 256MiB); 2.58 MiB kept free as slack
               device      largest buffer 128.00 MiB, alignment 32 B
               search      objective batch, batch 1..=4096, pinned: optim.table, optim.dense, model.input_bands.placement, model.input_bands.dtype, optim.state_dtype, model.input_bands.cutoffs, model.output_bands
-              why         nothing fits: even table adam + dense adam at batch 1 needs 325.97 MiB (+ 671.36 KiB slack) of 256.00 MiB
+              why         nothing fits: even table adam + dense adam at batch 1 needs 325.97 MiB (+ 2.58 MiB slack) of 256.00 MiB
               peak        325.97 MiB at backward.logits (largest tensor 29.30 MiB)
                 activations                2.75 KiB
                 allocator_padding          2.19 KiB
@@ -427,8 +427,8 @@ mod tests {
                 1. model.input_bands.placement ["device"] → ["host"] frees 87.89 MiB
                 2. optim.dense adam → sgd frees 119.04 MiB
                 3. model.output_bands none (full softmax) → 35.71 MiB (cutoffs [19985, 79940]) frees 190.43 MiB
-                4. model.dim 32 → 6 frees 71.43 MiB
-                5. budget 256.00 MiB → 327.00 MiB (adds 71.00 MiB)
+                4. model.dim 32 → 5 frees 74.18 MiB
+                5. budget 256.00 MiB → 330.00 MiB (adds 74.00 MiB)
               planned in 1.5 ms (62 ledger evaluations)
         "#]].assert_eq(&render(&pinned, 1.5));
     }
