@@ -572,7 +572,7 @@ mod tests {
         ckpt.model.checkpointing = Checkpointing::Mlp;
         let (none, mlp) = (peak(&c), peak(&ckpt));
         assert!(none > mlp + (100 << 10), "{none} vs {mlp}");
-        let budget = (mlp + (16 << 10)) * 400 / 399 + 1;
+        let budget = (mlp + (16 << 10)) * 100 / 99 + 1;
         let pins = Pins {
             checkpointing: false,
             ..Pins::ALL
