@@ -82,7 +82,7 @@ impl<'c> Run<'c> {
         let setup_start = Instant::now();
         let Prepared {
             config,
-            batches: mut stream,
+            batches: stream,
             data,
             eval,
             eval_seen,
@@ -101,8 +101,11 @@ impl<'c> Run<'c> {
         let (total, batch_size) = (config.train.steps as u64, config.train.batch_size);
         // Measured, every batch is read first: no producer thread allocates during the readings;
         // the baseline is the heap once the backend's own lasting state (its threads' scratch)
-        // exists, as a GPU's context does before its pools.
-        let read_ahead = match options.watch.measure {
+        // exists, as a GPU's context does before its pools. The stream itself is read, not a
+        // clone: it is gone before the baseline (a synthetic stream's sampling tables are 2 MB at
+        // width 240,000; freed after it, every reading would fall short by them).
+        let rows_at_start = rows_before(&stream.position(), &data);
+        let (read_ahead, mut stream) = match options.watch.measure {
             true if options.resume.is_some() => {
                 return Err(ModelError::Execution(
                     "a measured run does not resume".into(),
@@ -110,11 +113,11 @@ impl<'c> Run<'c> {
             }
             true => {
                 let part = (ranks.rank, ranks.size);
-                let all = read_all(stream.clone(), batch_size, 1..=total, transform, part);
+                let all = read_all(stream, batch_size, 1..=total, transform, part);
                 crate::probe::prime_backend(&compute.device);
-                Some(all)
+                (Some(all), None)
             }
-            false => None,
+            false => (None, Some(stream)),
         };
         let mut instruments = Instruments::new(&options.watch, compute, alone, config.train.steps)?;
         if !alone {
@@ -141,21 +144,24 @@ impl<'c> Run<'c> {
         };
         let resume_dir = resume_dir(options, ranks, comm)?;
         let mut start = 0;
-        if let Some(dir) = &resume_dir {
+        if let (Some(dir), Some(stream)) = (&resume_dir, stream.as_mut()) {
             let m = checkpoint::load(model.as_mut(), dir, &config, checkpoint::Match::SameRun)?;
             stream.seek(m.position)?;
             start = m.step;
         }
-        let rows_seen = rows_before(&stream.position(), &data);
-        let batches = match read_ahead {
-            Some(rx) => rx,
-            None => prefetch(
+        let rows_seen = stream
+            .as_ref()
+            .map_or(rows_at_start, |s| rows_before(&s.position(), &data));
+        let batches = match (read_ahead, stream) {
+            (Some(rx), _) => rx,
+            (None, Some(stream)) => prefetch(
                 stream,
                 batch_size,
                 start + 1..=total,
                 transform,
                 (ranks.rank, ranks.size),
             ),
+            (None, None) => return Err(ModelError::Execution("no batches to train on".into())),
         };
         instruments.start_training(start as usize, rows_seen);
         Ok(Self {
