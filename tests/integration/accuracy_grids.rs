@@ -4,8 +4,8 @@
 //!   the full one), so the bar is the claim with a margin, not the 3 % `explain --measure` holds
 //!   for any model.
 //! - The solver's (`plan --grid small`): every plan below `plan.max_batch`, ≥ 97 % of the searched
-//!   batch, measured under the budget, planned in under 200 ms (the sparse rows count the distinct
-//!   ids of 8 batches of up to 8,192 rows).
+//!   batch, measured under the budget, planned in under 500 ms of wall time, beside CI's other work
+//!   (the sparse rows count the distinct ids of 8 batches of up to 8,192 rows).
 //!
 //! They are the two longest tests from empty kernel caches, and libtest starts tests in name
 //! order: in a module named to sort first they start at once instead of one of them running alone
@@ -77,7 +77,7 @@ fn plan_grid_meets_the_bars_on_wgpu() {
             "plan below 97% of search: {r}"
         );
         assert!(r["under_budget"].as_bool().unwrap(), "over budget: {r}");
-        assert!(r["planned_ms"].as_f64().unwrap() < 200.0, "slow: {r}");
+        assert!(r["planned_ms"].as_f64().unwrap() < 500.0, "slow: {r}");
         assert!(r["pass"].as_bool().unwrap(), "{r}");
     }
     assert!(

@@ -71,8 +71,11 @@ pub fn grid_points(name: &str) -> anyhow::Result<Vec<GridModel>> {
 
 /// The bars: the analytic batch is at least this % of the searched one.
 pub const SEARCH_BAR_PCT: f64 = 97.0;
-/// Planning (the solver alone) takes under this many milliseconds.
-pub const PLANNING_BAR_MS: f64 = 200.0;
+/// Planning (the solver alone) takes under this many milliseconds of wall time: the sparse
+/// points plan in about 95 ms on a quiet 2-core machine and took up to 210 ms in CI beside the
+/// other tests and the fuzz build; a sample recounted per estimator (the 0.8 s this bar caught)
+/// crosses it either way.
+pub const PLANNING_BAR_MS: f64 = 500.0;
 
 /// One finished grid point.
 #[derive(Clone, Debug, Serialize)]
