@@ -1,8 +1,8 @@
 //! The estimate of a candidate: its step's ledger (the only place the solver builds one), read
 //! for the peak, the categories alive at it, the largest allocation and whether it fits.
 
-use std::cell::{Cell, RefCell};
-use std::collections::{BTreeMap, HashMap};
+use std::cell::Cell;
+use std::collections::BTreeMap;
 
 use widebag_config::bands::ModelBands;
 use widebag_config::{Config, DenseOptim, TableOptim};
@@ -26,11 +26,10 @@ pub(crate) struct Limit {
     pub(crate) peak_bytes: u64,
 }
 
-/// Costs candidates of one problem by the ledger, caching the batch statistics per batch size
-/// and counting the ledger evaluations.
+/// Costs candidates of one problem by the ledger (the sample caches the batch statistics per
+/// batch size, for every estimator of the plan) and counts the ledger evaluations.
 pub(crate) struct Estimator<'a> {
     pub(crate) p: &'a Problem<'a>,
-    facts: RefCell<HashMap<usize, BatchFacts>>,
     evaluations: Cell<usize>,
 }
 
@@ -38,7 +37,6 @@ impl<'a> Estimator<'a> {
     pub(crate) fn new(p: &'a Problem<'a>) -> Self {
         Self {
             p,
-            facts: RefCell::new(HashMap::new()),
             evaluations: Cell::new(0),
         }
     }
@@ -57,11 +55,7 @@ impl<'a> Estimator<'a> {
     }
 
     fn facts(&self, batch: usize) -> BatchFacts {
-        *self
-            .facts
-            .borrow_mut()
-            .entry(batch)
-            .or_insert_with(|| self.p.sample.facts(batch))
+        self.p.sample.facts(batch)
     }
 
     /// The step of a candidate: rank 0's across ranks (the largest blocks and the most rows).
