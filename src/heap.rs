@@ -181,6 +181,11 @@ pub fn rss_bytes() -> Option<u64> {
     Some(pages * 4096)
 }
 
+/// The library's own tests count as the binary does: with [`Counting`] as their allocator.
+#[cfg(test)]
+#[global_allocator]
+static TEST_HEAP: Counting = Counting;
+
 #[cfg(test)]
 mod tests {
     #[test]

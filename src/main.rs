@@ -1,32 +1,15 @@
 //! The `widebag` command line: parses the arguments, turns them into a validated request, runs
 //! the command and maps its failure to an exit code (0 ok, 1 run failed, 2 usage or
-//! configuration error, 3 does not fit).
-
-mod args;
-mod chart;
-mod commands;
-mod data_args;
-mod device_args;
-mod failure;
-mod heap;
-mod host_memory;
-mod malloc_policy;
-mod measure;
-mod output;
-mod plan;
-mod preflight;
-mod process;
-mod request;
-mod run;
-mod run_args;
-mod run_dir;
+//! configuration error, 3 does not fit). The commands themselves are the `widebag` library's
+//! (`lib.rs`); this binary installs the counting allocator the heap readings come from.
 
 use std::process::ExitCode;
 
 use clap::Parser;
 
-use args::{BenchCommand, Cli, Command};
-use failure::Outcome;
+use widebag::args::{BenchCommand, Cli, Command};
+use widebag::failure::{self, Outcome};
+use widebag::{commands, heap, process, request};
 
 #[global_allocator]
 static HEAP: heap::Counting = heap::Counting;

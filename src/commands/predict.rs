@@ -7,6 +7,8 @@ use std::fmt::Write as _;
 
 use anyhow::Context;
 use widebag_csr::CsrBatch;
+use widebag_model::Compute;
+use widebag_model::checkpoint::saved::Saved;
 use widebag_model::eval::{ScoreNeed, ScoreOptions, score_rows};
 use widebag_prepare::{Prepared, original_ids};
 
@@ -26,49 +28,80 @@ pub fn run(req: &PredictRequest) -> Outcome {
         widebag_model::checkpoint::saved::load(&prepared, &compute, &req.run.checkpoint)
             .context("loading the checkpoint")
             .map_err(Failure::run)?;
+    let ranking = Ranking {
+        top_k: req.top_k,
+        exclude_seen: req.exclude_seen,
+    };
+    let rows = ranked(&prepared, &mut model, ranking, &compute).map_err(Failure::run)?;
     let numbering = Numbering::of(&prepared);
     let mut out = String::new();
     if req.format == PredictFormat::Csv {
         out.push_str("row,user,rank,class,name,log_prob\n");
     }
-    let mut row_index = 0usize;
+    for r in &rows {
+        write_row(&mut out, req.format, (r.row, r.user), &r.top, &numbering);
+    }
+    write_out(req, &out)?;
+    eprintln!(
+        "widebag predict: {} rows from {} (step {})",
+        rows.len(),
+        req.data.display(),
+        model.manifest.step
+    );
+    Ok(())
+}
+
+/// How rows are ranked: their best `top_k` classes, leaving out what each row has seen (its
+/// user's training items, else its own input ids that are classes) with `exclude_seen`.
+#[derive(Clone, Copy, Debug)]
+pub struct Ranking {
+    pub top_k: usize,
+    pub exclude_seen: bool,
+}
+
+/// A held-out row's best classes: its index, its LightGCN user, and `(class, log_prob)` best
+/// first, classes in the data's own numbering.
+pub struct Ranked {
+    pub row: usize,
+    pub user: Option<u32>,
+    pub top: Vec<(u32, f32)>,
+}
+
+/// Every held-out row of `prepared` ranked by `model`.
+pub fn ranked(
+    prepared: &Prepared,
+    model: &mut Saved,
+    ranking: Ranking,
+    compute: &Compute,
+) -> anyhow::Result<Vec<Ranked>> {
+    let numbering = Numbering::of(prepared);
+    let mut out = Vec::new();
     for (i, batch) in prepared.eval.iter().enumerate() {
         let batch = if prepared.config.data.normalize {
             batch.l2_normalized()
         } else {
             batch.clone()
         };
-        let seen = seen_items(req, &prepared, i, &batch, &numbering);
+        let seen = seen_items(ranking.exclude_seen, prepared, i, &batch, &numbering);
         let options = ScoreOptions {
-            k: req.top_k,
+            k: ranking.top_k,
             seen: &seen,
             backend: compute.backend,
             need: ScoreNeed::LogProbs,
         };
-        let rows = score_rows(model.layout.as_mut(), &batch, options)
-            .context("scoring")
-            .map_err(Failure::run)?;
+        let rows = score_rows(model.layout.as_mut(), &batch, options).context("scoring")?;
         for r in rows {
-            let top: Vec<(u32, f32)> = r
-                .top
-                .iter()
-                .map(|&(c, lp)| (numbering.class_of_position[c as usize], lp))
-                .collect();
-            let user = prepared
-                .eval_users
-                .as_ref()
-                .and_then(|u| u.get(row_index).copied());
-            write_row(&mut out, req.format, (row_index, user), &top, &numbering);
-            row_index += 1;
+            let row = out.len();
+            out.push(Ranked {
+                row,
+                user: (prepared.eval_users.as_ref()).and_then(|u| u.get(row).copied()),
+                top: (r.top.iter())
+                    .map(|&(c, lp)| (numbering.class_of_position[c as usize], lp))
+                    .collect(),
+            });
         }
     }
-    write_out(req, &out)?;
-    eprintln!(
-        "widebag predict: {row_index} rows from {} (step {})",
-        req.data.display(),
-        model.manifest.step
-    );
-    Ok(())
+    Ok(out)
 }
 
 /// The data's own numbering of what the model scores: the class id at each class position and
@@ -114,13 +147,13 @@ impl<'p> Numbering<'p> {
 /// user's training items where the data keeps them, else the row's own input ids that are
 /// classes.
 fn seen_items(
-    req: &PredictRequest,
+    exclude_seen: bool,
     prepared: &Prepared,
     i: usize,
     batch: &CsrBatch,
     numbering: &Numbering,
 ) -> Vec<Vec<u32>> {
-    if !req.exclude_seen {
+    if !exclude_seen {
         return Vec::new();
     }
     if let Some(s) = prepared.eval_seen.get(i).filter(|s| !s.is_empty()) {

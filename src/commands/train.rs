@@ -26,6 +26,7 @@ use crate::preflight::{
 };
 use crate::request::TrainRequest;
 use crate::run::directory::run_directory;
+use crate::run::hooks::Hooks;
 use crate::run::launch;
 use crate::run::lengthen;
 use crate::run::summary::render_summary;
@@ -33,7 +34,7 @@ use crate::run::watch::{Progress, StepLog};
 use crate::run_dir::RunDir;
 
 /// How a run ended, as rank 0 reports it.
-enum Finished {
+pub enum Finished {
     Trained(Box<RunSummary>),
     /// `--resume` of a run whose every rank's last checkpoint is at its last step.
     Complete {
@@ -44,17 +45,21 @@ enum Finished {
 
 pub fn run(req: &TrainRequest) -> Outcome {
     let finished = match launch::wanted(req) {
-        None => train_as(req, &Local, None)?,
+        None => train_as(req, &Local, None, Hooks::default())?,
         Some(ranks) => {
             if let Some((key, message)) = refused_across_ranks(&req.config, ranks) {
                 return Err(Failure::usage(anyhow::anyhow!("{key}: {message}")));
             }
             match launch::mpi_world_size() {
-                Some(_) => launch::on_mpi_world(|comm| train_as(req, comm, None))??,
+                Some(_) => {
+                    launch::on_mpi_world(|comm| train_as(req, comm, None, Hooks::default()))??
+                }
                 None => {
                     // Threads share one prepared run.
                     let prepared = prepare(req)?;
-                    launch::on_threads(ranks, |comm| train_as(req, comm, Some(prepared.clone())))?
+                    launch::on_threads(ranks, |comm| {
+                        train_as(req, comm, Some(prepared.clone()), Hooks::default())
+                    })?
                 }
             }
         }
@@ -90,12 +95,19 @@ fn prepare(req: &TrainRequest) -> Result<Prepared, Failure> {
     Ok(prepared)
 }
 
+/// One process's run of `req` with `hooks` (the Python package's way in): how it ended.
+pub fn train_one(req: &TrainRequest, hooks: Hooks) -> Result<Finished, Failure> {
+    let finished = train_as(req, &Local, None, hooks)?;
+    Ok(finished.expect("one process is rank 0"))
+}
+
 /// Rank `comm.rank()`'s run: prepare, open the device, plan its part (`--budget`), refuse what
 /// would not fit, train, and (rank 0) keep the run directory. Rank 0 gets how the run ended.
 fn train_as(
     req: &TrainRequest,
     comm: &dyn Collective,
     prepared: Option<Prepared>,
+    mut hooks: Hooks,
 ) -> Result<Option<Finished>, Failure> {
     let lead = comm.rank() == 0;
     let mut prepared = match prepared {
@@ -108,7 +120,7 @@ fn train_as(
     let compute = open_compute(req.config.train.device)?;
     let (saved_config, planned) = plan_part(req, &mut prepared, &compute, comm)?;
     let fits = refuse_what_does_not_fit(&prepared, &compute, comm)?;
-    let mut options = run_options(req);
+    let mut options = run_options(req, &hooks);
     let steps = prepared.config.train.steps as u64;
     let run_dir = run_directory(req, &mut options, &prepared.config, comm)?;
     if let Some(done) = already_complete(req, &run_dir, steps, comm)? {
@@ -127,14 +139,26 @@ fn train_as(
     if run_dir.is_none() && lead && prepared.config.train.checkpoint_every > 0 {
         eprintln!("widebag: train.checkpoint_every needs --out DIR; no checkpoints");
     }
-    let mut progress = Progress::new(lead, steps);
+    let mut progress = Progress::new(lead && hooks.bar, steps);
     let mut log = StepLog::new(log_dir, req.resume.is_some());
     let summary = train(prepared, &compute, comm, options, |s| {
         progress.step(s);
         log.step(s);
+        if let Some(f) = hooks.on_step.as_mut() {
+            f(s);
+        }
     });
-    let summary = summary.map_err(|e| training_failure(e, comm))?;
     progress.finish();
+    let summary = match summary {
+        Ok(s) => s,
+        Err(e) => {
+            // The steps taken stay in the log (a run stopped on request resumes from them).
+            if let Err(l) = log.finish() {
+                eprintln!("widebag: metrics log: {l:#}");
+            }
+            return Err(training_failure(e, comm));
+        }
+    };
     if let Some(d) = log_dir {
         log.finish().map_err(Failure::run)?;
         d.write_json("summary.json", &summary)
@@ -206,8 +230,9 @@ fn refuse_what_does_not_fit(
 
 /// How the run is watched and what it saves: flex's peak measured on the heap (one process;
 /// each rank of mpirun is measured by `explain --measure`), `--profile`, `--save-init`.
-fn run_options(req: &TrainRequest) -> RunOptions {
+fn run_options(req: &TrainRequest, hooks: &Hooks) -> RunOptions {
     RunOptions {
+        stop: hooks.stop.clone(),
         watch: Watch {
             profile_sync: req.profile,
             heap_probe: true,

@@ -87,6 +87,28 @@ fn set_path(root: &mut toml::Table, key: &str, value: toml::Value) {
     table.insert(last.to_string(), value);
 }
 
+/// Whether `key` may be absent: a key the schema's defaults leave unset.
+fn is_optional(key: &str) -> bool {
+    let table = toml::Table::try_from(Config::default()).expect("config serialises");
+    let mut leaves = Vec::new();
+    flatten("", &table, &mut leaves);
+    !leaves.iter().any(|(k, _)| k == key)
+}
+
+/// `key` removed from `root`, wherever it is set.
+fn remove_path(root: &mut toml::Table, key: &str) {
+    let mut parts: Vec<&str> = key.split('.').collect();
+    let last = parts.pop().expect("non-empty key");
+    let mut table = root;
+    for p in parts {
+        match table.get_mut(p).and_then(toml::Value::as_table_mut) {
+            Some(t) => table = t,
+            None => return,
+        }
+    }
+    table.remove(last);
+}
+
 /// Parses the value of `--set key=value`: TOML if it parses, else a plain string.
 pub fn parse_override_value(raw: &str) -> toml::Value {
     toml::from_str::<toml::Table>(&format!("v = {raw}"))
@@ -167,7 +189,8 @@ impl ConfigLoader {
         Ok(self)
     }
 
-    /// Applies one `key=value` override.
+    /// Applies one `key=value` override; `key=` (nothing after the `=`) unsets an optional key
+    /// (`data.test_path=`: no held-out file), as if no layer had set it.
     pub fn set(mut self, arg: &str) -> Result<Self, ConfigError> {
         let (key, raw) = arg
             .split_once('=')
@@ -179,6 +202,20 @@ impl ConfigLoader {
             arg: arg.to_string(),
         };
         self.check_known(key, &origin)?;
+        if raw.trim().is_empty() {
+            if !is_optional(key) {
+                return Err(ConfigError::Invalid {
+                    key: key.to_string(),
+                    origin,
+                    message: "only an optional key is unset by `key=`: this one has a default; \
+                              give a value"
+                        .into(),
+                });
+            }
+            remove_path(&mut self.table, key);
+            self.origins.remove(key);
+            return Ok(self);
+        }
         set_path(&mut self.table, key, parse_override_value(raw.trim()));
         self.origins.insert(key.to_string(), origin);
         Ok(self)
@@ -254,6 +291,24 @@ pub fn load(file: Option<&Path>, overrides: &[String]) -> Result<Config, ConfigE
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn an_empty_override_unsets_an_optional_key_and_is_refused_for_one_with_a_default() {
+        let dir = std::env::temp_dir().join(format!("widebag-unset-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("c.toml");
+        std::fs::write(
+            &file,
+            "[data]\npath = \"t.txt\"\nformat = \"lightgcn\"\ntest_path = \"x.txt\"\n",
+        )
+        .unwrap();
+        let c = load(Some(&file), &["data.test_path=".to_string()]).unwrap();
+        assert_eq!(c.data.test_path, None);
+        assert_eq!(c.data.path.as_deref(), Some(Path::new("t.txt")));
+        let err = load(Some(&file), &["train.batch_size=".to_string()]).unwrap_err();
+        assert!(err.to_string().contains("train.batch_size"), "{err}");
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
     #[test]
     fn epochs_and_steps_together_are_refused_and_epochs_need_a_file() {
         let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();

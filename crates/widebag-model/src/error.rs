@@ -25,6 +25,19 @@ pub enum ModelError {
     /// A collective of a multi-process step did not complete (a rank is gone or late).
     #[error("across ranks: {0}")]
     Collective(#[from] widebag_collective::CollectiveError),
+    /// Stopped on request ([`crate::train::options::StopRequest`]) after step `step`, with the
+    /// checkpoint of that step where the run writes checkpoints.
+    #[error("stopped on request after step {step}{}", checkpoint_note(.checkpoint))]
+    Stopped {
+        step: u64,
+        checkpoint: Option<std::path::PathBuf>,
+    },
+}
+
+/// `: checkpoint DIR`, or nothing without one.
+fn checkpoint_note(dir: &Option<std::path::PathBuf>) -> String {
+    dir.as_ref()
+        .map_or(String::new(), |d| format!(": checkpoint {}", d.display()))
 }
 
 impl From<widebag_checkpoint::CheckpointError> for ModelError {

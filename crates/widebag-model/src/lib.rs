@@ -60,5 +60,6 @@ pub use step::done::StepDone;
 pub use table::ids::{SortedIdBuf, SortedIds};
 pub use train::stats::StepStats;
 pub use train::{
-    AcrossRanks, CheckpointPlan, Evaluation, Resume, RunOptions, RunSummary, Watch, train,
+    AcrossRanks, CheckpointPlan, Evaluation, Resume, RunOptions, RunSummary, StopRequest, Watch,
+    train,
 };

@@ -18,6 +18,7 @@ use widebag_data::{
 
 use crate::bands::{Frequencies, resolve_bands, wants_frequencies};
 use crate::error::PrepareError;
+use crate::given::{held_batches, renumber};
 use crate::prepared::{DataSummary, PrepareOptions, Prepared, Sidecars, model_bands, stats_for};
 use crate::split::held_rows;
 
@@ -152,10 +153,7 @@ fn open_file(
         relabel = freq.renumber(config);
         bands = resolve_bands(&mut resolved, &freq, &relabel)?;
         if let Some(h) = &mut held {
-            relabel.dataset(&mut h.dataset);
-            if let (Some(seen), Some(classes)) = (&mut h.seen, &relabel.classes) {
-                seen.ids.iter_mut().for_each(|c| *c = classes.map(*c));
-            }
+            renumber(&relabel, h);
         }
     }
     let mut train = rows.train(&relabel);
@@ -167,7 +165,7 @@ fn open_file(
         for n in &h.notes {
             warnings.push(format!("{}: {n}", h.dataset.source.display()));
         }
-        (eval, eval_seen) = test_batches(&h, bs)?;
+        (eval, eval_seen) = held_batches(&h, bs)?;
     } else if n_eval > 0 {
         let n = train.n_all();
         if n_eval >= n {
@@ -180,7 +178,7 @@ fn open_file(
             ));
         }
         train = train.hold_out(held_rows(n, n_eval, config.train.seed));
-        eval = held_batches(&train, bs)?;
+        eval = held_rows_batches(&train, bs)?;
     }
     summary.train_rows = train.n_rows();
     if let Some(epochs) = config.train.epochs {
@@ -236,33 +234,8 @@ fn check_classes(config: &Config, src: &Source, n_classes: usize) -> Result<(), 
     Ok(())
 }
 
-/// Held-out batches, each with its rows' seen classes (sorted; empty without them).
-type HeldBatches = (Vec<CsrBatch>, Vec<Vec<Vec<u32>>>);
-
-/// The test file's rows as batches of `bs`, in file order, with each row's seen classes.
-fn test_batches(h: &HeldOut, bs: usize) -> Result<HeldBatches, PrepareError> {
-    let (mut eval, mut eval_seen) = (Vec::new(), Vec::new());
-    let all: Vec<usize> = (0..h.dataset.n_rows()).collect();
-    for rows in all.chunks(bs) {
-        let batch = h.dataset.batch(rows);
-        eval.push(batch.map_err(|e| PrepareError::data("data.test_path")(e.into()))?);
-        eval_seen.push(match &h.seen {
-            Some(seen) => rows
-                .iter()
-                .map(|&r| {
-                    let mut ids = seen.row(r).0.to_vec();
-                    ids.sort_unstable();
-                    ids
-                })
-                .collect(),
-            None => Vec::new(),
-        });
-    }
-    Ok((eval, eval_seen))
-}
-
 /// The held-out rows of `train` as batches of `bs`, in file order.
-fn held_batches(train: &TrainRows, bs: usize) -> Result<Vec<CsrBatch>, PrepareError> {
+fn held_rows_batches(train: &TrainRows, bs: usize) -> Result<Vec<CsrBatch>, PrepareError> {
     let held = train.held().to_vec();
     held.chunks(bs)
         .map(|rows| {

@@ -5,6 +5,7 @@
 pub mod bands;
 mod error;
 mod file;
+mod given;
 mod original_ids;
 mod prepared;
 mod source;
@@ -13,6 +14,7 @@ mod split;
 pub use bands::{AUTO_BANDS, BandReport};
 pub use error::PrepareError;
 pub use file::{open_data, with_packed_settings};
+pub use given::hold_out;
 pub use original_ids::original_ids;
 pub use prepared::{
     DataSummary, PrepareOptions, Prepared, SYNTHETIC_EVAL_FIRST_ROW, Sidecars, stats_for,

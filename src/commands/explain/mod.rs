@@ -9,7 +9,7 @@ mod per_rank;
 mod render;
 mod report;
 
-pub use report::report;
+pub use report::{Report, report};
 
 use anyhow::Context;
 use widebag_ledger::host_side::BATCHES_IN_FLIGHT;
@@ -32,6 +32,32 @@ fn explain_one(req: &OneExplain) -> Outcome {
     if crate::run::launch::mpi_world_size().is_some_and(|n| n > 1) {
         return per_rank::explain_ranks(req);
     }
+    let report = explained(req)?;
+    if req.json {
+        println!(
+            "{}",
+            serde_json::to_string(&report).expect("report serialises")
+        );
+    } else {
+        print!("{}", render::render(&report));
+    }
+    if req.measure {
+        render::write_svg(&req.svg, &report)
+            .with_context(|| format!("writing {}", req.svg.display()))
+            .map_err(Failure::run)?;
+        eprintln!("widebag: chart written to {}", req.svg.display());
+    }
+    Ok(())
+}
+
+/// The table `widebag explain` prints for `report`.
+pub fn table(report: &Report) -> String {
+    render::render(report)
+}
+
+/// The ledger of one process's step (with `req.measure`, the allocator's readings beside it),
+/// as `widebag explain --json` prints it.
+pub fn explained(req: &OneExplain) -> Result<Report, Failure> {
     let prepared =
         widebag_prepare::open_data(&req.config, &widebag_prepare::PrepareOptions::READ_ONLY)
             .map_err(Failure::usage)?;
@@ -64,19 +90,5 @@ fn explain_one(req: &OneExplain) -> Outcome {
     let mut report = report(spec, ledger, &compute.adapter, measured.as_ref());
     report.tied_output = req.config.model.tie_output;
     report.host = Some(host::host_report(side, measured.as_ref()));
-    if req.json {
-        println!(
-            "{}",
-            serde_json::to_string(&report).expect("report serialises")
-        );
-    } else {
-        print!("{}", render::render(&report));
-    }
-    if measured.is_some() {
-        render::write_svg(&req.svg, &report)
-            .with_context(|| format!("writing {}", req.svg.display()))
-            .map_err(Failure::run)?;
-        eprintln!("widebag: chart written to {}", req.svg.display());
-    }
-    Ok(())
+    Ok(report)
 }

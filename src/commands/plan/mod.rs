@@ -25,6 +25,53 @@ pub fn run(req: &PlanRequest) -> Outcome {
 }
 
 fn plan_one(req: &OnePlan) -> Outcome {
+    let (report, planned_ms) = planned(req)?;
+    if req.json {
+        println!(
+            "{}",
+            serde_json::to_string(&report).expect("plan serialises")
+        );
+        eprintln!(
+            "widebag: planned in {planned_ms:.1} ms ({} ledger evaluations)",
+            report.plan.evaluations
+        );
+    } else {
+        print!("{}", render(&report, planned_ms));
+    }
+    match refusal(&report) {
+        Some(f) if req.json => Err(f.reported()),
+        Some(f) => Err(f),
+        None => Ok(()),
+    }
+}
+
+/// Why `report`'s plan is refused (over the budget, the host's memory, or `--verify`'s measured
+/// peak over the budget), as the failure `widebag plan` exits with; `None` when it stands.
+pub fn refusal(report: &Report) -> Option<Failure> {
+    if !report.fits {
+        return Some(Failure::does_not_fit(anyhow::anyhow!(
+            "{}",
+            report.plan.refusal()
+        )));
+    }
+    if let Some(h) = report.host.as_ref().filter(|h| !h.fits) {
+        return Some(Failure::does_not_fit(anyhow::anyhow!("{}", h.refusal())));
+    }
+    if let Some(v) = &report.verify
+        && !v.under_budget
+    {
+        return Some(Failure::run(anyhow::anyhow!(
+            "--verify: measured peak {} is over the {} budget",
+            format_bytes(v.measured_peak_bytes),
+            format_bytes(report.budget_bytes)
+        )));
+    }
+    None
+}
+
+/// The plan `widebag plan` prints (with `--verify` and `--search` their measurements), and the
+/// milliseconds planning took; a plan that does not fit is returned, not refused ([`refusal`]).
+pub fn planned(req: &OnePlan) -> Result<(Report, f64), Failure> {
     let mut prepared =
         widebag_prepare::open_data(&req.config, &widebag_prepare::PrepareOptions::READ_ONLY)
             .map_err(Failure::usage)?;
@@ -103,37 +150,7 @@ fn plan_one(req: &OnePlan) -> Outcome {
         .map_err(Failure::run)?;
         report.search = Some(s);
     }
-    if req.json {
-        println!(
-            "{}",
-            serde_json::to_string(&report).expect("plan serialises")
-        );
-        eprintln!(
-            "widebag: planned in {planned_ms:.1} ms ({} ledger evaluations)",
-            report.plan.evaluations
-        );
-    } else {
-        print!("{}", render(&report, planned_ms));
-    }
-    if !report.fits {
-        let f = Failure::does_not_fit(anyhow::anyhow!("{}", report.plan.refusal()));
-        return Err(if req.json { f.reported() } else { f });
-    }
-    if let Some(h) = report.host.as_ref().filter(|h| !h.fits) {
-        let f = Failure::does_not_fit(anyhow::anyhow!("{}", h.refusal()));
-        return Err(if req.json { f.reported() } else { f });
-    }
-    if let Some(v) = &report.verify
-        && !v.under_budget
-    {
-        let f = Failure::run(anyhow::anyhow!(
-            "--verify: measured peak {} is over the {} budget",
-            format_bytes(v.measured_peak_bytes),
-            format_bytes(report.budget_bytes)
-        ));
-        return Err(if req.json { f.reported() } else { f });
-    }
-    Ok(())
+    Ok((report, planned_ms))
 }
 
 /// The host side of `report`'s plan on `prepared`'s data (prepared again when the plan cuts a

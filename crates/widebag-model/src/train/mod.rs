@@ -22,7 +22,7 @@ use crate::error::ModelError;
 use crate::train::run::Run;
 use crate::train::stats::StepStats;
 
-pub use options::{CheckpointPlan, Resume, RunOptions, Watch};
+pub use options::{CheckpointPlan, Resume, RunOptions, StopRequest, Watch};
 pub use summary::{AcrossRanks, Evaluation, RunSummary};
 
 /// Trains rank `comm.rank()` of `comm.size()` on the prepared run (a single process is the
@@ -30,7 +30,9 @@ pub use summary::{AcrossRanks, Evaluation, RunSummary};
 /// (`BatchSource::next_batch_part`: disjoint, and together the single process's batch), trains
 /// them with its block of every table and a replica of the dense layers, evaluates every
 /// `train.eval_every` steps and at the end (rank 0 gets the metrics) and checkpoints as
-/// `options` say. `on_step` sees every step's stats before the checkpoint that covers it.
+/// `options` say. `on_step` sees every step's stats before the checkpoint that covers it. A
+/// raised `options.stop` ends the run after the step it sees, checkpointed where the run
+/// writes checkpoints ([`ModelError::Stopped`]).
 pub fn train(
     prepared: Prepared,
     compute: &Compute,
@@ -47,8 +49,16 @@ pub fn train(
         let stats = StepStats::new(done, global_rows, timing, eval, checkpoint.is_some());
         // The step's metrics reach the log before the checkpoint that covers them exists.
         on_step(&stats);
-        if let Some(dir) = checkpoint {
-            run.save(&dir, &stats, position)?;
+        let stopping = options.stop.as_ref().is_some_and(StopRequest::raised);
+        let checkpoint = match (checkpoint, stopping) {
+            (None, true) => run.checkpoint_dir(),
+            (due, _) => due,
+        };
+        if let Some(dir) = &checkpoint {
+            run.save(dir, &stats, position)?;
+        }
+        if stopping {
+            return Err(ModelError::Stopped { step, checkpoint });
         }
         run.instruments.after_step(step as usize - 1, run.rows_seen);
     }

@@ -1,9 +1,11 @@
 //! What a run is asked besides its config: how it is watched ([`Watch`]: the instruments'
 //! settings, from which [`crate::train::instruments::Instruments`] is built once), where it
 //! writes checkpoints ([`CheckpointPlan`]), where it continues from ([`Resume`]) and whether it
-//! saves its initial weights.
+//! saves its initial weights, and the flag that asks it to stop ([`StopRequest`]).
 
 use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::probe::ProbeMode;
 
@@ -62,6 +64,25 @@ pub struct RunOptions {
     /// Write the initial weights (before the first step; a fresh run of one process) to this
     /// safetensors file, as a checkpoint names them: a peer can start from the same numbers.
     pub save_init: Option<PathBuf>,
+    /// Raised from outside (Ctrl-C in Python): the run stops at the next step boundary, with a
+    /// checkpoint of that step where it writes checkpoints ([`crate::ModelError::Stopped`]).
+    pub stop: Option<StopRequest>,
+}
+
+/// A request, from another thread or a signal, that a run stop at its next step boundary.
+#[derive(Clone, Debug, Default)]
+pub struct StopRequest(Arc<AtomicBool>);
+
+impl StopRequest {
+    /// Asks the run to stop.
+    pub fn raise(&self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether a stop was asked.
+    pub fn raised(&self) -> bool {
+        self.0.load(Ordering::SeqCst)
+    }
 }
 
 /// Where a run continues from.

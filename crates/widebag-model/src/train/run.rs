@@ -297,6 +297,13 @@ impl<'c> Run<'c> {
         Some(group::rank_dir(&plan.root, self.ranks))
     }
 
+    /// Where this rank's checkpoints go, when the run writes them (a stop's checkpoint, due or
+    /// not).
+    pub fn checkpoint_dir(&self) -> Option<std::path::PathBuf> {
+        let plan = self.checkpoints.as_ref()?;
+        Some(group::rank_dir(&plan.root, self.ranks))
+    }
+
     /// Writes the checkpoint after `stats`' step, the data at `position`, under `dir`.
     pub fn save(
         &mut self,
