@@ -145,7 +145,7 @@ fn train_as(
         progress.step(s);
         log.step(s);
         if let Some(f) = hooks.on_step.as_mut() {
-            f(s);
+            f(s, steps);
         }
     });
     progress.finish();

@@ -4,14 +4,15 @@
 
 use widebag_model::{StepStats, StopRequest};
 
-/// A callback that sees every step's stats.
-pub type OnStep<'a> = Box<dyn FnMut(&StepStats) + 'a>;
+/// A callback that sees every step's stats, and the run's steps.
+pub type OnStep<'a> = Box<dyn FnMut(&StepStats, u64) + 'a>;
 
 /// A run's hooks: the terminal's bar alone by default.
 pub struct Hooks<'a> {
     /// Rank 0's progress bar on stderr.
     pub bar: bool,
-    /// Called with every step's stats, after the metrics log has its line.
+    /// Called with every step's stats and the run's last step, after the metrics log has its
+    /// line.
     pub on_step: Option<OnStep<'a>>,
     /// Raised, the run stops after the step it sees (`widebag_model::ModelError::Stopped`).
     pub stop: Option<StopRequest>,

@@ -15,7 +15,7 @@ use crate::errors;
 use crate::reports::command;
 
 /// Trains `argv`'s `widebag train` (`--out DIR` always: the run directory is what Python reads
-/// back), calling `on_step(stats_json, total_steps)` after every step. Returns the summary's
+/// back), calling `on_step(stats_json, last_step)` after every step. Returns the summary's
 /// JSON.
 #[pyfunction]
 #[pyo3(signature = (argv, on_step=None))]
@@ -24,11 +24,10 @@ pub fn train(py: Python<'_>, argv: Vec<String>, on_step: Option<Py<PyAny>>) -> P
         return Err(errors::usage("not a train command"));
     };
     let req = widebag::request::train(&args).map_err(errors::failure)?;
-    let total = req.config.train.steps;
     let stop = StopRequest::default();
     let raised: Mutex<Option<PyErr>> = Mutex::new(None);
     let finished = py.detach(|| {
-        let watch = |s: &StepStats| {
+        let watch = |s: &StepStats, total: u64| {
             let outcome = Python::attach(|py| -> PyResult<()> {
                 if let Some(f) = &on_step {
                     let line = serde_json::to_string(s).unwrap_or_default();

@@ -52,8 +52,10 @@ def test_bad_targets_and_types_raise(interactions, tmp_path):
 
 
 def test_a_run_that_does_not_fit_is_refused_before_it_starts(interactions, tmp_path):
-    with pytest.raises(widebag.DoesNotFit):
+    with pytest.raises(widebag.DoesNotFit) as e:
         widebag.train(widebag.Config(**SMALL), data=interactions["train"], out=tmp_path / "a", budget="1KiB", progress=False)
+    assert e.value.plan is not None and e.value.plan["fits"] is False, "the plan comes with the refusal"
+    assert not (tmp_path / "a" / "checkpoints").exists(), "refused before it started"
 
 
 CHILD = r"""

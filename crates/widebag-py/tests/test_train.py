@@ -124,3 +124,13 @@ def test_training_releases_the_gil(interactions, tmp_path):
         done.set()
         t.join()
     assert ticks[0] > 10_000, f"another thread ran only {ticks[0]} loops while training"
+
+
+def test_the_wheel_trains_on_wgpu_as_the_command_line_does(interactions, tmp_path):
+    """The same `device` choice as the command line: wgpu (lavapipe on a machine without a GPU,
+    which CI provides) from Python."""
+    cfg = widebag.Config(**SMALL).set("train.epochs", 1)
+    run = widebag.train(cfg, data=interactions["train"], out=tmp_path / "w", device="wgpu", progress=False)
+    assert run.summary["backend"] == "wgpu"
+    cpu = widebag.train(cfg, data=interactions["train"], out=tmp_path / "c", device="cpu", progress=False)
+    assert np.allclose(run.losses, cpu.losses, rtol=1e-4, atol=1e-4)

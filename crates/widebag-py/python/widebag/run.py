@@ -13,8 +13,9 @@ import numpy as np
 
 from . import _native
 from .config import Config
-from .errors import ConfigError, DataError
+from .errors import ConfigError, DataError, DoesNotFit
 from .progress import Progress
+from .reports import plan
 from .rows import csr, labels as as_labels
 
 __all__ = ["Run", "train", "load"]
@@ -62,6 +63,13 @@ def train(
     bar = Progress(progress)
     try:
         summary = _native.train(argv, bar)
+    except DoesNotFit as e:
+        if budget is not None and e.plan is None:
+            try:  # the plan, with its suggestions, as `widebag.plan` gives it
+                plan(config, budget=budget, device=device)
+            except DoesNotFit as refused:
+                e.plan = refused.plan
+        raise
     finally:
         bar.close()
     return Run(out, json.loads(summary))
