@@ -237,6 +237,9 @@ def main():
                     help="the dense parameters' Adam implementation (default fused)")
     ap.add_argument("--compile", action="store_true",
                     help="torch.compile the training step's layers after the input (inductor)")
+    ap.add_argument("--stop-at-target", action="store_true",
+                    help="end at the first evaluation at or above --target, as widebag's "
+                         "train.stop_at_metric does (the schedule stays the --epochs run's)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
@@ -308,6 +311,8 @@ def main():
              "eval_s": now - began}
         evaluations.append(e)
         print(json.dumps(e), flush=True)
+        if args.stop_at_target and recall >= args.target:
+            break
     print(json.dumps({"train_s": train_s, "setup_s": setup_s, "first_step_s": first_step_s,
                       "train_minor_faults_per_step": faults / max(step, 1), "threads": args.threads,
                       "torch": torch.__version__, "input": args.input, "adam": args.adam,

@@ -527,3 +527,86 @@ fn a_finished_run_resumed_for_longer_continues_as_the_longer_run() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_run_ends_at_the_first_evaluation_that_reaches_its_stop_target() {
+    let dir = tmp("stop-at");
+    let out = dir.join("run");
+    let args = |extra: &[&'static str]| {
+        let mut a = vec![
+            "train",
+            "--device",
+            "cpu",
+            "--json",
+            "--set",
+            "data.width=3000",
+            "--set",
+            "data.n_classes=300",
+            "--set",
+            "train.steps=40",
+            "--set",
+            "train.eval_rows=128",
+            "--set",
+            "train.eval_every=5",
+        ];
+        a.extend_from_slice(extra);
+        a
+    };
+    let full = common::json(&widebag(&args(&[])));
+    // Perplexity (lower is better) is below 1e9 at the first evaluation: the run ends there,
+    // checkpointed, summarised.
+    let mut stopped_args = args(&[
+        "--set",
+        "train.stop_at_metric=\"perplexity\"",
+        "--set",
+        "train.stop_at_value=1e9",
+        "--out",
+    ]);
+    let out_arg = out.to_str().unwrap().to_string();
+    stopped_args.push(&out_arg);
+    let stopped = common::json(&widebag(&stopped_args));
+    assert_eq!(stopped["target_reached_at"], 5);
+    assert_eq!(stopped["steps"], 5);
+    let evals = stopped["evaluations"].as_array().unwrap();
+    assert_eq!(
+        evals.len(),
+        1,
+        "the evaluation at the target is the last: no second one"
+    );
+    assert_eq!(evals[0]["step"], 5);
+    assert_eq!(
+        common::losses(&stopped),
+        common::losses(&full)[..5],
+        "the same steps"
+    );
+    assert_eq!(
+        full["evaluations"][0]["metrics"], evals[0]["metrics"],
+        "the same evaluation at step 5"
+    );
+    assert!(
+        out.join("checkpoints").read_dir().unwrap().next().is_some(),
+        "a checkpoint there"
+    );
+    // A target no evaluation reaches leaves the run whole.
+    let never = common::json(&widebag(&args(&[
+        "--set",
+        "train.stop_at_metric=\"perplexity\"",
+        "--set",
+        "train.stop_at_value=1.0",
+    ])));
+    assert_eq!(common::losses(&never), common::losses(&full));
+    assert!(never.get("target_reached_at").is_none());
+    for (set, key) in [
+        ("train.stop_at_metric=\"accuracy\"", "train.stop_at_value"),
+        ("train.stop_at_metric=\"recal@20\"", "train.stop_at_metric"),
+    ] {
+        let mut a = args(&["--set", set]);
+        if key == "train.stop_at_metric" {
+            a.extend_from_slice(&["--set", "train.stop_at_value=0.2"]);
+        }
+        let bad = widebag(&a);
+        assert_eq!(bad.status.code(), Some(2));
+        assert!(String::from_utf8_lossy(&bad.stderr).contains(key), "{key}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -39,6 +39,8 @@ pub fn known_keys() -> Vec<String> {
     full.optim.table_lr = Some(1.0);
     full.model.last_activation = Some(crate::choices::Activation::Linear);
     full.train.epochs = Some(1);
+    full.train.stop_at_metric = Some("recall@20".to_string());
+    full.train.stop_at_value = Some(1.0);
     full.plan.budget = Some("1GiB".to_string());
     full.model.input_bands.budget = Some("1GiB".to_string());
     full.model.output_bands.budget = Some("1GiB".to_string());

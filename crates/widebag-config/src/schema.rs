@@ -260,6 +260,32 @@ pub struct TrainConfig {
     /// host kernels (`"host"`, the default) or as burn's tensor operations (`"tensor"`, the
     /// reference path). No effect on wgpu.
     pub cpu_kernels: CpuKernels,
+    /// Stop at the first evaluation whose `train.stop_at_metric` reaches `train.stop_at_value`:
+    /// the time to a result. The learning-rate schedule stays the configured run's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stop_at_metric: Option<String>,
+    /// The value `train.stop_at_metric` has to reach: at least it, or at most it for
+    /// `perplexity`, `nll` and `bits_per_token` (lower is better).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stop_at_value: Option<f64>,
+}
+
+impl TrainConfig {
+    /// Whether `value` of `metric` reaches the stop target (`train.stop_at_*`).
+    pub fn reaches_stop(&self, metric: &str, value: f64) -> bool {
+        match (&self.stop_at_metric, self.stop_at_value) {
+            (Some(m), Some(target)) if m == metric => match lower_is_better(metric) {
+                true => value <= target,
+                false => value >= target,
+            },
+            _ => false,
+        }
+    }
+}
+
+/// Metrics where a smaller value is better.
+pub fn lower_is_better(metric: &str) -> bool {
+    matches!(metric, "perplexity" | "nll" | "bits_per_token")
 }
 
 impl Default for TrainConfig {
@@ -274,6 +300,8 @@ impl Default for TrainConfig {
             eval_every: 0,
             checkpoint_every: 0,
             cpu_kernels: CpuKernels::Host,
+            stop_at_metric: None,
+            stop_at_value: None,
         }
     }
 }

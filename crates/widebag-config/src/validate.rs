@@ -321,6 +321,30 @@ fn check_training(c: &Config) -> Result<(), (&'static str, String)> {
         "data.test_path",
         "needs data.path (the training file it is read against)",
     )?;
+    check(
+        t.stop_at_metric.is_some() == t.stop_at_value.is_some(),
+        "train.stop_at_value",
+        "train.stop_at_metric and train.stop_at_value go together",
+    )?;
+    if let Some(v) = t.stop_at_value {
+        check(
+            v.is_finite(),
+            "train.stop_at_value",
+            "must be a finite number",
+        )?;
+    }
+    if let Some(m) = &t.stop_at_metric {
+        let known = ["accuracy", "perplexity", "nll", "bits_per_token"].contains(&m.as_str())
+            || ["recall@", "ndcg@", "precision@", "hit@"].iter().any(|p| {
+                m.strip_prefix(p)
+                    .is_some_and(|k| k.parse::<usize>().is_ok_and(|k| k > 0))
+            });
+        check(
+            known,
+            "train.stop_at_metric",
+            "one of accuracy, perplexity, nll, bits_per_token, recall@K, ndcg@K, precision@K, hit@K",
+        )?;
+    }
     let dropout = c.model.input_dropout;
     check(
         dropout.is_finite() && (0.0..1.0).contains(&dropout),

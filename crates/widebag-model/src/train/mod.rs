@@ -32,7 +32,8 @@ pub use summary::{AcrossRanks, Evaluation, RunSummary};
 /// `train.eval_every` steps and at the end (rank 0 gets the metrics) and checkpoints as
 /// `options` say. `on_step` sees every step's stats before the checkpoint that covers it. A
 /// raised `options.stop` ends the run after the step it sees, checkpointed where the run
-/// writes checkpoints ([`ModelError::Stopped`]).
+/// writes checkpoints ([`ModelError::Stopped`]); an evaluation that reaches the config's stop
+/// target (`train.stop_at_metric`, `train.stop_at_value`) ends it there, with its summary.
 pub fn train(
     prepared: Prepared,
     compute: &Compute,
@@ -45,7 +46,11 @@ pub fn train(
         let (batch, global_rows, position) = run.next_batch(step)?;
         let (done, timing) = run.step(step, &batch, global_rows)?;
         let eval = run.evaluate_if_due(step, timing.epoch, compute)?;
-        let checkpoint = run.checkpoint_due(step);
+        let reached = run.target_reached(step, eval.as_ref())?;
+        let checkpoint = match reached {
+            true => run.checkpoint_dir(),
+            false => run.checkpoint_due(step),
+        };
         let stats = StepStats::new(done, global_rows, timing, eval, checkpoint.is_some());
         // The step's metrics reach the log before the checkpoint that covers them exists.
         on_step(&stats);
@@ -61,6 +66,9 @@ pub fn train(
             return Err(ModelError::Stopped { step, checkpoint });
         }
         run.instruments.after_step(step as usize - 1, run.rows_seen);
+        if reached {
+            break;
+        }
     }
     run.finish(compute)
 }

@@ -51,6 +51,8 @@ pub(crate) struct Run<'c> {
     /// Steps taken before this run (a resumed run's checkpoint), and the run's last step.
     pub start: u64,
     pub total: u64,
+    /// The last step taken (`total`, unless an evaluation reached the stop target before).
+    pub taken: u64,
     pub resumed_from: Option<u64>,
     pub data: Option<DataSummary>,
     pub bands: Vec<BandReport>,
@@ -179,6 +181,7 @@ impl<'c> Run<'c> {
             instruments,
             start,
             total,
+            taken: start,
             data,
             bands,
             eval,
@@ -244,6 +247,7 @@ impl<'c> Run<'c> {
             epoch: epoch_of(&self.data, self.rows_seen),
         };
         done.check_finite()?;
+        self.taken = step;
         self.losses.push(done.loss);
         Ok((done, timing))
     }
@@ -257,12 +261,43 @@ impl<'c> Run<'c> {
         epoch: Option<u64>,
         compute: &Compute,
     ) -> Result<Option<widebag_eval::EvalReport>, ModelError> {
-        let every = self.eval_every;
-        let due = every > 0 && done.is_multiple_of(every) && done < self.total;
-        if !due || self.eval.batches.is_empty() {
+        if !self.eval_due(done) {
             return Ok(None);
         }
         Ok(self.evaluate(done, epoch, compute)?.map(|e| e.report))
+    }
+
+    /// Whether an evaluation is due after step `done` (the last step's aside: the summary's).
+    fn eval_due(&self, done: u64) -> bool {
+        let every = self.eval_every;
+        every > 0
+            && done.is_multiple_of(every)
+            && done < self.total
+            && !self.eval.batches.is_empty()
+    }
+
+    /// Whether the evaluation after step `done` (rank 0's `report`) reaches the config's stop
+    /// target; across ranks, rank 0's answer, agreed by all.
+    pub fn target_reached(
+        &self,
+        done: u64,
+        report: Option<&widebag_eval::EvalReport>,
+    ) -> Result<bool, ModelError> {
+        let train = &self.config.train;
+        let Some(metric) = train.stop_at_metric.as_deref() else {
+            return Ok(false);
+        };
+        if !self.eval_due(done) {
+            return Ok(false);
+        }
+        let value = report.and_then(|r| r.get(metric));
+        let mut reached = [f32::from(u8::from(
+            value.is_some_and(|v| train.reaches_stop(metric, v)),
+        ))];
+        if self.ranks.size > 1 {
+            self.comm.all_reduce_sum(&mut reached)?;
+        }
+        Ok(reached[0] > 0.0)
     }
 
     /// The held-out metrics now, after step `step` (of `epoch`), recorded with the run's time to
@@ -325,6 +360,11 @@ impl Run<'_> {
     /// traffic, then (the deferred updates applied) the held-out loss and the last evaluation.
     pub fn finish(mut self, compute: &Compute) -> Result<RunSummary, ModelError> {
         let train_s = self.instruments.train_s();
+        let target_reached_at = (self.taken < self.total).then_some(self.taken);
+        if target_reached_at.is_some() {
+            // The summary is of the steps taken.
+            self.config.train.steps = self.taken as usize;
+        }
         let steps = self.config.train.steps;
         let examples_per_s = self
             .instruments
@@ -340,9 +380,13 @@ impl Run<'_> {
         let facts = self.model.facts();
         self.model.flush_deferred()?;
         let eval_loss = self.model.held_out_loss(&self.eval.batches, self.comm)?;
-        if !self.eval.batches.is_empty() {
+        let evaluated = self
+            .evaluations
+            .last()
+            .is_some_and(|e| e.step == self.taken);
+        if !self.eval.batches.is_empty() && !evaluated {
             let epoch = epoch_of(&self.data, self.rows_seen);
-            self.evaluate(self.total, epoch, compute)?;
+            self.evaluate(self.taken, epoch, compute)?;
         }
         let measured = match self.instruments.measures() {
             true => self.instruments.probe.point_peak_in_use_bytes.clone(),
@@ -368,6 +412,7 @@ impl Run<'_> {
             bands: self.bands,
             rows_seen: self.rows_seen,
             resumed_from: self.resumed_from,
+            target_reached_at,
             across,
         }))
     }

@@ -93,6 +93,9 @@ pub struct RunSummary {
     /// The checkpoint step this run continued from (`--resume`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub resumed_from: Option<u64>,
+    /// The step whose evaluation reached the stop target (`train.stop_at_*`), ending the run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub target_reached_at: Option<u64>,
     /// The global batch's loss at every step this run took (after `resumed_from`).
     pub losses: Vec<f32>,
     /// What a run across ranks measured on this rank (absent for one process).
@@ -184,6 +187,7 @@ pub(crate) struct RunRecord<'a> {
     pub bands: Vec<BandReport>,
     pub rows_seen: usize,
     pub resumed_from: Option<u64>,
+    pub target_reached_at: Option<u64>,
     pub across: Option<AcrossRanks>,
 }
 
@@ -240,6 +244,7 @@ impl RunSummary {
             profile: probe.profile.report(),
             eval: r.evaluations.last().map(|e| e.report.clone()),
             resumed_from: r.resumed_from,
+            target_reached_at: r.target_reached_at,
             evaluations: r.evaluations,
             losses: r.losses,
             across: r.across,
