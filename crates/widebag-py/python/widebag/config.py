@@ -138,7 +138,7 @@ def _parse_simple_toml(text):
         key, _, value = line.partition("=")
         value = value.strip()
         try:
-            parsed = json.loads(value.replace("true", "true").replace("false", "false"))
+            parsed = json.loads(value)
         except ValueError:
             parsed = value.strip('"')
         (table if table is not None else root)[key.strip()] = parsed
