@@ -127,6 +127,18 @@ fn contiguous<'a, T>(
     r.map_err(|_| errors::data(format!("{name}.{what}: not a contiguous array")))
 }
 
+/// An optional matrix's buffers, checked.
+pub fn optional<'a>(a: &'a Option<CsrArrays<'_>>) -> PyResult<Option<Csr<'a>>> {
+    a.as_ref().map(Csr::of).transpose()
+}
+
+/// Optional labels' buffer (`targets`), or an error when the array is not contiguous.
+pub fn label_slice<'a>(l: &'a Option<PyReadonlyArray1<'_, i64>>) -> PyResult<Option<&'a [i64]>> {
+    l.as_ref()
+        .map(|l| contiguous("targets", "labels", l.as_slice()))
+        .transpose()
+}
+
 /// Labels, one class per row: checked non-negative and below `n_classes`.
 pub fn check_labels(labels: &[i64], n_rows: usize, n_classes: usize) -> PyResult<()> {
     if labels.len() != n_rows {

@@ -14,7 +14,7 @@ use widebag_data::packed::stream::{Extent, StreamHeader, pack_rows as pack_strea
 use widebag_data::packed::write::Row;
 use widebag_data::packed::{PackMeta, PackOptions};
 
-use crate::csr::{Csr, CsrArrays, check_labels};
+use crate::csr::{Csr, CsrArrays, check_labels, label_slice, optional};
 use crate::errors;
 
 /// What each row is trained to predict.
@@ -49,14 +49,7 @@ pub fn pack_rows(
     test: Option<CsrArrays<'_>>,
 ) -> PyResult<String> {
     let x = Csr::of(&data)?;
-    let label_slice = match &labels {
-        Some(l) => Some(
-            l.as_slice()
-                .map_err(|_| errors::data("targets: not a contiguous array"))?,
-        ),
-        None => None,
-    };
-    let targets = match (label_slice, &bags) {
+    let targets = match (label_slice(&labels)?, &bags) {
         (Some(_), Some(_)) => return Err(errors::usage("targets: labels or bags, not both")),
         (Some(l), None) => {
             let n = n_classes.ok_or_else(|| errors::usage("labels need n_classes"))?;
@@ -74,10 +67,7 @@ pub fn pack_rows(
             b.n_rows, x.n_rows
         )));
     }
-    let held = match &test {
-        Some(t) => Some(Csr::of(t)?),
-        None => None,
-    };
+    let held = optional(&test)?;
     if let Some(t) = &held {
         if !matches!(targets, Targets::Own) {
             return Err(errors::usage(

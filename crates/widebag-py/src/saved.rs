@@ -12,7 +12,7 @@ use widebag::request::EvalRequest;
 use widebag_data::{Dataset, HeldOut, RowStore};
 use widebag_prepare::Prepared;
 
-use crate::csr::{Csr, CsrArrays, check_labels};
+use crate::csr::{Csr, CsrArrays, check_labels, label_slice, optional};
 use crate::errors;
 use crate::reports::command;
 
@@ -116,17 +116,8 @@ pub fn evaluate(
     exclude_seen: bool,
 ) -> PyResult<String> {
     let x = Csr::of(&data)?;
-    let labels = match &labels {
-        Some(l) => Some(
-            l.as_slice()
-                .map_err(|_| errors::data("targets: not contiguous"))?,
-        ),
-        None => None,
-    };
-    let bags = match &bags {
-        Some(b) => Some(Csr::of(b)?),
-        None => None,
-    };
+    let labels = label_slice(&labels)?;
+    let bags = optional(&bags)?;
     if labels.is_none() && bags.is_none() {
         return Err(errors::usage(
             "evaluate needs targets: labels or a CSR matrix of bags",
