@@ -33,6 +33,7 @@ mod ranks_plan;
 mod ranks_runs;
 mod results;
 mod results_eval;
+mod sampled;
 mod save_init;
 mod sweep;
 mod tidy;

@@ -201,12 +201,16 @@ pub fn auto_cutoffs(
 
 /// Both sides' bands of a prepared run, resolved once by run preparation (`widebag-prepare`) and
 /// carried to the trainer, the ledger and the solver. One band on a side: that side is unsplit.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ModelBands {
     /// Input ids `0..width` (frequency-sorted when split).
     pub input: Vec<Band>,
     /// Output classes `0..n_classes` on the last hidden size.
     pub output: Vec<Band>,
+    /// Each class's summed target weight in the training rows, where the run needs it (a
+    /// sampled loss's unigram proposal); empty otherwise.
+    #[serde(skip)]
+    pub class_counts: Vec<f64>,
 }
 
 impl ModelBands {
@@ -231,6 +235,7 @@ impl ModelBands {
         Ok(Self {
             input: input_bands(config).map_err(|e| ("model.input_bands.cutoffs", e))?,
             output: output_bands(config).map_err(|e| ("model.output_bands.cutoffs", e))?,
+            class_counts: Vec::new(),
         })
     }
 

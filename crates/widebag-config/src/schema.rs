@@ -12,6 +12,7 @@ use crate::choices::{
     Activation, Checkpointing, CpuKernels, DenseOptim, DeviceChoice, InputInit, Layout, Logits,
     Precision, RecallConvention, Rounding, Schedule, TableOptim,
 };
+use crate::sampling::{Pooling, SamplingConfig, Score};
 
 /// `[data]`: where batches come from.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -180,6 +181,15 @@ pub struct ModelConfig {
     /// both sides; the classes are the input ids). The table then has no optimizer of its own:
     /// `optim.dense` updates it with the gradient of both uses. Flex's host kernels, one process.
     pub tie_output: bool,
+    /// How the output layer scores a class: `dot` (`h · w + b`) or `cosine`
+    /// (`cos(h, w) / model.temperature`), in training and in evaluation.
+    pub score: Score,
+    /// Divides cosine scores (`model.score = "cosine"`): 1 with dot scores.
+    pub temperature: f64,
+    /// How the input bag is pooled: `sum` of its rows by value, or their `mean`.
+    pub pooling: Pooling,
+    /// The sampled output losses' negatives and constants.
+    pub sampling: SamplingConfig,
     /// Head/tail bands of the input ids (adaptive input).
     pub input_bands: InputBands,
     /// Head shortlist and tail clusters of the output classes (adaptive softmax).
@@ -200,6 +210,18 @@ pub enum OutputKind {
     /// Multinomial likelihood of a target bag (Mult-DAE/Mult-VAE): `-sum_j x_j log p_j` with the
     /// bag's raw counts; adaptive when `model.output_bands.cutoffs` is set.
     Multinomial,
+    /// Softmax over the batch's positives and `model.sampling.negatives` drawn classes, each
+    /// drawn score less the log of its probability of being drawn (log-Q; Jean et al. 2015,
+    /// Yi et al. 2019), against the targets' raw weights. Every class drawn: `multinomial`.
+    SampledSoftmax,
+    /// word2vec's negative sampling: `−log σ(s)` for each target, `−log σ(−s)` for each drawn
+    /// negative, per unit of target weight.
+    NegativeSampling,
+    /// SimpleX's cosine contrastive loss (Mao et al. 2021): `1 − cos` for each target, and
+    /// `model.sampling.negative_weight` times the mean of `max(0, cos − margin)` over the
+    /// row's negatives (the drawn classes and the batch's other positives), per unit of target
+    /// weight.
+    CosineContrastive,
 }
 
 impl OutputKind {
@@ -208,7 +230,20 @@ impl OutputKind {
             OutputKind::Full => "full",
             OutputKind::Adaptive => "adaptive",
             OutputKind::Multinomial => "multinomial",
+            OutputKind::SampledSoftmax => "sampled_softmax",
+            OutputKind::NegativeSampling => "negative_sampling",
+            OutputKind::CosineContrastive => "cosine_contrastive",
         }
+    }
+
+    /// Whether training scores only the batch's positives and drawn negatives.
+    pub fn sampled(self) -> bool {
+        matches!(
+            self,
+            OutputKind::SampledSoftmax
+                | OutputKind::NegativeSampling
+                | OutputKind::CosineContrastive
+        )
     }
 }
 
@@ -228,6 +263,10 @@ impl Default for ModelConfig {
             input_init: InputInit::Uniform,
             input_dropout: 0.0,
             tie_output: false,
+            score: Score::Dot,
+            temperature: 1.0,
+            pooling: Pooling::Sum,
+            sampling: SamplingConfig::default(),
             input_bands: InputBands::default(),
             output_bands: OutputBands::default(),
         }

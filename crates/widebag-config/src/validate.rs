@@ -295,6 +295,38 @@ fn check_model(c: &Config) -> Result<(), (&'static str, String)> {
     if m.tie_output {
         check_tied(c)?;
     }
+    check_sampled(c)
+}
+
+/// The sampled output losses' keys, and what they cannot be combined with.
+fn check_sampled(c: &Config) -> Result<(), (&'static str, String)> {
+    let m = &c.model;
+    let sampled = m.output.sampled();
+    let contrastive = m.output == OutputKind::CosineContrastive;
+    crate::sampling::check(&m.sampling, m.score, m.temperature, (sampled, contrastive))?;
+    if !sampled {
+        return Ok(());
+    }
+    let name = m.output.name();
+    if m.output_bands.cutoffs.is_split() {
+        return Err((
+            "model.output_bands.cutoffs",
+            format!("output = \"{name}\" draws from every class: leave the output unsplit"),
+        ));
+    }
+    if m.tie_output {
+        return Err((
+            "model.tie_output",
+            format!("output = \"{name}\" has its own item vectors; the tie is the full softmax's"),
+        ));
+    }
+    let known = match c.data.path {
+        None => Some(c.data.n_classes()),
+        Some(_) => c.data.n_classes,
+    };
+    if let Some(n) = known {
+        crate::sampling::check_negatives(m.sampling.negatives, n)?;
+    }
     Ok(())
 }
 

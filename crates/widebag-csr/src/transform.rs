@@ -55,6 +55,21 @@ impl CsrBatch {
         self.with_values(values)
     }
 
+    /// Each row's values divided by their summed `|value|` (rows summing to 0 unchanged): a
+    /// bag's sum of rows becomes their mean (`model.pooling = "mean"`).
+    pub fn mean_pooled(&self) -> CsrBatch {
+        let mut values = self.values().to_vec();
+        let ptr = self.row_ptr();
+        for r in 0..self.n_rows() {
+            let row = &mut values[ptr[r]..ptr[r + 1]];
+            let total = row.iter().map(|&v| (v as f64).abs()).sum::<f64>();
+            if total > 0.0 {
+                row.iter_mut().for_each(|v| *v = (*v as f64 / total) as f32);
+            }
+        }
+        self.with_values(values)
+    }
+
     /// Input dropout: each entry kept with probability `1 − p` (scaled by `1 / (1 − p)`) or
     /// removed, by a hash of `(seed, entry)`; the targets are kept whole (a denoising
     /// autoencoder reconstructs the full bag). `p = 0` returns the batch unchanged.

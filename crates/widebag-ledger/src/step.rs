@@ -42,6 +42,7 @@ mod dense;
 mod eval;
 mod exchange;
 mod host;
+mod sampled;
 mod sparse;
 mod spec;
 mod trunk;
@@ -50,4 +51,7 @@ pub use by_layout::ledger;
 pub use checkpoint::{CheckpointEffect, checkpoint_effect};
 pub use eval::{EvalPeak, eval_peak};
 pub use exchange::{Traffic, names as collective_names, traffic};
-pub use spec::{BatchFacts, DeviceFacts, OutputLayerKind, RankFacts, Sampling, StepSpec};
+pub use spec::{
+    BatchFacts, DeviceFacts, OutputLayerKind, RankFacts, SampledFacts, SampledLossKind, Sampling,
+    StepSpec,
+};

@@ -1,8 +1,9 @@
 //! What the model does to a batch's input bag before its first layer ([`InputTransform`]):
-//! normalisation, and for training batches input dropout keyed by each entry's place in its
+//! normalisation, for training batches input dropout, then pooling (`model.pooling`), keyed by each entry's place in its
 //! batch (the masks the ledger's batch sampling reads too). Held-out batches are normalised and
 //! never dropped out.
 
+use widebag_config::Pooling;
 use widebag_csr::CsrBatch;
 use widebag_data::InputDropout;
 
@@ -11,6 +12,7 @@ use widebag_data::InputDropout;
 pub struct InputTransform {
     normalize: bool,
     dropout: InputDropout,
+    pooling: Pooling,
 }
 
 impl InputTransform {
@@ -18,19 +20,20 @@ impl InputTransform {
         Self {
             normalize: config.data.normalize,
             dropout: InputDropout::new(config.model.input_dropout, config.train.seed),
+            pooling: config.model.pooling,
         }
     }
 
     /// Step `step`'s batch (1-based): normalised, then its dropout mask, a pure function of
     /// the seed and the step (the one the ledger's sampling reads).
     pub(crate) fn train(&self, batch: CsrBatch, step: u64) -> CsrBatch {
-        self.dropout.apply(self.eval(batch), step)
+        self.pool(self.dropout.apply(self.normalized(batch), step))
     }
 
     /// One rank's rows of a training batch, normalised by [`Self::eval`] already, whose entries
     /// follow `first_entry` of the whole batch's: dropped out as the whole batch would be.
     pub(crate) fn dropout_part(&self, batch: CsrBatch, step: u64, first_entry: usize) -> CsrBatch {
-        self.dropout.apply_from(batch, step, first_entry)
+        self.pool(self.dropout.apply_from(batch, step, first_entry))
     }
 
     /// Whether training batches lose entries to dropout.
@@ -40,10 +43,22 @@ impl InputTransform {
 
     /// A held-out batch: normalised, never dropped out.
     pub fn eval(&self, batch: CsrBatch) -> CsrBatch {
-        if self.normalize {
-            batch.l2_normalized()
-        } else {
-            batch
+        self.pool(self.normalized(batch))
+    }
+
+    /// `data.normalize`'s unit L2 norm.
+    fn normalized(&self, batch: CsrBatch) -> CsrBatch {
+        match self.normalize {
+            true => batch.l2_normalized(),
+            false => batch,
+        }
+    }
+
+    /// `model.pooling`: the mean of a bag's rows (after dropout: of the rows it kept).
+    fn pool(&self, batch: CsrBatch) -> CsrBatch {
+        match self.pooling {
+            Pooling::Mean => batch.mean_pooled(),
+            Pooling::Sum => batch,
         }
     }
 }

@@ -53,6 +53,15 @@ pub struct ModelSpec {
     pub logits: widebag_config::Logits,
     /// The output layer's weight is the input table (`model.tie_output`).
     pub tied: bool,
+    /// How the output scores a class (`model.score`), and cosine's temperature.
+    pub score: widebag_config::Score,
+    pub temperature: f64,
+    /// A sampled output loss's negatives and constants (`model.sampling`).
+    pub sampling: widebag_config::SamplingConfig,
+    /// The training targets' class counts where a unigram proposal reads them (empty
+    /// otherwise; a run read back for evaluation has none).
+    #[serde(skip)]
+    pub class_counts: Vec<f64>,
     /// Input bands (one: the unsplit table) and output clusters (one: the full softmax; more:
     /// the adaptive softmax's head and tails), as run preparation resolved them.
     pub bands: ModelBands,
@@ -111,6 +120,10 @@ impl ModelSpec {
             checkpointing: config.model.checkpointing,
             logits: config.model.logits,
             tied: config.model.tie_output,
+            score: config.model.score,
+            temperature: config.model.temperature,
+            sampling: config.model.sampling.clone(),
+            class_counts: bands.class_counts.clone(),
             bands: bands.clone(),
         })
     }

@@ -204,7 +204,16 @@ pub(crate) fn resolve_bands(
     Ok(reports)
 }
 
-/// Whether either side is split, so id and class frequencies are needed.
+/// Whether either side is split or the model reads class counts, so id and class frequencies
+/// are needed.
 pub(crate) fn wants_frequencies(config: &Config) -> bool {
-    config.model.input_bands.cutoffs.is_split() || config.model.output_bands.cutoffs.is_split()
+    config.model.input_bands.cutoffs.is_split()
+        || config.model.output_bands.cutoffs.is_split()
+        || wants_class_counts(config)
+}
+
+/// Whether the model reads the class counts (a sampled loss's unigram proposal).
+pub(crate) fn wants_class_counts(config: &Config) -> bool {
+    config.model.output.sampled()
+        && config.model.sampling.proposal == widebag_config::Proposal::Unigram
 }

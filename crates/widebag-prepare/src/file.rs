@@ -16,7 +16,7 @@ use widebag_data::{
     BatchSource, Dataset, HeldOut, Relabel, Shuffle, Source, TrainRows, Vocabulary, sidecar,
 };
 
-use crate::bands::{Frequencies, resolve_bands, wants_frequencies};
+use crate::bands::{Frequencies, resolve_bands, wants_class_counts, wants_frequencies};
 use crate::error::PrepareError;
 use crate::given::{held_batches, renumber};
 use crate::prepared::{DataSummary, PrepareOptions, Prepared, Sidecars, model_bands, stats_for};
@@ -148,10 +148,14 @@ fn open_file(
     resolved.data.width = width;
     resolved.data.n_classes = Some(n_classes);
     let (mut bands, mut relabel) = (Vec::new(), Relabel::default());
+    let mut class_counts = Vec::new();
     if wants_frequencies(config) {
         let mut freq = rows.frequencies()?;
         relabel = freq.renumber(config);
         bands = resolve_bands(&mut resolved, &freq, &relabel)?;
+        if wants_class_counts(config) {
+            class_counts = freq.classes;
+        }
         if let Some(h) = &mut held {
             renumber(&relabel, h);
         }
@@ -192,7 +196,8 @@ fn open_file(
     };
     let batches = BatchSource::rows(Arc::new(train), config.train.seed, shuffle)
         .map_err(PrepareError::data("data.shuffle_streams"))?;
-    let model_bands = model_bands(&resolved)?;
+    let mut model_bands = model_bands(&resolved)?;
+    model_bands.class_counts = class_counts;
     Ok(Prepared {
         config: resolved,
         batches,
@@ -221,6 +226,11 @@ fn check_classes(config: &Config, src: &Source, n_classes: usize) -> Result<(), 
                 src.path.display(),
             ),
         ));
+    }
+    if config.model.output.sampled() {
+        widebag_config::check_negatives(config.model.sampling.negatives, n_classes).map_err(
+            |(key, msg)| PrepareError::setting(key, format!("{msg} ({})", src.path.display())),
+        )?;
     }
     if n_classes < 2 {
         return Err(PrepareError::setting(

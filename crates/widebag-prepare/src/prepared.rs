@@ -11,7 +11,7 @@ use widebag_data::stats::{self, DataStats};
 use widebag_data::{BatchSource, Relabel, SyntheticStream, sidecar};
 use widebag_ledger::host_side::HostFacts;
 
-use crate::bands::{BandReport, Frequencies, resolve_bands, wants_frequencies};
+use crate::bands::{BandReport, Frequencies, resolve_bands, wants_class_counts, wants_frequencies};
 use crate::error::PrepareError;
 use crate::source::synthetic_spec;
 
@@ -178,11 +178,15 @@ pub(crate) fn open_synthetic(config: &Config) -> Result<Prepared, PrepareError> 
     let mut resolved = config.clone();
     let mut bands = Vec::new();
     let mut relabel_used = Relabel::default();
+    let mut class_counts = Vec::new();
     if wants_frequencies(config) {
         let (ids, classes) = stream.expected_frequencies();
         let mut freq = Frequencies { ids, classes };
         let relabel = freq.renumber(config);
         bands = resolve_bands(&mut resolved, &freq, &relabel)?;
+        if wants_class_counts(config) {
+            class_counts = freq.classes;
+        }
         stream = stream.with_relabel(relabel.clone());
         relabel_used = relabel;
     }
@@ -197,7 +201,8 @@ pub(crate) fn open_synthetic(config: &Config) -> Result<Prepared, PrepareError> 
         );
         done += n;
     }
-    let model_bands = model_bands(&resolved)?;
+    let mut model_bands = model_bands(&resolved)?;
+    model_bands.class_counts = class_counts;
     Ok(Prepared {
         config: resolved,
         batches: BatchSource::Synthetic(stream),

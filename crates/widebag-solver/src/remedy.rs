@@ -307,6 +307,7 @@ pub(crate) fn bands_of(config: &Config, base: &ModelBands) -> ModelBands {
             true => bands::output_bands(config).unwrap_or_else(|_| base.output.clone()),
             false => base.output.clone(),
         },
+        class_counts: base.class_counts.clone(),
     }
 }
 

@@ -406,6 +406,7 @@ fn at_dim(bands: &ModelBands, config: &Config) -> ModelBands {
     ModelBands {
         input: redim(&bands.input, m.dim, m.input_bands.factor),
         output: redim(&bands.output, m.last_hidden(), m.output_bands.factor),
+        class_counts: bands.class_counts.clone(),
     }
 }
 

@@ -85,6 +85,25 @@ impl Builder {
         optim: DenseOptim,
         grad: Lifetime,
     ) {
+        self.param_with_state(name, layer, shape, optim);
+        self.f32(
+            &format!("{name}.grad"),
+            layer,
+            shape,
+            Category::DenseGradients,
+            grad,
+        );
+    }
+
+    /// A dense parameter and its optimizer state, without a whole gradient (a sampled output
+    /// layer's: its gradient is the sampled columns', priced apart).
+    pub(super) fn param_with_state(
+        &mut self,
+        name: &str,
+        layer: &str,
+        shape: &[u64],
+        optim: DenseOptim,
+    ) {
         self.f32(
             name,
             layer,
@@ -106,13 +125,6 @@ impl Builder {
                 Lifetime::Persistent,
             );
         }
-        self.f32(
-            &format!("{name}.grad"),
-            layer,
-            shape,
-            Category::DenseGradients,
-            grad,
-        );
     }
 
     /// The hidden layers' weights and biases, each with its state and gradient.

@@ -1,6 +1,7 @@
 //! The sparse layout's ledger, one function per numbered stage of the trainer's step
 //! (`train_step` in widebag-model): setup, 1. data, 2. unique rows, 3. forward, 4. backward,
-//! 5. row updates (6. dense updates and 7. measure allocate nothing of their own).
+//! 5. row updates, 6. dense updates (a sampled output's column update; the dense optimizers
+//! allocate nothing of their own), 7. measure (nothing).
 
 use std::collections::BTreeMap;
 
@@ -9,7 +10,7 @@ use widebag_config::{BandPlacement, TableOptim};
 
 use super::builder::Builder;
 use super::spec::{OutputLayerKind, StepSpec};
-use super::{adaptive, host, trunk};
+use super::{adaptive, host, sampled, trunk};
 use crate::shapes::{self, ClassChunk, F32_BYTES, I32_BYTES};
 use crate::{Category, Entry, Ledger, Lifetime, Placement, Point, Pool};
 
@@ -31,6 +32,9 @@ pub(super) fn ledger(spec: &StepSpec) -> Ledger {
     forward(&mut b, spec, &cuts);
     backward(&mut b, spec, &cuts);
     row_updates(&mut b, spec, &cuts);
+    if spec.sampled.is_some() {
+        sampled::update(&mut b, spec);
+    }
     // 6. dense updates and 7. measure add no tensor: the dense optimizers update each parameter
     // in place and free the gradients `setup_dense` lists with their parameters (their lifetimes
     // end at `Point::DenseUpdate`); at `Point::StepEnd` only what lives across steps is alive.
@@ -218,6 +222,10 @@ fn setup_dense(b: &mut Builder, spec: &StepSpec, cuts: &Cuts) {
         adaptive::params(b, spec, output_grad);
         return;
     }
+    if spec.sampled.is_some() {
+        sampled::params(b, spec, &cuts.chunks, cuts.chunk_classes);
+        return;
+    }
     let last = spec.last_hidden();
     for c in &cuts.chunks {
         let n = c.n as u64;
@@ -324,6 +332,7 @@ fn forward(b: &mut Builder, spec: &StepSpec, cuts: &Cuts) {
         OutputLayerKind::HostSoftmax => host::full_softmax(b, spec, cuts.chunks[0].n as u64),
         OutputLayerKind::AdaptiveSoftmax => adaptive::activations(b, spec),
         OutputLayerKind::ChunkedSoftmax => chunked_forward(b, spec, cuts),
+        OutputLayerKind::Sampled => sampled::forward(b, spec),
     }
 }
 
@@ -369,6 +378,9 @@ fn chunked_forward(b: &mut Builder, spec: &StepSpec, cuts: &Cuts) {
 fn backward(b: &mut Builder, spec: &StepSpec, cuts: &Cuts) {
     use Point::*;
     let rows = spec.batch.n_rows;
+    if spec.output_layer() == OutputLayerKind::Sampled {
+        sampled::backward(b, spec);
+    }
     if spec.output_layer() == OutputLayerKind::ChunkedSoftmax {
         let last_chunk = cuts.chunks[cuts.chunks.len() - 1].n as u64;
         b.f32(

@@ -28,6 +28,9 @@ pub enum OutputLayerKind {
     /// The adaptive softmax on flex's host kernels (across ranks: each tail cluster at its
     /// owner).
     HostAdaptiveSoftmax,
+    /// A sampled loss on autodiff over the batch's positives and the drawn negatives (one
+    /// process, on either path).
+    Sampled,
 }
 
 /// What the ledger needs to know about the device.
@@ -177,6 +180,47 @@ pub struct StepSpec {
     /// [`Self::batch`] is the rank's own rows of the global batch ([`StepSpec::on_rank`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ranks: Option<RankFacts>,
+    /// A sampled output loss (`model.output`), when the step runs one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sampled: Option<SampledFacts>,
+}
+
+/// What the ledger needs to know of a sampled output loss.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SampledFacts {
+    /// Classes drawn per step (`model.sampling.negatives`).
+    pub negatives: u64,
+    /// Which loss (`model.output`'s name).
+    pub loss: SampledLossKind,
+    /// Scores by cosine (`model.score`).
+    pub cosine: bool,
+}
+
+/// The sampled losses, as the ledger prices their autodiff graphs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SampledLossKind {
+    SampledSoftmax,
+    NegativeSampling,
+    CosineContrastive,
+}
+
+impl SampledFacts {
+    /// The sampled loss `config` trains, if any.
+    pub fn of(config: &Config) -> Option<Self> {
+        use widebag_config::OutputKind::*;
+        let loss = match config.model.output {
+            SampledSoftmax => SampledLossKind::SampledSoftmax,
+            NegativeSampling => SampledLossKind::NegativeSampling,
+            CosineContrastive => SampledLossKind::CosineContrastive,
+            _ => return None,
+        };
+        Some(Self {
+            negatives: config.model.sampling.negatives as u64,
+            loss,
+            cosine: config.model.score == widebag_config::Score::Cosine,
+        })
+    }
 }
 
 /// Rank `rank` of `size` in a multi-process run, and the global batch the ranks split.
@@ -241,6 +285,7 @@ impl StepSpec {
             logits: config.model.logits,
             activations: config.model.activations(),
             ranks: None,
+            sampled: SampledFacts::of(config),
         }
     }
 
@@ -370,6 +415,9 @@ impl StepSpec {
     /// The output layer the step runs, as the ledger prices it: the full softmax or the
     /// adaptive softmax, on the tensor path or on flex's host kernels.
     pub fn output_layer(&self) -> OutputLayerKind {
+        if self.sampled.is_some() {
+            return OutputLayerKind::Sampled;
+        }
         match (self.adaptive(), self.host_kernels()) {
             (false, false) => OutputLayerKind::ChunkedSoftmax,
             (false, true) => OutputLayerKind::HostSoftmax,
@@ -412,6 +460,15 @@ impl StepSpec {
     pub(super) fn last_hidden(&self) -> u64 {
         self.hidden.last().copied().unwrap_or(self.dim)
     }
+
+    /// A sampled step's candidates at most: the batch's targets and the drawn classes, no
+    /// more than every class.
+    pub fn sampled_candidates(&self) -> u64 {
+        match self.sampled {
+            Some(s) => (self.batch.n_targets + s.negatives).min(self.n_classes),
+            None => 0,
+        }
+    }
 }
 
 /// The seed model (240,000 ids and classes, dim 1,024, one hidden layer of 512) at batch 128 on
@@ -450,5 +507,6 @@ pub(super) fn seed_spec(layout: Layout, dense_optim: DenseOptim) -> StepSpec {
         logits: Logits::Recompute,
         activations: Vec::new(),
         ranks: None,
+        sampled: None,
     }
 }

@@ -32,6 +32,18 @@ impl SparseModel {
             self.check_rank_kernels("this device")?;
         }
         self.flush_deferred()?;
+        self.output.held_out(true);
+        let loss = self.held_out_loss_batches(batches, comm);
+        self.output.held_out(false);
+        loss
+    }
+
+    /// [`Self::held_out_loss_part`]'s batches, the output layer set to the held-out loss.
+    fn held_out_loss_batches(
+        &mut self,
+        batches: &[CsrBatch],
+        comm: &dyn Collective,
+    ) -> Result<Option<f64>, ModelError> {
         let mut probe = StepProbe::new(self.device());
         let (mut sum, mut n_rows) = (0.0f64, 0usize);
         for global in batches {

@@ -492,6 +492,7 @@ impl OutputLayer for HostAdaptiveSoftmax {
         optim: &OptimConfig,
         step: u64,
         path: ComputePath,
+        _probe: &mut StepProbe,
     ) -> Result<(), ModelError> {
         // Across ranks, only the clusters this rank owns (and the replicated head).
         let trained: Vec<bool> = (0..grads.len())

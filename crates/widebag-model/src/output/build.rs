@@ -3,7 +3,7 @@
 //! tied to the input table or not (`model.tie_output`), with the objective `model.output` names.
 
 use burn::tensor::Device;
-use widebag_config::{DenseOptim, OutputKind};
+use widebag_config::{DenseOptim, OutputKind, Score};
 
 use crate::device::ComputePath;
 use crate::error::ModelError;
@@ -13,6 +13,8 @@ use crate::output::chunked::ChunkedSoftmax;
 use crate::output::clusters::AdaptiveParams;
 use crate::output::full::FullParams;
 use crate::output::host::HostSoftmax;
+use crate::output::negatives::NegativeStream;
+use crate::output::sampled::{SampledLoss, SampledOutput};
 use crate::output::tied::{TiedSoftmax, refuse};
 use crate::output::{Objective, OutputLayer};
 use crate::params::init::Init;
@@ -32,9 +34,18 @@ pub fn build(
     device: &Device,
 ) -> Result<Box<dyn OutputLayer>, ModelError> {
     let objective = match spec.output {
-        OutputKind::Multinomial => Objective::Multinomial,
         OutputKind::Full | OutputKind::Adaptive => Objective::Distribution,
+        _ => Objective::Multinomial,
     };
+    if let Some(loss) = SampledLoss::of(spec.output, &spec.sampling) {
+        return sampled(spec, ranks, optim, init, loss, device);
+    }
+    if spec.score != Score::Dot {
+        return Err(ModelError::Unsupported {
+            key: "model.score",
+            message: "cosine scores are the sampled losses' (model.output = \"sampled_softmax\", \"negative_sampling\" or \"cosine_contrastive\")".into(),
+        });
+    }
     let host = spec.compute_path == ComputePath::Host;
     let adaptive = spec.bands.output_split();
     if spec.tied {
@@ -83,4 +94,41 @@ pub fn build(
         true => Box::new(TiedSoftmax::tie(layer, bands)?),
         false => Box::new(layer),
     })
+}
+
+/// A sampled loss's layer: the full softmax's parameters in class chunks, one process.
+fn sampled(
+    spec: &ModelSpec,
+    ranks: Ranks,
+    optim: DenseOptim,
+    init: Init,
+    loss: SampledLoss,
+    device: &Device,
+) -> Result<Box<dyn OutputLayer>, ModelError> {
+    let s = &spec.sampling;
+    if ranks.size != 1 {
+        return Err(ModelError::Unsupported {
+            key: "model.output",
+            message: format!("{} trains in one process only", spec.output.name()),
+        });
+    }
+    let stream = NegativeStream::new(
+        spec.seed,
+        spec.n_classes,
+        s.negatives,
+        s.proposal,
+        s.alpha,
+        &spec.class_counts,
+    );
+    let full = FullParams::new(spec, ranks, optim, init, device);
+    Ok(Box::new(SampledOutput::new(
+        full,
+        loss,
+        spec.score,
+        spec.temperature,
+        s.batch_negatives,
+        stream,
+        spec.reduce_cols,
+        device.clone(),
+    )))
 }

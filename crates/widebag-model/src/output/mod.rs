@@ -11,7 +11,10 @@
 //! - [`adaptive_host::HostAdaptiveSoftmax`]: the same on flex's host kernels, for one process or
 //!   many (`clusters`: the head and tail clusters both read, and which rank holds each);
 //! - [`tied::TiedSoftmax`]: the host softmax whose weight is the input table
-//!   (`model.tie_output`).
+//!   (`model.tie_output`);
+//! - [`sampled::SampledOutput`]: the sampled losses (sampled softmax with log-Q, negative
+//!   sampling, cosine contrastive) over the batch's positives and drawn negatives
+//!   (`negatives`), touching only their columns; the full softmax's parameters.
 //!
 //! A multinomial bag (`model.output = "multinomial"`) is any of them with the bag's raw counts
 //! as targets ([`Objective`]). Class scores for evaluation are visited chunk by chunk
@@ -25,6 +28,8 @@ pub mod chunked;
 pub mod clusters;
 pub mod full;
 pub mod host;
+pub mod negatives;
+pub mod sampled;
 pub mod scores;
 pub mod softmax;
 pub mod tied;
@@ -103,7 +108,8 @@ pub enum Upstream {
 }
 
 /// The output layer's backward pass: where the trunk's begins, and a gradient per parameter in
-/// [`OutputLayer::params`] order.
+/// [`OutputLayer::params`] order (a sampled layer's: its gathered columns' weight and bias,
+/// which its own update places).
 pub struct OutputGrads {
     pub upstream: Upstream,
     pub params: Vec<Tensor<2>>,
@@ -163,6 +169,14 @@ pub trait OutputLayer: Send {
     /// Ends a forward pass without its backward (a loss alone): what it lent is put back.
     fn end_pass(&mut self, pass: OutputPass);
 
+    /// The training step the next forward passes belong to (a sampled layer draws that
+    /// step's negatives). Others: nothing.
+    fn at_step(&mut self, _step: u64) {}
+
+    /// While `on`, forward passes compute the held-out loss (a sampled layer's is the full
+    /// softmax's). Others: nothing, their loss is the same.
+    fn held_out(&mut self, _on: bool) {}
+
     /// A tied layer's rows: the batch's row gradients `rows` (by segment of `ids`) added into
     /// the layer's own gradients `grads`, none left for the row updates. Others: nothing.
     fn absorb_rows(
@@ -174,13 +188,15 @@ pub trait OutputLayer: Send {
         Ok(())
     }
 
-    /// One optimizer step of every parameter this rank trains, with its gradient.
+    /// One optimizer step of every parameter this rank trains, with its gradient (`probe` reads
+    /// the allocator where the update holds temporaries of its own).
     fn update(
         &mut self,
         grads: Vec<Tensor<2>>,
         optim: &OptimConfig,
         step: u64,
         path: ComputePath,
+        _probe: &mut StepProbe,
     ) -> Result<(), ModelError> {
         update_all(self.params_mut(), grads, optim, step, path)
     }

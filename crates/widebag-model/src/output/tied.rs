@@ -154,8 +154,9 @@ impl OutputLayer for TiedSoftmax {
         optim: &OptimConfig,
         step: u64,
         path: ComputePath,
+        probe: &mut StepProbe,
     ) -> Result<(), ModelError> {
-        self.host.update(grads, optim, step, path)
+        self.host.update(grads, optim, step, path, probe)
     }
 
     /// Writes the table's rows again from the output weight's columns (after the weight's

@@ -102,6 +102,7 @@ impl SparseModel {
         }
         self.check_batch(batch)?;
         self.step += 1;
+        self.output.at_step(self.step);
         // 1. data: the batch's sorted unique ids, split by band (and by shard for one process)
         //    once for the step.
         if !part.alone() {
@@ -162,6 +163,7 @@ impl SparseModel {
     pub fn gradients(&mut self, batch: &CsrBatch) -> Result<Grads, ModelError> {
         let mut unused = StepProbe::new(self.device());
         self.check_batch(batch)?;
+        self.output.at_step(self.step + 1);
         let ids = self.band_ids(batch)?;
         let (inputs, rows) = self.upload_and_gather(batch, &ids)?;
         let part = RankBatch::new(self.ranks, &Local, batch.n_rows(), batch.n_rows())?;
@@ -314,7 +316,7 @@ impl SparseModel {
         let output = grads.split_off(n_trunk);
         let (optim, step, path) = (&self.optim, self.step, self.spec.compute_path);
         update_all(self.trunk.iter_mut(), grads, optim, step, path)?;
-        self.output.update(output, optim, step, path)?;
+        self.output.update(output, optim, step, path, probe)?;
         self.output.after_update(&mut self.bands)
     }
 }

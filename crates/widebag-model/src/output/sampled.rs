@@ -1,0 +1,484 @@
+//! The sampled output losses ([`SampledOutput`]): a step scores only the batch's positives and
+//! the step's drawn negatives ([`NegativeStream`]), shared by every row, on autodiff with the
+//! trunk; the gradient and the optimizer step touch only those classes' columns
+//! ([`update_columns`]). The losses: a sampled softmax with log-Q correction, word2vec's
+//! negative sampling, SimpleX's cosine contrastive loss (`model.output`). The parameters are the
+//! full softmax's ([`FullParams`]): evaluation and perplexity score every class, checkpoints,
+//! export and prediction read them as they read the full softmax's.
+
+use burn::tensor::activation::relu;
+use burn::tensor::{Device, Int, Tensor};
+use widebag_config::{OutputKind, SamplingConfig, Score};
+use widebag_csr::Targets;
+use widebag_ledger::shapes::ClassChunk;
+use widebag_ledger::step::OutputLayerKind;
+
+use crate::error::ModelError;
+use crate::optim::columns::update_columns;
+use crate::optim::dense::DenseParam;
+use crate::output::clusters::log_softmax_rows;
+use crate::output::full::FullParams;
+use crate::output::negatives::NegativeStream;
+use crate::output::scores::{ScoreKind, Visit};
+use crate::output::softmax::{self, ChunkTargets};
+use crate::output::{Objective, OutputGrads, OutputLayer, OutputPass, Upstream};
+use crate::probe::{Point, Stage, StepProbe};
+use crate::ranks::{RankBatch, Ranks};
+use crate::tensors::{floats, ints, leaf_grad, scalar};
+
+/// Which sampled loss.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum SampledLoss {
+    /// Softmax over the candidates, each drawn score less its log-inclusion probability.
+    Softmax,
+    /// `softplus(−s)` per target, `softplus(s)` per drawn negative, per unit of target weight.
+    NegativeSampling,
+    /// `1 − cos` per target, `weight` times the mean `max(0, cos − margin)` over the row's
+    /// negatives per unit of target weight.
+    Contrastive { margin: f32, weight: f32 },
+}
+
+impl SampledLoss {
+    /// The loss `kind` names with `sampling`'s constants; `None` unless it is a sampled one.
+    pub fn of(kind: OutputKind, sampling: &SamplingConfig) -> Option<Self> {
+        match kind {
+            OutputKind::SampledSoftmax => Some(SampledLoss::Softmax),
+            OutputKind::NegativeSampling => Some(SampledLoss::NegativeSampling),
+            OutputKind::CosineContrastive => Some(SampledLoss::Contrastive {
+                margin: sampling.margin as f32,
+                weight: sampling.negative_weight as f32,
+            }),
+            _ => None,
+        }
+    }
+}
+
+/// A sampled output layer.
+pub struct SampledOutput {
+    pub(crate) full: FullParams,
+    loss: SampledLoss,
+    score: Score,
+    temperature: f32,
+    /// Whether the batch's other rows' positives are a row's negatives too.
+    batch_negatives: bool,
+    stream: NegativeStream,
+    reduce_cols: usize,
+    device: Device,
+    /// The step the next forward pass belongs to (its negatives).
+    step: u64,
+    /// While set, forward passes compute the full softmax's loss (the held-out loss).
+    held_out: bool,
+    /// The classes the last backward pass's gradients belong to, by chunk: `(chunk, first
+    /// gradient column, local columns)`.
+    touched: Touched,
+}
+
+/// One chunk's candidates: the chunk, the first of their gradient columns, their local columns.
+type Touched = Vec<(usize, usize, Tensor<1, Int>)>;
+
+/// What a training forward pass keeps for its backward pass.
+struct Saved {
+    loss: Tensor<1>,
+    weight: Tensor<2>,
+    bias: Tensor<2>,
+    touched: Touched,
+}
+
+/// A step's candidates: the batch's positives and the drawn negatives, sorted and distinct,
+/// with what the loss needs of each `(row, candidate)`.
+pub(crate) struct Candidates {
+    pub classes: Vec<u32>,
+    /// Per target entry: its flat index `row · C + position`, and its weight.
+    pub flat: Vec<u32>,
+    pub weights: Vec<f32>,
+    /// Per candidate: whether it is a positive of some row of the batch.
+    pub positive: Vec<bool>,
+    /// Per candidate: whether it was drawn.
+    pub drawn: Vec<bool>,
+}
+
+impl Candidates {
+    pub(crate) fn new(targets: &Targets, drawn: &[u32]) -> Self {
+        let mut classes: Vec<u32> = targets
+            .classes
+            .iter()
+            .copied()
+            .chain(drawn.iter().copied())
+            .collect();
+        classes.sort_unstable();
+        classes.dedup();
+        let at = |c: u32| classes.binary_search(&c).expect("a candidate") as u32;
+        let n = classes.len() as u32;
+        let (mut flat, mut weights) = (Vec::new(), Vec::new());
+        let mut positive = vec![false; classes.len()];
+        for r in 0..targets.row_ptr.len() - 1 {
+            for k in targets.row_ptr[r]..targets.row_ptr[r + 1] {
+                let p = at(targets.classes[k]);
+                positive[p as usize] = true;
+                flat.push(r as u32 * n + p);
+                weights.push(targets.weights[k]);
+            }
+        }
+        let mut is_drawn = vec![false; classes.len()];
+        for &c in drawn {
+            is_drawn[at(c) as usize] = true;
+        }
+        Self {
+            classes,
+            flat,
+            weights,
+            positive,
+            drawn: is_drawn,
+        }
+    }
+
+    /// `[rows, C]`: each row's weight on each candidate as a negative (0 for its own
+    /// positives; `per_row(row, n_negatives)` for the others: drawn ones, and with
+    /// `batch_negatives` the other rows' positives).
+    fn negative_weights(
+        &self,
+        targets: &Targets,
+        batch_negatives: bool,
+        per_row: impl Fn(usize, usize) -> f32,
+    ) -> Vec<f32> {
+        let (rows, n) = (targets.row_ptr.len() - 1, self.classes.len());
+        let eligible: Vec<bool> = (0..n)
+            .map(|c| self.drawn[c] || (batch_negatives && self.positive[c]))
+            .collect();
+        let n_eligible = eligible.iter().filter(|&&e| e).count();
+        let mut out = vec![0.0f32; rows * n];
+        for r in 0..rows {
+            let own: Vec<usize> = (targets.row_ptr[r]..targets.row_ptr[r + 1])
+                .map(|k| self.flat[k] as usize - r * n)
+                .collect();
+            let own_eligible = own.iter().filter(|&&p| eligible[p]).count();
+            let w = per_row(r, n_eligible - own_eligible);
+            let row = &mut out[r * n..(r + 1) * n];
+            for (c, e) in eligible.iter().enumerate() {
+                if *e {
+                    row[c] = w;
+                }
+            }
+            for p in own {
+                row[p] = 0.0;
+            }
+        }
+        out
+    }
+}
+
+/// `log(1 + e^x)` without overflow.
+fn softplus(x: Tensor<2>) -> Tensor<2> {
+    relu(x.clone()) + x.abs().neg().exp().log1p()
+}
+
+impl SampledOutput {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        full: FullParams,
+        loss: SampledLoss,
+        score: Score,
+        temperature: f64,
+        batch_negatives: bool,
+        stream: NegativeStream,
+        reduce_cols: usize,
+        device: Device,
+    ) -> Self {
+        Self {
+            full,
+            loss,
+            score,
+            temperature: temperature as f32,
+            batch_negatives,
+            stream,
+            reduce_cols,
+            device,
+            step: 1,
+            held_out: false,
+            touched: Vec::new(),
+        }
+    }
+
+    /// Scores `[rows, C]` of `h` against the gathered columns `weight` (`[hidden, C]`) and
+    /// `bias` (`[1, C]`).
+    fn scores_of(&self, h: Tensor<2>, weight: Tensor<2>, bias: Tensor<2>) -> Tensor<2> {
+        match self.score {
+            Score::Dot => h.matmul(weight) + bias,
+            Score::Cosine => {
+                let hn = h.clone() / (h.powi_scalar(2).sum_dim(1) + 1e-12).sqrt();
+                let wn = weight.clone() / (weight.powi_scalar(2).sum_dim(0) + 1e-12).sqrt();
+                hn.matmul(wn).div_scalar(self.temperature)
+            }
+        }
+    }
+
+    /// The whole layer's chunks as they score: `(weight, bias)` each, cosine's columns
+    /// normalised and divided by the temperature (bias zero).
+    fn scoring_chunks(&self) -> Vec<(Tensor<2>, Tensor<2>)> {
+        let chunks = self.full.tensors();
+        match self.score {
+            Score::Dot => chunks,
+            Score::Cosine => chunks
+                .into_iter()
+                .map(|(w, b)| {
+                    let wn = w.clone() / (w.powi_scalar(2).sum_dim(0) + 1e-12).sqrt();
+                    (wn.div_scalar(self.temperature), b.zeros_like())
+                })
+                .collect(),
+        }
+    }
+
+    /// `h` as the whole layer's scoring reads it (unit rows for cosine).
+    fn scoring_h(&self, h: &Tensor<2>) -> Tensor<2> {
+        match self.score {
+            Score::Dot => h.clone(),
+            Score::Cosine => h.clone() / (h.clone().powi_scalar(2).sum_dim(1) + 1e-12).sqrt(),
+        }
+    }
+
+    /// The held-out loss: the full softmax over every class (the multinomial objective's).
+    fn full_loss(
+        &self,
+        h: &Tensor<2>,
+        targets: &Targets,
+        probe: &mut StepProbe,
+    ) -> Result<f32, ModelError> {
+        let chunks = self.scoring_chunks();
+        let refs: Vec<(&Tensor<2>, &Tensor<2>)> = chunks.iter().map(|(w, b)| (w, b)).collect();
+        let targets = ChunkTargets::new(targets, &self.full.chunks, &self.device);
+        let h = self.scoring_h(&h.clone().inner());
+        let fwd = softmax::forward(
+            &h,
+            &refs,
+            &self.full.chunks,
+            &targets,
+            self.reduce_cols,
+            probe,
+        );
+        scalar(fwd.loss)
+    }
+
+    /// The candidates' columns of every chunk, cut by chunk: `(chunk, first column, local
+    /// columns)`, and the gathered `[hidden, C]` weight and `[1, C]` bias.
+    fn gather(&self, classes: &[u32]) -> (Touched, Tensor<2>, Tensor<2>) {
+        let (mut touched, mut ws, mut bs) = (Vec::new(), Vec::new(), Vec::new());
+        let mut first = 0;
+        for (k, (chunk, lin)) in self.full.chunks.iter().zip(&self.full.layer).enumerate() {
+            let end = first
+                + classes[first..].partition_point(|&c| (c as usize) < chunk.offset + chunk.n);
+            if end > first {
+                let local: Vec<u32> = classes[first..end]
+                    .iter()
+                    .map(|&c| c - chunk.offset as u32)
+                    .collect();
+                let idx = ints(&local, &self.device);
+                ws.push(lin.weight.value.clone().select(1, idx.clone()));
+                bs.push(lin.bias.value.clone().select(1, idx.clone()));
+                touched.push((k, first, idx));
+            }
+            first = end;
+        }
+        (touched, Tensor::cat(ws, 1), Tensor::cat(bs, 1))
+    }
+
+    /// The sampled loss of `s` (`[rows, C]` scores on autodiff) for the candidates `cand`.
+    fn loss_of(&self, s: Tensor<2>, cand: &Candidates, targets: &Targets) -> Tensor<1> {
+        let (rows, n) = (targets.row_ptr.len() - 1, cand.classes.len());
+        let dev = s.device();
+        let wsum: Vec<f32> = (0..rows)
+            .map(|r| {
+                targets.weights[targets.row_ptr[r]..targets.row_ptr[r + 1]]
+                    .iter()
+                    .sum()
+            })
+            .collect();
+        let pick = |t: Tensor<2>| -> Tensor<1> {
+            let picked = t.reshape([rows * n]).select(0, ints(&cand.flat, &dev));
+            (picked * floats(cand.weights.clone(), [cand.flat.len()], &dev)).sum()
+        };
+        let total = match self.loss {
+            SampledLoss::Softmax => {
+                let log_q: Vec<f32> = (0..n)
+                    .map(|c| match cand.positive[c] {
+                        true => 0.0,
+                        false => self.stream.log_inclusion(cand.classes[c]),
+                    })
+                    .collect();
+                let mut z = s - floats(log_q, [1, n], &dev);
+                if !self.batch_negatives {
+                    let keep = cand.negative_weights(targets, false, |_, _| 1.0);
+                    let own: Vec<f32> = keep
+                        .iter()
+                        .map(|&k| if k > 0.0 { 0.0 } else { -1e9 })
+                        .collect();
+                    let mut mask = own;
+                    for &f in &cand.flat {
+                        mask[f as usize] = 0.0;
+                    }
+                    z = z + floats(mask, [rows, n], &dev);
+                }
+                pick(log_softmax_rows(z, self.reduce_cols)).neg()
+            }
+            SampledLoss::NegativeSampling => {
+                let nw = cand.negative_weights(targets, self.batch_negatives, |r, _| wsum[r]);
+                pick(softplus(s.clone().neg())) + (softplus(s) * floats(nw, [rows, n], &dev)).sum()
+            }
+            SampledLoss::Contrastive { margin, weight } => {
+                let nw = cand.negative_weights(targets, self.batch_negatives, |r, k| {
+                    wsum[r] * weight / k.max(1) as f32
+                });
+                let positives = floats(vec![1.0f32; rows * n], [rows, n], &dev) - s.clone();
+                pick(positives) + (relu(s.sub_scalar(margin)) * floats(nw, [rows, n], &dev)).sum()
+            }
+        };
+        total.div_scalar(rows.max(1) as f32)
+    }
+}
+
+impl OutputLayer for SampledOutput {
+    fn priced_as(&self) -> OutputLayerKind {
+        OutputLayerKind::Sampled
+    }
+
+    fn objective(&self) -> Objective {
+        Objective::Multinomial
+    }
+
+    fn class_chunks(&self) -> &[ClassChunk] {
+        &self.full.chunks
+    }
+
+    fn params(&self) -> Vec<&DenseParam> {
+        self.full.params()
+    }
+
+    fn params_mut(&mut self) -> Vec<&mut DenseParam> {
+        self.full.params_mut()
+    }
+
+    fn replicated(&self) -> usize {
+        0
+    }
+
+    fn at_step(&mut self, step: u64) {
+        self.step = step;
+    }
+
+    fn held_out(&mut self, on: bool) {
+        self.held_out = on;
+    }
+
+    fn forward(
+        &mut self,
+        h: &Tensor<2>,
+        targets: &Targets,
+        _batch: &RankBatch<'_>,
+        probe: &mut StepProbe,
+    ) -> Result<OutputPass, ModelError> {
+        if self.held_out {
+            let loss = self.full_loss(h, targets, probe)?;
+            return Ok(OutputPass::new(loss, Vec::new(), ()));
+        }
+        let cand = Candidates::new(targets, &self.stream.draw(self.step)?);
+        let (touched, weight, bias) = self.gather(&cand.classes);
+        let weight = weight.autodiff().require_grad();
+        let bias = bias.autodiff().require_grad();
+        let s = self.scores_of(h.clone(), weight.clone(), bias.clone());
+        probe.detail(Point::ForwardLogits);
+        let loss = self.loss_of(s, &cand, targets);
+        let value = scalar(loss.clone().inner())?;
+        let saved = Saved {
+            loss,
+            weight,
+            bias,
+            touched,
+        };
+        Ok(OutputPass::new(value, Vec::new(), saved))
+    }
+
+    fn backward(
+        &mut self,
+        pass: OutputPass,
+        _batch: &RankBatch<'_>,
+        probe: &mut StepProbe,
+    ) -> Result<OutputGrads, ModelError> {
+        let Saved {
+            loss,
+            weight,
+            bias,
+            touched,
+        } = pass.into_saved();
+        // Autodiff through the sampled scores, the MLP and the bag (one pass: its time is the
+        // output's backward).
+        let grads = loss.backward();
+        probe.lap(Stage::OutputBackward);
+        probe.detail(Point::BackwardLogits);
+        let params = vec![leaf_grad(&weight, &grads), leaf_grad(&bias, &grads)];
+        self.touched = touched;
+        Ok(OutputGrads {
+            upstream: Upstream::Graph(grads),
+            params,
+        })
+    }
+
+    fn end_pass(&mut self, _pass: OutputPass) {}
+
+    /// The candidates' columns of each chunk, by their gradient columns (`grads`: the gathered
+    /// weight's and bias's, `[hidden, C]` and `[1, C]`); nothing else moves.
+    fn update(
+        &mut self,
+        grads: Vec<Tensor<2>>,
+        optim: &widebag_config::OptimConfig,
+        step: u64,
+        _path: crate::device::ComputePath,
+        probe: &mut StepProbe,
+    ) -> Result<(), ModelError> {
+        let [dw, db]: [Tensor<2>; 2] = grads.try_into().map_err(|_| {
+            ModelError::Shape("a sampled layer's update takes its two gathered gradients".into())
+        })?;
+        let bias_trains = self.score == Score::Dot;
+        for (k, first, idx) in std::mem::take(&mut self.touched) {
+            let n = idx.shape()[0];
+            let lin = &mut self.full.layer[k];
+            let mut peak = || probe.detail(Point::DenseUpdate);
+            let g = dw.clone().narrow(1, first, n);
+            update_columns(&mut lin.weight, &idx, g, (optim, step), &mut peak);
+            if bias_trains {
+                let g = db.clone().narrow(1, first, n);
+                update_columns(&mut lin.bias, &idx, g, (optim, step), &mut || {});
+            }
+        }
+        Ok(())
+    }
+
+    fn traffic(
+        &self,
+        _batch: &RankBatch<'_>,
+        _n_targets: usize,
+        _pass_sent: &[(&'static str, u64)],
+    ) -> Vec<(&'static str, u64)> {
+        Vec::new()
+    }
+
+    fn scores(&self, h: &Tensor<2>, visit: &mut Visit<'_>) -> Result<ScoreKind, ModelError> {
+        let h = self.scoring_h(h);
+        for (chunk, (w, b)) in self.full.chunks.iter().zip(self.scoring_chunks()) {
+            visit(chunk.offset, softmax::logits(&h, &w, &b))?;
+        }
+        Ok(ScoreKind::Logits)
+    }
+
+    fn log_probs(&self, h: &Tensor<2>) -> Tensor<2> {
+        let chunks = self.scoring_chunks();
+        let refs: Vec<(&Tensor<2>, &Tensor<2>)> = chunks.iter().map(|(w, b)| (w, b)).collect();
+        softmax::log_probs(&self.scoring_h(h), &refs, self.reduce_cols)
+    }
+
+    fn splits_classes(&self) -> bool {
+        false
+    }
+
+    fn gather_owned(&mut self, part: &dyn OutputLayer, _ranks: Ranks) -> Result<(), ModelError> {
+        self.full.gather_owned(part.class_chunks(), &part.params())
+    }
+}
