@@ -306,3 +306,43 @@ fn bad_sampled_keys_exit_2_naming_the_key() {
         assert!(err.contains(key), "{sets:?} names {key}: {err}");
     }
 }
+
+/// `explain --measure` holds the ledger's bar (3 % at the sampled peak) for each sampled loss,
+/// on flex and, where there is one, on a wgpu adapter.
+#[test]
+fn explain_measure_prices_each_sampled_loss_within_the_bar() {
+    let mut devices = vec!["cpu"];
+    if common::has_wgpu("sampled_explain_measure") {
+        devices.push("wgpu");
+    }
+    for device in devices {
+        for output in ["sampled_softmax", "negative_sampling", "cosine_contrastive"] {
+            let sets = [
+                format!("train.device={device}"),
+                format!("model.output={output}"),
+                "model.score=cosine".to_string(),
+                "train.batch_size=256".into(),
+                "model.hidden=[128]".into(),
+                "data.n_classes=30000".into(),
+                "model.sampling.negatives=4096".into(),
+            ];
+            let mut args = vec!["explain", "--measure", "--json"];
+            for s in &sets {
+                args.extend(["--set", s.as_str()]);
+            }
+            let o = widebag(&args);
+            assert!(
+                o.status.success(),
+                "{device} {output}: {}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+            let v = common::json(&o);
+            let err = v["error_pct"].as_f64().unwrap();
+            assert!(
+                err.abs() <= 3.0,
+                "{device} {output}: ledger off by {err} %: {v}"
+            );
+            assert_eq!(v["spec"]["sampled"]["negatives"], 4096, "{device} {output}");
+        }
+    }
+}

@@ -3,9 +3,10 @@
 //! recomputed where the config keeps them, a narrower class chunk, checkpointing the MLP, then
 //! the host tier), then those that cost precision (half
 //! tables, then half moments), then those that cost accuracy: head/tail input bands (narrower
-//! rows for the rarer ids), then the adaptive softmax (a head of the most frequent classes and
-//! narrower tail clusters), each cut by its side's byte budget as `"auto"` cuts it, where run
-//! preparation knows the data's frequencies. Each is a change of
+//! rows for the rarer ids), then the sampled softmax (a step scores the batch's targets and
+//! drawn negatives, not every class), then the adaptive softmax (a head of the most frequent
+//! classes and narrower tail clusters, in place of the sampled softmax), each side cut by its
+//! byte budget as `"auto"` cuts it, where run preparation knows the data's frequencies. Each is a change of
 //! config keys; a pinned key is never changed, and a remedy the config already has is skipped.
 
 use serde::Serialize;
@@ -16,6 +17,9 @@ use widebag_config::{
 };
 
 use crate::problem::Pins;
+
+/// Negatives the sampled softmax rung draws a step (`model.sampling.negatives`).
+pub const SAMPLED_NEGATIVES: usize = 1024;
 
 /// One layout remedy.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -50,6 +54,12 @@ pub enum Remedy {
     /// Costs accuracy. Tried at the default budget (a fifth of the unsplit table's bytes); the
     /// solver then raises it as far as the plan allows.
     HeadTailInput,
+    /// The sampled softmax (`model.output = "sampled_softmax"`, [`SAMPLED_NEGATIVES`] drawn
+    /// negatives with log-Q correction): a step's logits and the output layer's gradient are
+    /// the batch's targets and the drawn classes' (`[rows, candidates]`, `[last, candidates]`)
+    /// instead of every class's; the parameters and their state stay whole. Costs accuracy.
+    /// Offered where the classes outnumber the negatives four times over.
+    SampledOutput,
     /// The adaptive softmax over frequency-sorted classes (`model.output_bands`), cut by a side
     /// budget as `"auto"` cuts it: the output layer and its dense state shrink to the budget.
     /// Costs accuracy. The ladder tries the default budget (a fifth of the full layer's); the
@@ -59,7 +69,7 @@ pub enum Remedy {
 
 impl Remedy {
     /// The documented order.
-    pub const ORDER: [Remedy; 8] = [
+    pub const ORDER: [Remedy; 9] = [
         Remedy::RecomputeLogits,
         Remedy::NarrowChunk,
         Remedy::Checkpointing,
@@ -67,6 +77,7 @@ impl Remedy {
         Remedy::HalfTables,
         Remedy::HalfMoments,
         Remedy::HeadTailInput,
+        Remedy::SampledOutput,
         Remedy::AdaptiveOutput,
     ];
 
@@ -80,6 +91,7 @@ impl Remedy {
             Remedy::HalfTables => "model.input_bands.dtype",
             Remedy::HalfMoments => "optim.state_dtype",
             Remedy::HeadTailInput => "model.input_bands.cutoffs",
+            Remedy::SampledOutput => "model.output",
             Remedy::AdaptiveOutput => "model.output_bands",
         }
     }
@@ -94,6 +106,7 @@ impl Remedy {
             Remedy::HalfTables => "f16 tables",
             Remedy::HalfMoments => "bf16 moments",
             Remedy::HeadTailInput => "head/tail input",
+            Remedy::SampledOutput => "sampled softmax",
             Remedy::AdaptiveOutput => "adaptive softmax",
         }
     }
@@ -106,7 +119,7 @@ impl Remedy {
             | Remedy::Checkpointing
             | Remedy::HostTier => "time",
             Remedy::HalfTables | Remedy::HalfMoments => "precision",
-            Remedy::HeadTailInput | Remedy::AdaptiveOutput => "accuracy",
+            Remedy::HeadTailInput | Remedy::SampledOutput | Remedy::AdaptiveOutput => "accuracy",
         }
     }
 
@@ -130,7 +143,7 @@ impl Remedy {
             Remedy::HalfTables => pins.table_dtype,
             Remedy::HalfMoments => pins.state_dtype,
             Remedy::HeadTailInput => pins.input_cutoffs,
-            Remedy::AdaptiveOutput => pins.output_bands,
+            Remedy::SampledOutput | Remedy::AdaptiveOutput => pins.output_bands,
         }
     }
 
@@ -208,8 +221,21 @@ impl Remedy {
                 let budget = bands::input_side_bytes(config, &[]) / 5;
                 return with_input_budget(config, budget);
             }
+            Remedy::SampledOutput => {
+                let m = &config.model;
+                let whole = matches!(m.output, OutputKind::Full | OutputKind::Multinomial);
+                let n_classes = config.data.n_classes();
+                if !whole || m.tie_output || m.output_bands.cutoffs.is_split() {
+                    return None;
+                }
+                if n_classes < 4 * SAMPLED_NEGATIVES {
+                    return None;
+                }
+                c.model.output = OutputKind::SampledSoftmax;
+                c.model.sampling.negatives = SAMPLED_NEGATIVES;
+            }
             Remedy::AdaptiveOutput => {
-                if config.model.output_bands.cutoffs.is_split() {
+                if config.model.output_bands.cutoffs.is_split() || config.model.output.sampled() {
                     return None;
                 }
                 let budget = bands::output_side_bytes(config, &[]) / 5;
@@ -239,6 +265,14 @@ impl Remedy {
             Remedy::Checkpointing => config.model.checkpointing.name().to_string(),
             Remedy::RecomputeLogits => config.model.logits.name().to_string(),
             Remedy::HeadTailInput => side_value(&ib.budget, ib.cutoffs.ids(), "unsplit"),
+            Remedy::SampledOutput => match config.model.output.sampled() {
+                true => format!(
+                    "{} ({} negatives)",
+                    config.model.output.name(),
+                    config.model.sampling.negatives
+                ),
+                false => config.model.output.name().to_string(),
+            },
             Remedy::AdaptiveOutput => {
                 let ob = &config.model.output_bands;
                 side_value(&ob.budget, ob.cutoffs.ids(), "full softmax")
@@ -351,12 +385,21 @@ pub(crate) fn ladder(
     pins: Pins,
     device_bf16: bool,
 ) -> Vec<(Vec<Remedy>, Config)> {
-    let mut out = vec![(Vec::new(), config.clone())];
+    let mut out: Vec<(Vec<Remedy>, Config)> = vec![(Vec::new(), config.clone())];
     for r in Remedy::ORDER {
         if r.barred(pins, config) {
             continue;
         }
-        let (taken, last) = out.last().expect("the configured rung");
+        // The adaptive softmax replaces the sampled softmax rather than stacking on it: it
+        // follows the last rung without it.
+        let (taken, last) = match r {
+            Remedy::AdaptiveOutput => out
+                .iter()
+                .rev()
+                .find(|(t, _)| !t.contains(&Remedy::SampledOutput))
+                .expect("the configured rung"),
+            _ => out.last().expect("the configured rung"),
+        };
         if let Some(next) = r.applied(last, n_bands, device_bf16) {
             let mut taken = taken.clone();
             taken.push(r);
@@ -398,6 +441,11 @@ pub enum Change {
         cutoffs: Vec<usize>,
         budget: Option<String>,
     },
+    /// The output's loss and its drawn negatives.
+    Output {
+        output: OutputKind,
+        negatives: usize,
+    },
     /// The output's objective, cutoffs and the side budget they were cut by.
     OutputBands {
         output: OutputKind,
@@ -420,6 +468,10 @@ impl Change {
             Remedy::HeadTailInput => Change::InputBands {
                 cutoffs: ib.cutoffs.ids().to_vec(),
                 budget: ib.budget.clone(),
+            },
+            Remedy::SampledOutput => Change::Output {
+                output: config.model.output,
+                negatives: config.model.sampling.negatives,
             },
             Remedy::AdaptiveOutput => Change::OutputBands {
                 output: config.model.output,
@@ -450,6 +502,10 @@ impl Change {
             Change::InputBands { cutoffs, budget } => {
                 config.model.input_bands.cutoffs = cuts_of(cutoffs);
                 config.model.input_bands.budget = budget.clone();
+            }
+            Change::Output { output, negatives } => {
+                config.model.output = *output;
+                config.model.sampling.negatives = *negatives;
             }
             Change::OutputBands {
                 output,
@@ -503,7 +559,17 @@ mod tests {
         // One band on a device without bf16: the narrowest chunk, the host tier, then f16
         // tables; the moments then live on the host, so bf16 moments follow.
         // The logits are recomputed already (the default): that rung changes nothing.
-        let [_logits, chunk, ckpt, host, half, moments, input, adaptive] = Remedy::ORDER;
+        let [
+            _logits,
+            chunk,
+            ckpt,
+            host,
+            half,
+            moments,
+            input,
+            sampled,
+            adaptive,
+        ] = Remedy::ORDER;
         assert_eq!(
             taken,
             vec![
@@ -514,9 +580,15 @@ mod tests {
                 vec![chunk, ckpt, host, half],
                 vec![chunk, ckpt, host, half, moments],
                 vec![chunk, ckpt, host, half, moments, input],
+                vec![chunk, ckpt, host, half, moments, input, sampled],
                 vec![chunk, ckpt, host, half, moments, input, adaptive],
             ]
         );
+        // The sampled softmax: the output's loss, the parameters whole.
+        let cut = &rungs[7].1;
+        assert_eq!(cut.model.output, OutputKind::SampledSoftmax);
+        assert_eq!(cut.model.sampling.negatives, SAMPLED_NEGATIVES);
+        assert!(!cut.model.output_bands.cutoffs.is_split());
         // Head/tail inputs at the default side budget: a fifth of the unsplit table's bytes
         // (at the rung's f16 rows and bf16 moments), every band on the host.
         let cut = &rungs[6].1;
@@ -525,8 +597,9 @@ mod tests {
         let unsplit = bands::input_side_bytes(&rungs[5].1, &[]);
         assert!(bands::input_side_bytes(cut, cuts) <= unsplit / 5);
         assert!((0..3).all(|k| cut.model.input_bands.placement_of(k) == BandPlacement::Host));
-        // The adaptive softmax at the default side budget: a fifth of the full layer's bytes.
-        let cut = &rungs[7].1;
+        // The adaptive softmax at the default side budget (a fifth of the full layer's bytes),
+        // in place of the sampled softmax.
+        let cut = &rungs[8].1;
         assert_eq!(cut.model.output, OutputKind::Adaptive);
         let cuts = cut.model.output_bands.cutoffs.ids();
         assert!(!cuts.is_empty());

@@ -369,6 +369,7 @@ fn remedies(
     for r in [
         Remedy::Checkpointing,
         Remedy::HeadTailInput,
+        Remedy::SampledOutput,
         Remedy::AdaptiveOutput,
     ] {
         if r.costs_accuracy() && config.plan.keep_accuracy {

@@ -174,21 +174,29 @@ fn the_model_builds_the_output_layer_the_ledger_prices() {
     use widebag_ledger::step::{BatchFacts, DeviceFacts, OutputLayerKind, StepSpec};
     let compute = Compute::flex();
     let mut seen = Vec::new();
-    for output in [OutputKind::Full, OutputKind::Adaptive] {
+    for output in [
+        OutputKind::Full,
+        OutputKind::Adaptive,
+        OutputKind::SampledSoftmax,
+    ] {
         for kernels in [CpuKernels::Host, CpuKernels::Tensor] {
             for tied in [false, true] {
                 let mut c = small_config();
                 c.model.output = output;
                 c.train.cpu_kernels = kernels;
                 c.model.tie_output = tied;
+                c.model.sampling.negatives = 3;
                 if output == OutputKind::Adaptive {
                     c.model.output_bands.cutoffs = Cutoffs::Ids(vec![3]);
                 }
                 let bands = ModelBands::resolve(&c).unwrap();
                 let built = SparseModel::new(&c, &bands, &compute);
-                // Tying is refused off the host kernels and with the adaptive softmax.
-                let refused =
-                    tied && (kernels == CpuKernels::Tensor || output == OutputKind::Adaptive);
+                // Tying is refused off the host kernels and with the adaptive softmax; the
+                // sampled softmax has its own item vectors (the config refuses the tie too).
+                let refused = tied
+                    && (kernels == CpuKernels::Tensor
+                        || output == OutputKind::Adaptive
+                        || output.sampled());
                 assert_eq!(
                     built.is_err(),
                     refused,
@@ -218,6 +226,7 @@ fn the_model_builds_the_output_layer_the_ledger_prices() {
         OutputLayerKind::HostSoftmax,
         OutputLayerKind::AdaptiveSoftmax,
         OutputLayerKind::HostAdaptiveSoftmax,
+        OutputLayerKind::Sampled,
     ] {
         assert!(seen.contains(&kind), "{kind:?} never built");
     }

@@ -38,6 +38,11 @@ pub fn build(
         _ => Objective::Multinomial,
     };
     if let Some(loss) = SampledLoss::of(spec.output, &spec.sampling) {
+        if spec.tied {
+            return Err(refuse(
+                "is the full softmax's; a sampled output has its own item vectors",
+            ));
+        }
         return sampled(spec, ranks, optim, init, loss, device);
     }
     if spec.score != Score::Dot {
