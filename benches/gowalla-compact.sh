@@ -5,16 +5,22 @@
 # fewer, Recall@20 and NDCG@20, the compact model's share of the full model's Recall@20, wall time
 # and peak RSS.
 #   bash benches/gowalla-compact.sh [OUT_DIR]    (needs ../shared/data/gowalla; a release build)
+# Env: DATA_DIR (a LightGCN split's directory with train.txt and test.txt; default
+# ../shared/data/gowalla: the recipe applied unchanged to another data set, e.g.
+# ../shared/data/yelp2018), EPOCHS (default: the configs' 20), WIDEBAG_BIN.
 set -euo pipefail
 out=${1:-widebag-gowalla-compact}
 mkdir -p "$out"
 bin=${WIDEBAG_BIN:-target/release/widebag}
+data=${DATA_DIR:-../shared/data/gowalla}
+sets=(--set "data.path=\"$data/train.txt\"" --set "data.test_path=\"$data/test.txt\"")
+[ -n "${EPOCHS:-}" ] && sets+=(--set "train.epochs=$EPOCHS")
 
 for name in gowalla gowalla-compact; do
   echo "== $name" >&2
   rm -rf "${out:?}/$name"
   t0=$SECONDS
-  "$bin" train --out "$out/$name" --config "configs/$name.toml" > /dev/null 2> "$out/$name.log"
+  "$bin" train --out "$out/$name" --config "configs/$name.toml" "${sets[@]}" > /dev/null 2> "$out/$name.log"
   echo $((SECONDS - t0)) > "$out/$name.seconds"
 done
 

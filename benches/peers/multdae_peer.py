@@ -142,6 +142,50 @@ class MultDAEBag(torch.nn.Module):
         return -(logp[row_of, idx] * counts).sum() / n_rows
 
 
+class SampledBag(MultDAEBag):
+    """The bag Mult-DAE with widebag's sampled softmax (`model.output = "sampled_softmax"`): a
+    step scores its rows against the batch's own items and `negatives` items drawn uniformly
+    without replacement (the candidates), each drawn item's score less ln(negatives / items)
+    (log-Q; 0 for the batch's items), softmax over the candidates against the bag's counts. The
+    output weight and bias are sparse embeddings (SparseAdam: only the candidates' rows move),
+    scored by `h · w + b` or, with `cosine`, by `cos(h, w) / temperature` (no bias), as widebag
+    scores them in training and evaluation."""
+
+    def __init__(self, n_items, dim, dropout, negatives, cosine, temperature):
+        super().__init__(n_items, dim, dropout)
+        bound = 1.0 / math.sqrt(dim)  # nn.Linear(dim, n_items)'s initialisation
+        self.out_w = torch.nn.Embedding(n_items, dim, sparse=True)
+        self.out_b = torch.nn.Embedding(n_items, 1, sparse=True)
+        torch.nn.init.uniform_(self.out_w.weight, -bound, bound)
+        torch.nn.init.uniform_(self.out_b.weight, -bound, bound)
+        del self.decode
+        self.n_items, self.negatives = n_items, negatives
+        self.cosine, self.temperature = cosine, temperature
+        self.log_q = math.log(negatives / n_items)
+
+    def scores(self, h, w, b):
+        if self.cosine:
+            hn = torch.nn.functional.normalize(h, dim=1)
+            return hn @ torch.nn.functional.normalize(w, dim=1).T / self.temperature
+        return h @ w.T + b.T
+
+    def head(self, bags):
+        """Every item's score (evaluation)."""
+        h = torch.tanh(bags + self.bias)
+        return self.scores(h, self.out_w.weight, self.out_b.weight)
+
+    def loss(self, bags, idx, counts, row_of, n_rows):
+        drawn = torch.randperm(self.n_items)[:self.negatives]
+        cand, inverse = torch.unique(torch.cat([idx, drawn]), return_inverse=True)
+        positive = torch.zeros(len(cand), dtype=torch.bool)
+        positive[inverse[:len(idx)]] = True
+        log_q = torch.where(positive, 0.0, self.log_q)
+        h = torch.tanh(bags + self.bias)
+        z = self.scores(h, self.out_w(cand), self.out_b(cand)) - log_q
+        logp = torch.log_softmax(z, dim=1)
+        return -(logp[row_of, inverse[:len(idx)]] * counts).sum() / n_rows
+
+
 class MultDAE(torch.nn.Module):
     def __init__(self, n_items, dim, dropout):
         super().__init__()
@@ -237,6 +281,13 @@ def main():
                     help="the dense parameters' Adam implementation (default fused)")
     ap.add_argument("--compile", action="store_true",
                     help="torch.compile the training step's layers after the input (inductor)")
+    ap.add_argument("--negatives", type=int, default=0,
+                    help="> 0: the sampled softmax over the batch's items and this many drawn "
+                         "ones (bag input only), as widebag's model.output = \"sampled_softmax\"")
+    ap.add_argument("--score", choices=["dot", "cosine"], default="dot",
+                    help="the sampled softmax's scores (widebag's model.score)")
+    ap.add_argument("--temperature", type=float, default=1.0,
+                    help="divides cosine scores (widebag's model.temperature)")
     ap.add_argument("--stop-at-target", action="store_true",
                     help="end at the first evaluation at or above --target, as widebag's "
                          "train.stop_at_metric does (the schedule stays the --epochs run's)")
@@ -254,7 +305,15 @@ def main():
     trainers = np.flatnonzero(train[0][1:] > train[0][:-1])
 
     bag = args.input == "bag"
-    if bag:
+    if args.negatives > 0 and not bag:
+        ap.error("--negatives needs --input bag")
+    if args.negatives > 0:
+        model = SampledBag(n_items, args.dim, args.dropout, args.negatives,
+                           args.score == "cosine", args.temperature)
+        opts = [torch.optim.SparseAdam([model.encode.weight, model.out_w.weight,
+                                        model.out_b.weight], lr=args.lr),
+                torch.optim.Adam([model.bias], lr=args.lr, **ADAM[args.adam])]
+    elif bag:
         model = MultDAEBag(n_items, args.dim, args.dropout)
         opts = [torch.optim.SparseAdam([model.encode.weight], lr=args.lr),
                 torch.optim.Adam([model.bias, *model.decode.parameters()], lr=args.lr,
@@ -317,6 +376,8 @@ def main():
                       "train_minor_faults_per_step": faults / max(step, 1), "threads": args.threads,
                       "torch": torch.__version__, "input": args.input, "adam": args.adam,
                       "compile": args.compile, "allocator_env": allocator_env(),
+                      "negatives": args.negatives, "score": args.score,
+                      "temperature": args.temperature,
                       "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
                       "evaluations": evaluations}), flush=True)
 

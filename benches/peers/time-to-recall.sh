@@ -31,7 +31,11 @@
 # differ in their timings only), STOP_AT_TARGET (1: each side ends at its first evaluation at or
 # above TARGET, widebag by `train.stop_at_metric`, the peer by `--stop-at-target`, both on the
 # EPOCHS run's schedule: the time to the target is the same, the rest of the run is not taken;
-# the final figures are then those at the target).
+# the final figures are then those at the target), WIDEBAG_ARGS and PEER_ARGS (more arguments
+# for each side, word-split: the same model changed on both sides, e.g. the sampled softmax:
+# WIDEBAG_ARGS='--set model.output=sampled_softmax --set model.score=cosine
+# --set model.temperature=0.1 --set model.sampling.negatives=4096' PEER_ARGS='--negatives 4096
+# --score cosine --temperature 0.1' PEERS=bag).
 # Writes OUT/summary.json, OUT/summary.md (the table it prints), OUT/machine.txt and each
 # invocation's raw output: widebag-RUN.json, .log, .wall (start and end) and its run directory
 # widebag-run-RUN/, torch-PEER-RUN.jsonl, .log, .wall.
@@ -49,6 +53,8 @@ seed=${SEED:-0}
 adam=${ADAM:-fused}
 compile=${COMPILE:-0}
 stop_at_target=${STOP_AT_TARGET:-0}
+read -r -a widebag_args <<< "${WIDEBAG_ARGS:-}"
+read -r -a peer_args <<< "${PEER_ARGS:-}"
 here=$(dirname "$0")
 # shellcheck source=common.sh
 . "$here/common.sh"
@@ -70,12 +76,13 @@ for run in $(seq 1 "$runs"); do
     "$bin" train --config configs/gowalla.toml --device cpu \
     --set "data.path=\"$data/train.txt\"" --set "data.test_path=\"$data/test.txt\"" \
     --set train.eval_every=1 --set "train.epochs=$epochs" --set "train.seed=$seed" \
-    "${widebag_stop[@]}" --json --out "$out/widebag-run-$run"
+    "${widebag_stop[@]}" "${widebag_args[@]}" --json --out "$out/widebag-run-$run"
   for peer in $peers; do
     echo "== run $run: PyTorch, $peer input ($threads threads)" >&2
     timed "$out/torch-$peer-$run" "$out/torch-$peer-$run.jsonl" "${torch_run[@]}" \
       "$python" "$here/multdae_peer.py" --data "$data" --threads "$threads" --epochs "$epochs" \
-      --input "$peer" --seed "$seed" --adam "$adam" "${compiled[@]}" "${peer_stop[@]}"
+      --input "$peer" --seed "$seed" --adam "$adam" "${compiled[@]}" "${peer_stop[@]}" \
+      "${peer_args[@]}"
   done
 done
 
