@@ -5,7 +5,10 @@
 #   1. the quickstart (`widebag train` on its embedded defaults);
 #   2. the seed model (240,000 → 1024 → [512] → 240,000, batch 128, Adam) in the dense, sparse
 #      and head/tail layouts on one synthetic file (`widebag data synth`);
-#   3. `widebag explain --measure` for each of those layouts (the ledger against burn's allocator);
+#   3. `widebag explain --measure` for each of those layouts (the ledger against burn's allocator),
+#      and each layout again with `--profile` (every stage boundary waits for the device; the
+#      step's device_profile: dispatches, blocking reads, new buffers, kernels compiled after
+#      step 1) and cubecl timing every launch (benches/kernel_profile.py: the top kernels);
 #   4. benches/peers/torch_peer.py --device cuda on the same file and shapes;
 # and writes OUT/gpu.md: one table (examples/s, peak memory, ledger error) naming the GPU and
 # driver, with the step profile's largest stages. Every step has its own time limit and a step
@@ -139,6 +142,15 @@ for layout in $layouts; do
   # shellcheck disable=SC2086
   run "widebag-$layout" "$bin" train --device "$device" "${model[@]}" "${file[@]}" ${layout_args[$layout]} --json
   # shellcheck disable=SC2086
+  CUBECL_DEBUG_OPTION=profile CUBECL_DEBUG_LOG="$out/kernels-$layout.log" \
+    run "profile-$layout" "$bin" train --device "$device" "${model[@]}" "${file[@]}" \
+    ${layout_args[$layout]} --profile --json
+  if [ -s "$out/kernels-$layout.log" ]; then
+    python3 "$here/kernel_profile.py" "$out/kernels-$layout.log" --steps "$steps" \
+      > "$out/kernels-$layout.json" 2>> "$out/profile-$layout.log"
+    xz -f "$out/kernels-$layout.log" 2>/dev/null || true
+  fi
+  # shellcheck disable=SC2086
   run "explain-$layout" "$bin" explain --device "$device" "${model[@]}" "${file[@]}" ${layout_args[$layout]} \
     --measure --steps 3 --json --svg "$out/explain-$layout.svg"
   if [ $torch_ok = 1 ]; then
@@ -206,14 +218,31 @@ for layout in layouts:
 t = next((t for t in (load(f"torch-{l}") for l in layouts) if t), None)
 if t:
     print(f"\ntorch: {t['peer']} on {t['device']}.")
-print("\nwidebag's step profile (ms per step, largest stages; each stage boundary waits for the device):")
+print("\nwidebag's step profile (`--profile`: ms per step, largest stages; each stage boundary "
+      "waits for the device), and what a step after the first asks of the device:")
 for layout in layouts:
-    w = load(f"widebag-{layout}")
+    w = load(f"profile-{layout}")
     p = w and w.get("profile")
     if p:
         top = sorted(p["stages"], key=lambda s: -s["ms_per_step"])[:4]
         print(f"- {layout}: {p['ms_per_step']:.1f} ms/step: " + ", ".join(
             f"{s['stage']} {s['ms_per_step']:.1f} ms ({100 * s['share']:.0f}%)" for s in top))
+        d = p.get("device_profile")
+        if d:
+            print(f"  {d['dispatches_per_step']:.1f} dispatches, {d['reads_per_step']:.1f} blocking "
+                  f"reads, {d['allocations_per_step']:.1f} new buffers per step; "
+                  f"{d['compiled_after_step_1']} kernels compiled after step 1")
+for layout in layouts:
+    try:
+        k = json.load(open(f"{out}/kernels-{layout}.json"))
+    except (OSError, ValueError):
+        continue
+    print(f"\nTop kernels, {layout} (cubecl's timing of every launch over the profiled run's "
+          f"{k['steps']} steps, its first step and compilation included; "
+          f"{k['ms_per_step_timed']:.1f} ms per step timed):\n")
+    print("| kernel | calls per step | ms per step |\n|---|---|---|")
+    for t in k["top"]:
+        print(f"| {t['name']} | {t['calls_per_step']:.1f} | {t['ms_per_step']:.2f} |")
 print("\nSteps (rc, seconds):\n")
 print("```\n" + open(f"{out}/steps.txt").read().strip() + "\n```")
 PY

@@ -12,6 +12,7 @@ mod checkpointing;
 mod cli;
 mod data_files;
 mod device;
+mod device_profile;
 mod docs;
 mod faults;
 mod frontier;

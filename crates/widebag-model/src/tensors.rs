@@ -1,4 +1,7 @@
-//! Host ↔ device helpers: upload vectors as float or int tensors, read tensors back as vectors.
+//! Host ↔ device helpers: upload vectors as float or int tensors, read tensors back as vectors
+//! (each read counted: on a GPU it blocks the host until the device is done).
+
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use burn::tensor::{Device, Int, Tensor, TensorData};
 
@@ -20,7 +23,16 @@ pub fn row_indices(values: &[u32], device: &Device) -> Tensor<2, Int> {
     ints(values, device).reshape([n, 1])
 }
 
+/// Tensors read back to the host so far, by this process.
+static READS: AtomicU64 = AtomicU64::new(0);
+
+/// How many tensors have been read back to the host so far.
+pub fn reads() -> u64 {
+    READS.load(Ordering::Relaxed)
+}
+
 pub fn to_vec<const D: usize>(t: Tensor<D>) -> Result<Vec<f32>, ModelError> {
+    READS.fetch_add(1, Ordering::Relaxed);
     t.into_data()
         .convert::<f32>()
         .try_into_vec::<f32>()

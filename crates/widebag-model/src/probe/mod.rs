@@ -9,6 +9,7 @@
 //! binary registers ([`set_heap_counter`], its global allocator's). That is how each rank of a
 //! multi-process run (one process each) is measured.
 
+pub mod device_counts;
 pub mod profile;
 pub mod progress;
 
@@ -61,7 +62,7 @@ pub fn set_heap_counter(counter: fn() -> u64) {
 
 /// Peak allocator readings. Readings drain burn's fusion queue first, so they reflect every
 /// operation issued so far.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub struct StepProbe {
     device: Device,
     pub mode: ProbeMode,
@@ -177,7 +178,8 @@ impl StepProbe {
     /// Forgets the peaks (after warm-up steps).
     pub fn reset(&mut self) {
         let (baseline_bytes, heap) = (self.baseline_bytes, self.heap);
-        let profile = self.profile.clone();
+        let fresh = StepProfile::new(&self.device, false);
+        let profile = std::mem::replace(&mut self.profile, fresh);
         *self = Self::with_mode(&self.device, self.mode);
         self.baseline_bytes = baseline_bytes;
         self.heap = heap;

@@ -10,6 +10,8 @@ use std::time::Instant;
 use burn::tensor::Device;
 use serde::Serialize;
 
+use crate::probe::device_counts::{DeviceCounts, DeviceProfile};
+
 /// A stage of the training step.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -62,8 +64,8 @@ impl Stage {
     }
 }
 
-/// Stage timer of the training steps.
-#[derive(Clone, Debug)]
+/// Stage timer of the training steps; when its boundaries wait for the device, also what each
+/// step asks of the device ([`DeviceCounts`]).
 pub struct StepProfile {
     device: Device,
     /// Whether each boundary waits for the device.
@@ -71,6 +73,18 @@ pub struct StepProfile {
     last: Instant,
     seconds: BTreeMap<Stage, f64>,
     steps: u64,
+    counts: Option<DeviceCounts>,
+}
+
+impl std::fmt::Debug for StepProfile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StepProfile")
+            .field("sync", &self.sync)
+            .field("seconds", &self.seconds)
+            .field("steps", &self.steps)
+            .field("counts", &self.counts.is_some())
+            .finish()
+    }
 }
 
 impl StepProfile {
@@ -81,11 +95,17 @@ impl StepProfile {
             last: Instant::now(),
             seconds: BTreeMap::new(),
             steps: 0,
+            counts: sync.then(|| DeviceCounts::new(device)),
         }
     }
 
     /// Starts the clock of a new step (or of its data wait).
     pub fn start(&mut self) {
+        if let Some(c) = &mut self.counts {
+            // The step's counts begin once the work before it (an evaluation) is done.
+            let _ = self.device.sync();
+            c.start_step();
+        }
         self.last = Instant::now();
     }
 
@@ -103,6 +123,9 @@ impl StepProfile {
     /// One step done.
     pub fn end_step(&mut self) {
         self.steps += 1;
+        if let Some(c) = &mut self.counts {
+            c.end_step();
+        }
     }
 
     /// Forgets what was timed (after the warm-up steps).
@@ -131,6 +154,7 @@ impl StepProfile {
             synced: self.sync,
             ms_per_step: 1e3 * total / steps,
             stages,
+            device_profile: self.counts.as_ref().map(DeviceCounts::report),
         }
     }
 }
@@ -154,6 +178,9 @@ pub struct ProfileReport {
     pub ms_per_step: f64,
     /// In step order; stages the layout does not have are left out.
     pub stages: Vec<StageTime>,
+    /// What each step after the first asked of the device (wgpu with `--profile`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub device_profile: Option<DeviceProfile>,
 }
 
 impl ProfileReport {

@@ -1,0 +1,88 @@
+//! What a training step asks of a wgpu device (`train --profile --json`'s `device_profile`), on
+//! whatever adapter there is (lavapipe in CI): kernel launches per step, reads that block the
+//! host, new device buffers, and kernels compiled after the first step, for the seed model's
+//! layouts at the quickstart's size.
+
+use crate::common;
+
+use common::{has_wgpu, json, widebag};
+
+fn device_profile(sets: &[&str]) -> serde_json::Value {
+    let mut args = vec!["train", "--device", "wgpu", "--profile", "--json"];
+    args.extend(["--set", "train.steps=8"]);
+    for s in sets {
+        args.extend(["--set", s]);
+    }
+    let o = widebag(&args);
+    assert!(
+        o.status.success(),
+        "{sets:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    json(&o)["profile"]["device_profile"].clone()
+}
+
+#[test]
+fn sparse_and_dense_steps_compile_nothing_after_the_first_and_block_once_on_the_loss() {
+    if !has_wgpu("device_profile") {
+        return;
+    }
+    for (layout, sets) in [
+        ("sparse", vec![]),
+        ("dense", vec!["model.layout=dense", "data.width=20000"]),
+    ] {
+        let d = device_profile(&sets);
+        assert_eq!(d["steps"], 7, "{layout}: steps 2 to 8 counted: {d}");
+        assert_eq!(
+            d["compiled_after_step_1"], 0,
+            "{layout}: the op stream keeps its shapes: {d}"
+        );
+        assert_eq!(
+            d["reads_per_step"], 1.0,
+            "{layout}: the loss is the one read: {d}"
+        );
+        assert_eq!(
+            d["allocations_per_step"], 0.0,
+            "{layout}: the pools reuse their pages: {d}"
+        );
+        let dispatches = d["dispatches_per_step"].as_f64().unwrap();
+        assert!(
+            dispatches >= 10.0 && dispatches.fract() == 0.0,
+            "{layout}: {d}"
+        );
+        let named: f64 = d["top_kernels"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|k| k["calls_per_step"].as_f64().unwrap())
+            .sum();
+        assert!(named > 0.0 && named <= dispatches, "{layout}: {d}");
+    }
+}
+
+#[test]
+fn flex_and_an_unprofiled_run_report_no_device_profile() {
+    let o = widebag(&[
+        "train",
+        "--device",
+        "cpu",
+        "--profile",
+        "--json",
+        "--set",
+        "train.steps=3",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(json(&o)["profile"]["device_profile"].is_null());
+    if has_wgpu("device_profile_unprofiled") {
+        let o = widebag(&[
+            "train",
+            "--device",
+            "wgpu",
+            "--json",
+            "--set",
+            "train.steps=3",
+        ]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        assert!(json(&o)["profile"]["device_profile"].is_null());
+    }
+}
