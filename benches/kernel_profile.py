@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """cubecl's per-kernel profile (`CUBECL_DEBUG_OPTION=profile CUBECL_DEBUG_LOG=FILE`) summed by
-kernel: each timed launch is a line `| 546.982µs | FullKernel_83bd64d9` (the kernel's name, its
+kernel (its name's parts joined by ` · `): each timed launch is a line `| 546.982µs | FullKernel_83bd64d9` (the kernel's name, its
 specialisation hash after the last `_`). Prints the top kernels as JSON: name, calls and ms per
 step over `--steps` steps (the whole run's launches, the first step's and any evaluation's
 included), largest time first.
@@ -22,9 +22,9 @@ def short(parts):
     part and its algorithm family (`MatmulEntry | SimpleMatmulFamily`)."""
     parts = list(parts)
     if len(parts) <= 3:
-        return " | ".join(parts)
+        return " · ".join(parts)
     family = [p for p in parts if p.endswith("Family")]
-    return " | ".join([parts[0]] + (family or parts[1:2]))
+    return " · ".join([parts[0]] + (family or parts[1:2]))
 
 
 def kernels(path):
