@@ -429,7 +429,7 @@ mod tests {
                 3. model.output_bands none (full softmax) → 35.71 MiB (cutoffs [19985, 79940]) frees 190.43 MiB
                 4. model.dim 32 → 5 frees 74.18 MiB
                 5. budget 256.00 MiB → 330.00 MiB (adds 74.00 MiB)
-              planned in 1.5 ms (62 ledger evaluations)
+              planned in 1.5 ms (65 ledger evaluations)
         "#]].assert_eq(&render(&pinned, 1.5));
     }
 }

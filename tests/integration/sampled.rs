@@ -346,3 +346,55 @@ fn explain_measure_prices_each_sampled_loss_within_the_bar() {
         }
     }
 }
+
+/// The unigram proposal draws by the training targets' class counts, which run preparation
+/// counts for it on a file and on the synthetic stream; on a file, more negatives than the
+/// file's classes are refused with exit 2 naming the key and the file.
+#[test]
+fn the_unigram_proposal_trains_on_a_file_and_on_synthetic_rows() {
+    let file = common::repo_root().join("datasets/sample/interactions/train.txt");
+    let path = format!("data.path=\"{}\"", file.display());
+    let on_file = [path.as_str(), "data.format=lightgcn", "train.batch_size=8"];
+    for (data, loss) in [
+        (&on_file[..], "sampled_softmax"),
+        (&[][..], "negative_sampling"),
+    ] {
+        let output = format!("model.output={loss}");
+        let mut sets = vec![
+            output.as_str(),
+            "model.sampling.proposal=unigram",
+            "model.sampling.negatives=16",
+            "train.steps=6",
+        ];
+        sets.extend(data);
+        let mut args = vec!["train", "--json"];
+        for s in &sets {
+            args.extend(["--set", s]);
+        }
+        let o = widebag(&args);
+        assert!(
+            o.status.success(),
+            "{sets:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let v = common::json(&o);
+        assert!(
+            v["final_loss"].as_f64().unwrap().is_finite(),
+            "{sets:?}: {v}"
+        );
+    }
+    let mut args = vec!["train"];
+    for s in on_file.iter().chain(&[
+        "model.output=sampled_softmax",
+        "model.sampling.negatives=900",
+    ]) {
+        args.extend(["--set", s]);
+    }
+    let o = widebag(&args);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("model.sampling.negatives") && err.contains("train.txt"),
+        "{err}"
+    );
+}
