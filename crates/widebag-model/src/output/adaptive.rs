@@ -15,11 +15,11 @@ use crate::error::ModelError;
 use crate::optim::dense::DenseParam;
 use crate::output::clusters::{self, AdaptiveParams, cluster_logits, log_softmax_rows};
 use crate::output::scores::{ScoreKind, Visit};
-use crate::output::{Objective, OutputGrads, OutputLayer, OutputPass, Upstream};
+use crate::output::{Objective, OutputGrads, OutputLayer, OutputPass};
 use crate::params::{Cluster, Linear};
-use crate::probe::{Point, Stage, StepProbe};
+use crate::probe::{Point, StepProbe};
 use crate::ranks::{RankBatch, Ranks};
-use crate::tensors::{floats, ints, leaf_grad, scalar};
+use crate::tensors::{floats, ints, scalar};
 
 /// Rows of the batch whose targets fall in one output cluster, and those targets.
 pub(crate) struct ClusterTargets {
@@ -211,22 +211,11 @@ impl OutputLayer for AdaptiveSoftmax {
             head,
             clusters,
         } = pass.into_saved();
-        // Autodiff through the adaptive softmax, the MLP and the bag (one pass: its time is the
-        // output's backward).
-        let grads = loss.backward();
-        probe.lap(Stage::OutputBackward);
-        probe.detail(Point::BackwardLogits);
-        let mut params = vec![
-            leaf_grad(&head.weight, &grads),
-            leaf_grad(&head.bias, &grads),
-        ];
+        let mut leaves = vec![&head.weight, &head.bias];
         for c in &clusters {
-            params.extend([&c.proj, &c.weight, &c.bias].map(|l| leaf_grad(l, &grads)));
+            leaves.extend([&c.proj, &c.weight, &c.bias]);
         }
-        Ok(OutputGrads {
-            upstream: Upstream::Graph(grads),
-            params,
-        })
+        Ok(OutputGrads::by_autodiff(loss, &leaves, probe))
     }
 
     fn end_pass(&mut self, _pass: OutputPass) {}

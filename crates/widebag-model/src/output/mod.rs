@@ -115,6 +115,29 @@ pub struct OutputGrads {
     pub params: Vec<Tensor<2>>,
 }
 
+impl OutputGrads {
+    /// Autodiff from `loss` through the output layer, the MLP and the bag in one pass (its time
+    /// is the output's backward): the trunk's gradients, and the gradients of `leaves` (the
+    /// layer's gradient leaves, zeros where the loss did not reach one) in their order.
+    pub(crate) fn by_autodiff(
+        loss: Tensor<1>,
+        leaves: &[&Tensor<2>],
+        probe: &mut StepProbe,
+    ) -> Self {
+        let grads = loss.backward();
+        probe.lap(crate::probe::Stage::OutputBackward);
+        probe.detail(crate::probe::Point::BackwardLogits);
+        let params = leaves
+            .iter()
+            .map(|l| crate::tensors::leaf_grad(l, &grads))
+            .collect();
+        Self {
+            upstream: Upstream::Graph(grads),
+            params,
+        }
+    }
+}
+
 /// An output layer: forward to the loss, backward to `dL/dh` and its parameters' gradients, its
 /// updates, and its class scores.
 pub trait OutputLayer: Send {

@@ -21,10 +21,10 @@ use crate::output::full::FullParams;
 use crate::output::negatives::NegativeStream;
 use crate::output::scores::{ScoreKind, Visit};
 use crate::output::softmax::{self, ChunkTargets};
-use crate::output::{Objective, OutputGrads, OutputLayer, OutputPass, Upstream};
-use crate::probe::{Point, Stage, StepProbe};
+use crate::output::{Objective, OutputGrads, OutputLayer, OutputPass};
+use crate::probe::{Point, StepProbe};
 use crate::ranks::{RankBatch, Ranks};
-use crate::tensors::{floats, ints, leaf_grad, scalar};
+use crate::tensors::{floats, ints, scalar};
 
 /// Which sampled loss.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -408,17 +408,8 @@ impl OutputLayer for SampledOutput {
             bias,
             touched,
         } = pass.into_saved();
-        // Autodiff through the sampled scores, the MLP and the bag (one pass: its time is the
-        // output's backward).
-        let grads = loss.backward();
-        probe.lap(Stage::OutputBackward);
-        probe.detail(Point::BackwardLogits);
-        let params = vec![leaf_grad(&weight, &grads), leaf_grad(&bias, &grads)];
         self.touched = touched;
-        Ok(OutputGrads {
-            upstream: Upstream::Graph(grads),
-            params,
-        })
+        Ok(OutputGrads::by_autodiff(loss, &[&weight, &bias], probe))
     }
 
     fn end_pass(&mut self, _pass: OutputPass) {}
