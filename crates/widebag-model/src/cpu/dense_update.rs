@@ -14,6 +14,59 @@ use super::access::{HostMatrix, update_in_place};
 /// Elements per parallel task.
 const TASK: usize = 1 << 14;
 
+/// Adam(W)'s scalars for one step, as one element's update uses them.
+#[derive(Clone, Copy)]
+pub(crate) struct AdamScalars {
+    b1: f32,
+    c1: f32,
+    b2: f32,
+    c2: f32,
+    inv_sqrt_bc2: f32,
+    eps: f32,
+    step_size: f32,
+    decay: f32,
+}
+
+impl AdamScalars {
+    /// Step `step`'s scalars (`decoupled_decay`: AdamW's decay of the value).
+    pub(crate) fn new(config: &OptimConfig, step: u64, decoupled_decay: bool) -> Self {
+        let lr = config.lr_at(step);
+        let a = AdamStep::new(config, lr, step);
+        let (bc1, bc2) = a.bias_corrections();
+        let (b1, b2) = (a.beta1 as f32, a.beta2 as f32);
+        Self {
+            b1,
+            c1: 1.0 - b1,
+            b2,
+            c2: 1.0 - b2,
+            inv_sqrt_bc2: (1.0 / bc2.sqrt()) as f32,
+            eps: a.eps as f32,
+            step_size: (-a.lr / bc1) as f32,
+            decay: if decoupled_decay && config.weight_decay > 0.0 {
+                (1.0 - lr * config.weight_decay) as f32
+            } else {
+                1.0
+            },
+        }
+    }
+
+    /// One element: both moments, then the value.
+    #[inline]
+    pub(crate) fn apply(&self, v: &mut f32, m: &mut f32, s: &mut f32, g: f32) {
+        *m = self.b1 * *m + self.c1 * g;
+        *s = self.b2 * *s + self.c2 * (g * g);
+        let denom = s.sqrt() * self.inv_sqrt_bc2 + self.eps;
+        *v = *v * self.decay + self.step_size * (*m / denom);
+    }
+}
+
+/// Momentum's element update: `b = mu b + g; v -= lr b`.
+#[inline]
+pub(crate) fn momentum(lr: f32, mu: f32, v: &mut f32, b: &mut f32, g: f32) {
+    *b = mu * *b + g;
+    *v -= lr * *b;
+}
+
 /// One optimizer step of `p` with `grad`, in place (no copy on flex while each buffer has one
 /// handle).
 pub fn update(
@@ -25,24 +78,23 @@ pub fn update(
     let g = HostMatrix::take(grad)?;
     let g = g.as_slice();
     let lr = config.lr_at(step) as f32;
+    let value = &mut p.value;
     match &mut p.state {
-        DenseState::Sgd => update_in_place(&mut p.value, |v| {
+        DenseState::Sgd => update_in_place(value, |v| {
             v.par_chunks_mut(TASK)
                 .zip(g.par_chunks(TASK))
                 .for_each(|(v, g)| v.iter_mut().zip(g).for_each(|(v, g)| *v -= lr * g));
         }),
         DenseState::Momentum(buf) => {
             let mu = config.momentum as f32;
-            let value = &mut p.value;
             update_in_place(buf, |b| {
                 update_in_place(value, |v| {
                     v.par_chunks_mut(TASK)
                         .zip(b.par_chunks_mut(TASK))
                         .zip(g.par_chunks(TASK))
                         .for_each(|((v, b), g)| {
-                            for ((v, b), g) in v.iter_mut().zip(b).zip(g) {
-                                *b = mu * *b + g;
-                                *v -= lr * *b;
+                            for ((v, b), &g) in v.iter_mut().zip(b).zip(g) {
+                                momentum(lr, mu, v, b, g);
                             }
                         });
                 })
@@ -52,20 +104,8 @@ pub fn update(
             moments,
             decoupled_decay,
         } => {
-            let a = AdamStep::new(config, config.lr_at(step), step);
-            let (bc1, bc2) = a.bias_corrections();
-            let decay = if *decoupled_decay && config.weight_decay > 0.0 {
-                (1.0 - config.lr_at(step) * config.weight_decay) as f32
-            } else {
-                1.0
-            };
-            let (b1, b2) = (a.beta1 as f32, a.beta2 as f32);
-            let (c1, c2) = (1.0 - b1, 1.0 - b2);
-            let inv_sqrt_bc2 = (1.0 / bc2.sqrt()) as f32;
-            let eps = a.eps as f32;
-            let step_size = (-a.lr / bc1) as f32;
+            let a = AdamScalars::new(config, step, *decoupled_decay);
             let Moments { m, v: second } = moments.as_mut();
-            let value = &mut p.value;
             update_in_place(m, |m| {
                 update_in_place(second, |s| {
                     update_in_place(value, |v| {
@@ -75,10 +115,7 @@ pub fn update(
                             .zip(g.par_chunks(TASK))
                             .for_each(|(((v, m), s), g)| {
                                 for (((v, m), s), &g) in v.iter_mut().zip(m).zip(s).zip(g) {
-                                    *m = b1 * *m + c1 * g;
-                                    *s = b2 * *s + c2 * (g * g);
-                                    let denom = s.sqrt() * inv_sqrt_bc2 + eps;
-                                    *v = *v * decay + step_size * (*m / denom);
+                                    a.apply(v, m, s, g);
                                 }
                             });
                     })

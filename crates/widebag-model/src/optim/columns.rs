@@ -40,8 +40,10 @@ pub fn update_columns(
     let before = gathered.clone();
     let after = gathered.step(grad, config, step);
     peak();
+    // The parameter is moved out of its slot (a 1 × 1 placeholder stands in) so that its
+    // handle is the only one: the backends add into it in place instead of copying all of it.
     let add = |into: &mut Tensor<2>, new: Tensor<2>, old: Tensor<2>| {
-        let t = into.clone();
+        let t = std::mem::replace(into, Tensor::empty([1, 1], &into.device()));
         *into = t.select_assign(1, cols.clone(), new - old, IndexingUpdateOp::Add);
     };
     add(&mut param.value, after.value, before.value);

@@ -13,6 +13,8 @@ use widebag_csr::Targets;
 use widebag_ledger::shapes::ClassChunk;
 use widebag_ledger::step::OutputLayerKind;
 
+use crate::cpu::column_update::update_columns as host_columns;
+use crate::device::ComputePath;
 use crate::error::ModelError;
 use crate::optim::columns::update_columns;
 use crate::optim::dense::DenseParam;
@@ -74,7 +76,7 @@ pub struct SampledOutput {
 }
 
 /// One chunk's candidates: the chunk, the first of their gradient columns, their local columns.
-type Touched = Vec<(usize, usize, Tensor<1, Int>)>;
+type Touched = Vec<(usize, usize, Vec<u32>, Tensor<1, Int>)>;
 
 /// What a training forward pass keeps for its backward pass.
 struct Saved {
@@ -274,7 +276,7 @@ impl SampledOutput {
                 let idx = ints(&local, &self.device);
                 ws.push(lin.weight.value.clone().select(1, idx.clone()));
                 bs.push(lin.bias.value.clone().select(1, idx.clone()));
-                touched.push((k, first, idx));
+                touched.push((k, first, local, idx));
             }
             first = end;
         }
@@ -421,22 +423,30 @@ impl OutputLayer for SampledOutput {
         grads: Vec<Tensor<2>>,
         optim: &widebag_config::OptimConfig,
         step: u64,
-        _path: crate::device::ComputePath,
+        path: ComputePath,
         probe: &mut StepProbe,
     ) -> Result<(), ModelError> {
         let [dw, db]: [Tensor<2>; 2] = grads.try_into().map_err(|_| {
             ModelError::Shape("a sampled layer's update takes its two gathered gradients".into())
         })?;
         let bias_trains = self.score == Score::Dot;
-        for (k, first, idx) in std::mem::take(&mut self.touched) {
-            let n = idx.shape()[0];
+        for (k, first, local, idx) in std::mem::take(&mut self.touched) {
+            let n = local.len();
             let lin = &mut self.full.layer[k];
-            let mut peak = || probe.detail(Point::DenseUpdate);
             let g = dw.clone().narrow(1, first, n);
+            let gb = bias_trains.then(|| db.clone().narrow(1, first, n));
+            if path == ComputePath::Host {
+                host_columns(&mut lin.weight, &local, g, optim, step)?;
+                probe.detail(Point::DenseUpdate);
+                if let Some(gb) = gb {
+                    host_columns(&mut lin.bias, &local, gb, optim, step)?;
+                }
+                continue;
+            }
+            let mut peak = || probe.detail(Point::DenseUpdate);
             update_columns(&mut lin.weight, &idx, g, (optim, step), &mut peak);
-            if bias_trains {
-                let g = db.clone().narrow(1, first, n);
-                update_columns(&mut lin.bias, &idx, g, (optim, step), &mut || {});
+            if let Some(gb) = gb {
+                update_columns(&mut lin.bias, &idx, gb, (optim, step), &mut || {});
             }
         }
         Ok(())
