@@ -31,6 +31,7 @@ evaluation inputs, the model), `first_step_s`, `train_minor_faults_per_step` and
 evaluations.
 
     python3 multdae_peer.py --data ../shared/data/gowalla --threads 2 [--epochs 20] [--seed 0]
+    python3 multdae_peer.py --config configs/gowalla-fast.toml --threads 2   (that config's model)
 """
 
 import argparse
@@ -263,6 +264,46 @@ def allocator_env():
             if k.startswith("MALLOC_") or k in ("GLIBC_TUNABLES", "LD_PRELOAD")}
 
 
+def from_config(path, args, ap):
+    """Sets the model, batch, schedule and optimizer from a widebag config (`--config`), so that
+    the peer is the config's model: refuses a config whose model it does not compute (a hidden
+    layer, another activation, pooling, score, proposal or optimizer)."""
+    import tomllib
+    with open(path, "rb") as f:
+        c = tomllib.load(f)
+    model, train, optim = c.get("model", {}), c.get("train", {}), c.get("optim", {})
+    sampling = model.get("sampling", {})
+    need = {
+        "data.normalize": (c.get("data", {}).get("normalize", False), True),
+        "model.hidden": (model.get("hidden", []), []),
+        "model.activation": (model.get("activation", "tanh"), "tanh"),
+        "model.pooling": (model.get("pooling", "sum"), "sum"),
+        "model.tie_output": (model.get("tie_output", False), False),
+        "model.sampling.proposal": (sampling.get("proposal", "uniform"), "uniform"),
+        "model.sampling.batch_negatives": (sampling.get("batch_negatives", True), True),
+        "optim.dense": (optim.get("dense", "adam"), "adam"),
+        "optim.table": (optim.get("table", "adam"), "adam"),
+        "optim.schedule": (optim.get("schedule", "cosine"), "cosine"),
+    }
+    for key, (got, want) in need.items():
+        if got != want:
+            ap.error(f"{path}: {key} = {got!r}: the peer computes {want!r} only")
+    output = model.get("output", "multinomial")
+    if output not in ("multinomial", "sampled_softmax"):
+        ap.error(f"{path}: model.output = {output!r}: the peer computes multinomial or "
+                 "sampled_softmax")
+    args.dim = model.get("dim", args.dim)
+    args.dropout = model.get("input_dropout", args.dropout)
+    args.batch = train.get("batch_size", args.batch)
+    args.epochs = train.get("epochs", args.epochs)
+    args.lr = optim.get("lr", args.lr)
+    if output == "sampled_softmax":
+        args.input = "bag"
+        args.negatives = sampling.get("negatives", 1024)
+        args.score = model.get("score", "dot")
+        args.temperature = model.get("temperature", 1.0)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--data", default="../shared/data/gowalla")
@@ -291,7 +332,13 @@ def main():
     ap.add_argument("--stop-at-target", action="store_true",
                     help="end at the first evaluation at or above --target, as widebag's "
                          "train.stop_at_metric does (the schedule stays the --epochs run's)")
+    ap.add_argument("--config", default=None,
+                    help="a widebag config (TOML): its model, batch, epochs, learning rate and "
+                         "sampled softmax replace the flags above (refused unless the peer "
+                         "computes that model)")
     args = ap.parse_args()
+    if args.config:
+        from_config(args.config, args, ap)
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
     rng = np.random.default_rng(args.seed)
@@ -377,7 +424,8 @@ def main():
                       "torch": torch.__version__, "input": args.input, "adam": args.adam,
                       "compile": args.compile, "allocator_env": allocator_env(),
                       "negatives": args.negatives, "score": args.score,
-                      "temperature": args.temperature,
+                      "temperature": args.temperature, "dim": args.dim,
+                      "batch": args.batch, "epochs": args.epochs, "lr": args.lr,
                       "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
                       "evaluations": evaluations}), flush=True)
 
