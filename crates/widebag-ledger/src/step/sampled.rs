@@ -2,7 +2,8 @@
 //! "cosine_contrastive"`): the full softmax's parameters and state without a whole gradient,
 //! then per stage what the step holds for its `C` candidates (the batch's targets and the drawn
 //! classes, [`StepSpec::sampled_candidates`]): the gathered columns, the `[rows, C]` scores and
-//! what autodiff saves of the loss, their gradients, and the column update's temporaries.
+//! what autodiff saves of the loss, their gradients, and the column update's temporaries (none
+//! on flex's host kernels).
 
 use widebag_config::DenseOptim;
 
@@ -126,9 +127,13 @@ pub(super) fn backward(b: &mut Builder, spec: &StepSpec) {
     b.f32("dL/dh", "output", &[rows, last], Category::Temporaries, at);
 }
 
-/// The column update, one chunk's weight columns at a time: their values and state before the
-/// step and after it (`[last, C]` each).
+/// The column update, one chunk's weight columns at a time: on the tensor path their values and
+/// state before the step and after it (`[last, C]` each); flex's host kernel
+/// (`cpu::column_update`) updates them in place and holds nothing more.
 pub(super) fn update(b: &mut Builder, spec: &StepSpec) {
+    if spec.host_kernels() {
+        return;
+    }
     let (cand, last) = (spec.sampled_candidates(), spec.last_hidden());
     let per = match spec.dense_optim {
         DenseOptim::Sgd => 1,
