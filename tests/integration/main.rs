@@ -39,3 +39,4 @@ mod save_init;
 mod sweep;
 mod tidy;
 mod tied;
+mod user_vector;

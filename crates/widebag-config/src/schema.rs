@@ -45,6 +45,10 @@ pub struct DataConfig {
     pub test_path: Option<PathBuf>,
     /// Scale each input bag to unit L2 norm (Mult-DAE/Mult-VAE's `F.normalize`).
     pub normalize: bool,
+    /// `lightgcn`: > 0 gives each user its own input column past the items, of this value in
+    /// its bag (before `normalize`), so the input table learns a vector per user that is added
+    /// to its items' (SimpleX's user vector beside the pooled items); 0: none.
+    pub user_vector: f32,
     /// `text`/`dictd`: `bow` (one row per document) or `cbow` (one row per word).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub mode: Option<TextMode>,
@@ -99,6 +103,7 @@ impl Default for DataConfig {
             format: None,
             test_path: None,
             normalize: false,
+            user_vector: 0.0,
             mode: None,
             window: 2,
             min_count: 1,

@@ -35,6 +35,22 @@ fn check_tied(c: &Config) -> Result<(), (&'static str, String)> {
     Err((key, why))
 }
 
+/// `data.user_vector`: the users' columns widen the input past the items, so the table is no
+/// longer the output layer's weight, and they are not among the ids the bands renumber.
+fn check_user_vector(m: &ModelConfig) -> Result<(), (&'static str, String)> {
+    let key = "data.user_vector";
+    check(
+        !m.tie_output,
+        key,
+        "takes no model.tie_output (the users' columns are not items)",
+    )?;
+    check(
+        !m.input_bands.cutoffs.is_split(),
+        key,
+        "takes no input bands (model.input_bands.cutoffs)",
+    )
+}
+
 /// The head/tail keys of `[model]`.
 fn check_bands(m: &ModelConfig) -> Result<(), (&'static str, String)> {
     let err = |key: &'static str, msg: String| Err((key, msg));
@@ -278,8 +294,22 @@ fn check_file(d: &DataConfig) -> Result<(), (&'static str, String)> {
             "data.zero_based",
             "applies to the libsvm format only",
         )?;
+        check(
+            d.user_vector == 0.0 || f == Format::Lightgcn,
+            "data.user_vector",
+            "applies to the lightgcn format only (its rows are users)",
+        )?;
     }
-    Ok(())
+    check(
+        d.user_vector.is_finite() && d.user_vector >= 0.0,
+        "data.user_vector",
+        "must be a finite number >= 0 (0: no user vector)",
+    )?;
+    check(
+        d.user_vector == 0.0 || d.path.is_some(),
+        "data.user_vector",
+        "needs a lightgcn data.path (synthetic rows have no users)",
+    )
 }
 
 /// `[model]`: the widths, the bands and the tied output.
@@ -294,6 +324,9 @@ fn check_model(c: &Config) -> Result<(), (&'static str, String)> {
     check_bands(m)?;
     if m.tie_output {
         check_tied(c)?;
+    }
+    if c.data.user_vector > 0.0 {
+        check_user_vector(m)?;
     }
     check_sampled(c)
 }

@@ -1,11 +1,13 @@
 //! What a model does to its input bag before the first layer: L2 normalisation (Mult-DAE's
 //! `F.normalize`) and, in training, dropout of entries with the survivors scaled by 1/(1 − p),
 //! drawn from a counter-based hash so a batch's mask is a pure function of seed, step and entry;
-//! and a batch's rows `range` as a batch of its own (a rank's part of a global batch).
+//! a batch's rows `range` as a batch of its own (a rank's part of a global batch); and a column
+//! of each row's own beside its entries (a LightGCN user's id column).
 
 use sprs::CsMatI;
 
 use crate::batch::CsrBatch;
+use crate::error::CsrError;
 use crate::targets::Targets;
 
 /// SplitMix64's finaliser: a well-mixed 64-bit hash of `z`.
@@ -131,6 +133,59 @@ impl CsrBatch {
         CsrBatch::from_parts(matrix, targets)
     }
 
+    /// The batch `width` wide with each row's own column beside its entries (a LightGCN user's
+    /// id column, `data.user_vector`): row `r` gains column `columns[r]` (when `Some`) with
+    /// `value`. Each such column is past the row's ids and below `width` (at least the batch's
+    /// width), so a row's ids stay sorted and distinct; the targets are unchanged.
+    pub fn with_row_columns(
+        &self,
+        columns: &[Option<u32>],
+        value: f32,
+        width: usize,
+    ) -> Result<CsrBatch, CsrError> {
+        if columns.len() != self.n_rows() || width < self.width() {
+            return Err(CsrError::Structure(format!(
+                "{} row columns for {} rows, {width} wide for a batch {} wide",
+                columns.len(),
+                self.n_rows(),
+                self.width()
+            )));
+        }
+        if !value.is_finite() {
+            return Err(CsrError::NonFiniteValue {
+                row: 0,
+                id: columns.iter().flatten().next().copied().unwrap_or(0),
+                value,
+            });
+        }
+        let (ids, values, ptr) = (self.ids(), self.values(), self.row_ptr());
+        let extra = columns.iter().flatten().count();
+        let mut out_ptr = Vec::with_capacity(ptr.len());
+        out_ptr.push(0usize);
+        let mut out_ids = Vec::with_capacity(ids.len() + extra);
+        let mut out_values = Vec::with_capacity(ids.len() + extra);
+        for (r, column) in columns.iter().enumerate() {
+            out_ids.extend_from_slice(&ids[ptr[r]..ptr[r + 1]]);
+            out_values.extend_from_slice(&values[ptr[r]..ptr[r + 1]]);
+            if let Some(c) = *column {
+                let after = ptr[r + 1] == ptr[r] || ids[ptr[r + 1] - 1] < c;
+                if !after || c as usize >= width {
+                    return Err(CsrError::IdOutOfRange {
+                        row: r,
+                        id: c as u64,
+                        width,
+                    });
+                }
+                out_ids.push(c);
+                out_values.push(value);
+            }
+            out_ptr.push(out_ids.len());
+        }
+        let matrix = CsMatI::try_new((self.n_rows(), width), out_ptr, out_ids, out_values)
+            .map_err(|(_, _, _, e)| CsrError::Structure(e.to_string()))?;
+        Ok(CsrBatch::from_parts(matrix, self.targets().clone()))
+    }
+
     fn with_values(&self, values: Vec<f32>) -> CsrBatch {
         let m = self.matrix();
         let shape = (m.rows(), m.cols());
@@ -210,5 +265,45 @@ mod tests {
         want.dedup();
         assert_eq!(d.unique_ids(), &want[..]);
         assert_eq!(b.dropout(0.0, 7).ids(), b.ids());
+    }
+
+    #[test]
+    fn row_columns_go_beside_each_row_and_past_the_width_only() {
+        let rows = vec![
+            SparseRow::bag(vec![0, 2]),
+            SparseRow::bag(vec![]),
+            SparseRow::bag(vec![1]),
+        ];
+        let targets: Vec<RowTarget> = rows.iter().cloned().map(RowTarget::Bag).collect();
+        let b = CsrBatch::from_rows(&rows, &targets, 3, 3).unwrap();
+        let u = b
+            .with_row_columns(&[Some(3), None, Some(5)], 2.0, 6)
+            .unwrap();
+        assert_eq!(u.width(), 6);
+        assert_eq!(u.row_ptr(), &[0, 3, 3, 5]);
+        assert_eq!(u.ids(), &[0, 2, 3, 1, 5]);
+        assert_eq!(u.values(), &[1.0, 1.0, 2.0, 1.0, 2.0]);
+        assert_eq!(u.targets(), b.targets());
+        assert_eq!(u.unique_ids(), &[0, 1, 2, 3, 5]);
+        assert!(
+            b.with_row_columns(&[Some(2), None, None], 1.0, 6).is_err(),
+            "not past the row"
+        );
+        assert!(
+            b.with_row_columns(&[None, Some(2), None], 1.0, 6).is_ok(),
+            "an empty row"
+        );
+        assert!(
+            b.with_row_columns(&[Some(6), None, None], 1.0, 6).is_err(),
+            "past the new width"
+        );
+        assert!(
+            b.with_row_columns(&[None, None], 1.0, 6).is_err(),
+            "a column per row"
+        );
+        assert!(
+            b.with_row_columns(&[None, None, None], f32::NAN, 6)
+                .is_err()
+        );
     }
 }

@@ -60,6 +60,7 @@ pub use batches::epochs::{DataPosition, EpochBatches, Shuffle};
 pub use batches::input_dropout::InputDropout;
 pub use batches::streams::Streams;
 pub use batches::train_rows::TrainRows;
+pub use batches::user_columns::UserColumns;
 pub use dataset::{Dataset, RowStore};
 pub use error::DataError;
 pub use held_out::{HeldOut, load_held_out};

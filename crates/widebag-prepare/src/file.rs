@@ -18,7 +18,7 @@ use widebag_data::{
 
 use crate::bands::{Frequencies, resolve_bands, wants_class_counts, wants_frequencies};
 use crate::error::PrepareError;
-use crate::given::{held_batches, renumber};
+use crate::given::{held_batches, renumber, with_users};
 use crate::prepared::{DataSummary, PrepareOptions, Prepared, Sidecars, model_bands, stats_for};
 use crate::split::held_rows;
 
@@ -161,6 +161,12 @@ fn open_file(
         }
     }
     let mut train = rows.train(&relabel);
+    let mut user_columns = None;
+    if config.data.user_vector > 0.0 {
+        let (rows, users) = train.with_user_columns(config.data.user_vector);
+        (train, user_columns) = (rows, Some(users));
+        resolved.data.width = users.width();
+    }
     let bs = config.train.batch_size.max(1);
     let (mut eval, mut eval_seen, mut eval_users) = (Vec::new(), Vec::new(), None);
     let n_eval = config.train.eval_rows;
@@ -170,6 +176,9 @@ fn open_file(
             warnings.push(format!("{}: {n}", h.dataset.source.display()));
         }
         (eval, eval_seen) = held_batches(&h, bs)?;
+        if let Some(u) = &user_columns {
+            eval = with_users(u, eval, eval_users.as_deref())?;
+        }
     } else if n_eval > 0 {
         let n = train.n_all();
         if n_eval >= n {
@@ -211,6 +220,7 @@ fn open_file(
         relabel,
         vocabulary,
         labels,
+        user_columns,
     })
 }
 

@@ -4,7 +4,7 @@
 //! it must not be credited for (a LightGCN user's training items).
 
 use widebag_csr::CsrBatch;
-use widebag_data::HeldOut;
+use widebag_data::{HeldOut, UserColumns};
 
 use crate::error::PrepareError;
 use crate::prepared::Prepared;
@@ -42,6 +42,32 @@ pub(crate) fn held_batches(h: &HeldOut, bs: usize) -> Result<HeldBatches, Prepar
     Ok((eval, eval_seen))
 }
 
+/// Held-out `batches` (in order) with each row's user column (`users`: the user of each row;
+/// none: rows without users, left as they are but widened).
+pub(crate) fn with_users(
+    columns: &UserColumns,
+    batches: Vec<CsrBatch>,
+    users: Option<&[u32]>,
+) -> Result<Vec<CsrBatch>, PrepareError> {
+    let mut first = 0;
+    batches
+        .into_iter()
+        .map(|b| {
+            let n = b.n_rows();
+            let rows = first..first + n;
+            first += n;
+            let user = |r: usize| {
+                users
+                    .and_then(|u| u.get(r))
+                    .map_or(usize::MAX, |&u| u as usize)
+            };
+            columns
+                .add(&b, rows.map(user))
+                .map_err(PrepareError::data("data.user_vector"))
+        })
+        .collect()
+}
+
 /// `prepared` evaluated on `held` (rows in the data's own numbering, within its width and
 /// classes) instead of its own held-out rows: renumbered as the run renumbered, batched at the
 /// run's batch size.
@@ -61,7 +87,10 @@ pub fn hold_out(prepared: &mut Prepared, mut held: HeldOut) -> Result<(), Prepar
     held.dataset.width = width;
     held.dataset.n_classes = n_classes;
     renumber(&prepared.relabel, &mut held);
-    let (eval, seen) = held_batches(&held, prepared.config.train.batch_size)?;
+    let (mut eval, seen) = held_batches(&held, prepared.config.train.batch_size)?;
+    if let Some(u) = &prepared.user_columns {
+        eval = with_users(u, eval, held.users.as_deref())?;
+    }
     prepared.eval = eval;
     prepared.eval_seen = seen;
     prepared.eval_users = held.users;

@@ -98,6 +98,9 @@ pub struct Prepared {
     pub vocabulary: Option<widebag_data::Vocabulary>,
     /// `data.label = "file_name"`: class id → label.
     pub labels: Option<Vec<String>>,
+    /// `data.user_vector`: each LightGCN user's own input column, in training and held-out
+    /// batches.
+    pub user_columns: Option<widebag_data::UserColumns>,
 }
 
 impl Prepared {
@@ -216,6 +219,7 @@ pub(crate) fn open_synthetic(config: &Config) -> Result<Prepared, PrepareError> 
         relabel: relabel_used,
         vocabulary: None,
         labels: None,
+        user_columns: None,
     })
 }
 

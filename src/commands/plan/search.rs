@@ -44,6 +44,7 @@ fn measured_peak(
         relabel: prepared.relabel.clone(),
         vocabulary: None,
         labels: None,
+        user_columns: prepared.user_columns,
     };
     let (spec, ledger) = predict(&probe, device_facts(compute))?;
     if check_fits(&ledger, &spec).is_err() {

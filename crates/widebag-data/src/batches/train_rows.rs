@@ -1,9 +1,12 @@
 //! The rows a run reads: a dataset in memory, or a packed dataset read in place through its
 //! memory map (renumbered as each batch is assembled), less the rows held out for evaluation,
-//! which are named, not copied. Rows are addressed by their place in the file (`0..n_all`).
+//! which are named, not copied. Rows are addressed by their place in the file (`0..n_all`); a
+//! LightGCN file's rows are its users, and may carry each user's own column
+//! ([`UserColumns`]).
 
 use widebag_csr::CsrBatch;
 
+use crate::batches::user_columns::UserColumns;
 use crate::dataset::Dataset;
 use crate::error::DataError;
 use crate::order::Relabel;
@@ -26,6 +29,8 @@ pub struct TrainRows {
     held: Vec<usize>,
     width: usize,
     n_classes: usize,
+    /// Each row's own column (`data.user_vector`), added to every batch.
+    users: Option<UserColumns>,
 }
 
 impl TrainRows {
@@ -36,6 +41,7 @@ impl TrainRows {
             n_classes: data.n_classes,
             store: Store::Memory(data),
             held: Vec::new(),
+            users: None,
         }
     }
 
@@ -49,6 +55,7 @@ impl TrainRows {
                 relabel,
             },
             held: Vec::new(),
+            users: None,
         }
     }
 
@@ -59,6 +66,19 @@ impl TrainRows {
         held.retain(|&r| r < self.n_all());
         self.held = held;
         self
+    }
+
+    /// Each row (a LightGCN user) with its own column past the width, of `value`: the width
+    /// grows by a column per row. The columns it gives.
+    pub fn with_user_columns(mut self, value: f32) -> (Self, UserColumns) {
+        let users = UserColumns {
+            base: self.width,
+            n_users: self.n_all(),
+            value,
+        };
+        self.width = users.width();
+        self.users = Some(users);
+        (self, users)
     }
 
     /// Bytes of the rows resident on the heap (a dataset in memory; none for a packed file,
@@ -117,14 +137,19 @@ impl TrainRows {
 
     /// Rows `rows` (places in the file, any order) as a validated batch.
     pub fn batch(&self, rows: &[usize]) -> Result<CsrBatch, DataError> {
-        match &self.store {
-            Store::Memory(d) => Ok(d.batch(rows)?),
+        let batch = match &self.store {
+            Store::Memory(d) => d.batch(rows)?,
             Store::Mapped { file, relabel } => {
                 let mut store = file.gather(Part::Rows, rows)?;
                 relabel.store(&mut store);
                 let all: Vec<usize> = (0..rows.len()).collect();
-                Ok(store.batch(&all, self.width, self.n_classes)?)
+                let width = self.users.map_or(self.width, |u| u.base);
+                store.batch(&all, width, self.n_classes)?
             }
+        };
+        match &self.users {
+            Some(u) => u.add(&batch, rows.iter().copied()),
+            None => Ok(batch),
         }
     }
 }
@@ -204,6 +229,39 @@ mod tests {
             beyond.contains("row 23") && beyond.contains("d.wbp"),
             "{beyond}"
         );
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
+    fn each_row_carries_its_own_user_column_in_memory_and_packed() {
+        let d = data(9);
+        let dir = std::env::temp_dir().join(format!("widebag-user-cols-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("u.wbp");
+        let loaded = Loaded {
+            dataset: d.clone(),
+            vocabulary: None,
+            test: None,
+            labels: None,
+        };
+        let options = crate::packed::write::PackOptions {
+            block_rows: 4,
+            stats_samples: 1,
+            ..Default::default()
+        };
+        crate::packed::write::pack(&loaded, "libsvm", &path, options).unwrap();
+        let mapped = TrainRows::mapped(PackedFile::open(&path).unwrap(), Relabel::default());
+        let (memory, users) = TrainRows::memory(d).with_user_columns(0.5);
+        let (mapped, _) = mapped.with_user_columns(0.5);
+        assert_eq!((users.base, users.n_users, memory.width()), (7, 9, 16));
+        let rows = [8, 0, 3];
+        let (a, b) = (memory.batch(&rows).unwrap(), mapped.batch(&rows).unwrap());
+        assert_eq!((a.ids(), a.values()), (b.ids(), b.values()));
+        assert_eq!(a.width(), 16);
+        for (r, &row) in rows.iter().enumerate() {
+            let last = a.row_ptr()[r + 1] - 1;
+            assert_eq!((a.ids()[last], a.values()[last]), (7 + row as u32, 0.5));
+        }
         std::fs::remove_dir_all(&dir).ok();
     }
 }
