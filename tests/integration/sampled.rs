@@ -85,6 +85,54 @@ fn every_class_drawn_is_the_full_softmax_on_wgpu() {
     }
 }
 
+/// On flex the sampled softmax runs the host softmax's kernel over the gathered columns
+/// (`output::sampled_host`); with `train.cpu_kernels = "tensor"` it runs on burn's tensors with
+/// autodiff. Both give the same loss, rows, trunk and sampled columns' gradients, for dot and
+/// cosine scores, over a step with drawn negatives.
+#[test]
+fn the_host_sampled_softmax_matches_the_tensor_path_on_flex() {
+    let mut cosine = sampled_config(OutputKind::SampledSoftmax, 8);
+    cosine.model.score = Score::Cosine;
+    cosine.model.temperature = 0.25;
+    for (name, cfg) in [
+        ("dot", sampled_config(OutputKind::SampledSoftmax, 8)),
+        ("cosine / 0.25", cosine),
+    ] {
+        let mut tensor_cfg = cfg.clone();
+        tensor_cfg.train.cpu_kernels = widebag_config::CpuKernels::Tensor;
+        let b = batch(&cfg, 13);
+        let host = wide(&cfg, &flex()).gradients(&b).unwrap();
+        let tensor = wide(&tensor_cfg, &flex()).gradients(&b).unwrap();
+        let what = format!("host against tensor, {name}");
+        assert!(
+            (host.loss - tensor.loss).abs() <= 1e-5 * (1.0 + tensor.loss.abs()),
+            "{what}: loss {} vs {}",
+            host.loss,
+            tensor.loss
+        );
+        let rows = |g: &widebag_model::Grads| g.rows_to_vec().unwrap();
+        assert_close(
+            &format!("{what} rows"),
+            &rows(&host),
+            &rows(&tensor),
+            1e-5,
+            1e-4,
+        );
+        let dense = |g: &widebag_model::Grads| -> Vec<Vec<f32>> {
+            g.dense()
+                .into_iter()
+                .map(|t| to_vec(t.clone()).unwrap())
+                .collect()
+        };
+        let (h, t) = (dense(&host), dense(&tensor));
+        assert_eq!(h.len(), t.len(), "{what}");
+        // The last two are the sampled columns' weight and bias (cosine: the bias's is zero).
+        for (k, (h, t)) in h.iter().zip(&t).enumerate() {
+            assert_close(&format!("{what} dense {k}"), h, t, 1e-5, 1e-4);
+        }
+    }
+}
+
 /// The candidates of `config`'s first step on `b`: its targets and the step's draw, sorted.
 fn candidates(config: &Config, b: &widebag_csr::CsrBatch) -> Vec<u32> {
     let s = &config.model.sampling;

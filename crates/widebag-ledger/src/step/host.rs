@@ -14,7 +14,14 @@ use crate::shapes::{self, F32_BYTES};
 use crate::{Category, Lifetime, Point, Pool};
 
 /// One logit block per thread, for softmaxes over at most `classes` classes of `rows` rows.
-fn blocks(b: &mut Builder, spec: &StepSpec, layer: &str, rows: u64, classes: u64, at: Point) {
+pub(super) fn blocks(
+    b: &mut Builder,
+    spec: &StepSpec,
+    layer: &str,
+    rows: u64,
+    classes: u64,
+    at: Point,
+) {
     let cols = (shapes::host_block_cols(rows as usize) as u64).min(classes);
     b.add(
         "logit block (one per host thread)",
@@ -29,7 +36,7 @@ fn blocks(b: &mut Builder, spec: &StepSpec, layer: &str, rows: u64, classes: u64
 }
 
 /// `dL/dh` partials, one per thread, and their sum.
-fn dh_partials(b: &mut Builder, spec: &StepSpec, rows: u64) {
+pub(super) fn dh_partials(b: &mut Builder, spec: &StepSpec, rows: u64) {
     b.add(
         "dL/dh (one partial per host thread, and their sum)",
         "output",
@@ -43,7 +50,7 @@ fn dh_partials(b: &mut Builder, spec: &StepSpec, rows: u64) {
 }
 
 /// The softmax's input `h` copied out of autodiff for the kernel, and each row's log-sum-exp.
-fn host_input(b: &mut Builder, spec: &StepSpec) {
+pub(super) fn host_input(b: &mut Builder, spec: &StepSpec) {
     use Point::*;
     let rows = spec.output_rows();
     b.f32(

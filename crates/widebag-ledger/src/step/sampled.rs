@@ -3,11 +3,13 @@
 //! then per stage what the step holds for its `C` candidates (the batch's targets and the drawn
 //! classes, [`StepSpec::sampled_candidates`]): the gathered columns, the `[rows, C]` scores and
 //! what autodiff saves of the loss, their gradients, and the column update's temporaries (none
-//! on flex's host kernels).
+//! on flex's host kernels); on flex the sampled softmax holds the host softmax's blocks in place
+//! of the scores and their graph.
 
 use widebag_config::DenseOptim;
 
 use super::builder::Builder;
+use super::host;
 use super::spec::{SampledLossKind, StepSpec};
 use crate::shapes::{ClassChunk, F32_BYTES, I32_BYTES};
 use crate::{Category, Lifetime, Point, Pool};
@@ -88,6 +90,9 @@ pub(super) fn forward(b: &mut Builder, spec: &StepSpec) {
         Category::Activations,
         leaves,
     );
+    if spec.sampled_on_host() {
+        return host_softmax(b, spec);
+    }
     let saved = Lifetime::span(ForwardLogits, ForwardEnd);
     if s.cosine {
         let what = "unit rows and columns (cosine)";
@@ -119,9 +124,35 @@ pub(super) fn forward(b: &mut Builder, spec: &StepSpec) {
     );
 }
 
+/// On flex's host kernels (`output::sampled_host`): the full softmax's kernel over the gathered
+/// columns, with `h` on the host, the targets by candidate `(row, column, weight)`, one logit
+/// block per thread each way and the `dL/dh` partials (no `[rows, C]` scores, no graph).
+fn host_softmax(b: &mut Builder, spec: &StepSpec) {
+    use Point::*;
+    let (rows, cand) = (spec.batch.n_rows, spec.sampled_candidates());
+    b.add(
+        "targets by candidate (row, column, weight)",
+        "output",
+        &[spec.batch.n_targets],
+        12,
+        1,
+        Category::BatchBuffers,
+        Pool::Dynamic,
+        Lifetime::span(ForwardLogits, BackwardLogits),
+    );
+    host::host_input(b, spec);
+    host::blocks(b, spec, "output", rows, cand, ForwardLogits);
+    host::blocks(b, spec, "output", rows, cand, BackwardLogits);
+    host::dh_partials(b, spec, rows);
+}
+
 /// The backward pass: `dL/dh` beside the gathered columns' gradients (autodiff's `[rows, C]`
-/// score gradients are gone when the layer's backward returns).
+/// score gradients are gone when the layer's backward returns; the host kernel's partials are
+/// its forward's entry).
 pub(super) fn backward(b: &mut Builder, spec: &StepSpec) {
+    if spec.sampled_on_host() {
+        return;
+    }
     let (rows, last) = (spec.batch.n_rows, spec.last_hidden());
     let at = Lifetime::at(Point::BackwardLogits);
     b.f32("dL/dh", "output", &[rows, last], Category::Temporaries, at);

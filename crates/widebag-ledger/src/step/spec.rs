@@ -194,6 +194,14 @@ pub struct SampledFacts {
     pub loss: SampledLossKind,
     /// Scores by cosine (`model.score`).
     pub cosine: bool,
+    /// The batch's other rows' positives are a row's negatives too
+    /// (`model.sampling.batch_negatives`).
+    #[serde(default = "batch_negatives_default")]
+    pub batch_negatives: bool,
+}
+
+fn batch_negatives_default() -> bool {
+    true
 }
 
 /// The sampled losses, as the ledger prices their autodiff graphs.
@@ -219,6 +227,7 @@ impl SampledFacts {
             negatives: config.model.sampling.negatives as u64,
             loss,
             cosine: config.model.score == widebag_config::Score::Cosine,
+            batch_negatives: config.model.sampling.batch_negatives,
         })
     }
 }
@@ -405,6 +414,15 @@ impl StepSpec {
             && self.host_kernels()
             && self.ranks.is_none()
             && self.layout == Layout::Sparse
+    }
+
+    /// Whether the sampled step runs on flex's host kernels (the sampled softmax with the
+    /// batch's positives as negatives: the host softmax's kernel over the gathered columns).
+    pub fn sampled_on_host(&self) -> bool {
+        self.host_kernels()
+            && self
+                .sampled
+                .is_some_and(|s| s.loss == SampledLossKind::SampledSoftmax && s.batch_negatives)
     }
 
     /// Whether the output is the adaptive softmax.

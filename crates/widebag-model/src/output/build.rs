@@ -134,6 +134,6 @@ fn sampled(
         s.batch_negatives,
         stream,
         spec.reduce_cols,
-        device.clone(),
+        (device.clone(), spec.compute_path == ComputePath::Host),
     )))
 }

@@ -14,7 +14,8 @@
 //!   (`model.tie_output`);
 //! - [`sampled::SampledOutput`]: the sampled losses (sampled softmax with log-Q, negative
 //!   sampling, cosine contrastive) over the batch's positives and drawn negatives
-//!   (`negatives`), touching only their columns; the full softmax's parameters.
+//!   (`negatives`), touching only their columns; the full softmax's parameters; on flex the
+//!   sampled softmax runs the host softmax's kernel over the gathered columns (`sampled_host`).
 //!
 //! A multinomial bag (`model.output = "multinomial"`) is any of them with the bag's raw counts
 //! as targets ([`Objective`]). Class scores for evaluation are visited chunk by chunk
@@ -30,6 +31,7 @@ pub mod full;
 pub mod host;
 pub mod negatives;
 pub mod sampled;
+pub mod sampled_host;
 pub mod scores;
 pub mod softmax;
 pub mod tied;

@@ -13,6 +13,7 @@ use widebag_csr::Targets;
 use widebag_ledger::shapes::ClassChunk;
 use widebag_ledger::step::OutputLayerKind;
 
+use crate::cpu::access::HostMatrix;
 use crate::cpu::column_update::update_columns as host_columns;
 use crate::device::ComputePath;
 use crate::error::ModelError;
@@ -21,10 +22,11 @@ use crate::optim::dense::DenseParam;
 use crate::output::clusters::log_softmax_rows;
 use crate::output::full::FullParams;
 use crate::output::negatives::NegativeStream;
+use crate::output::sampled_host;
 use crate::output::scores::{ScoreKind, Visit};
 use crate::output::softmax::{self, ChunkTargets};
-use crate::output::{Objective, OutputGrads, OutputLayer, OutputPass};
-use crate::probe::{Point, StepProbe};
+use crate::output::{Objective, OutputGrads, OutputLayer, OutputPass, Upstream};
+use crate::probe::{Point, Stage, StepProbe};
 use crate::ranks::{RankBatch, Ranks};
 use crate::tensors::{floats, ints, scalar};
 
@@ -73,17 +75,30 @@ pub struct SampledOutput {
     /// The classes the last backward pass's gradients belong to, by chunk: `(chunk, first
     /// gradient column, local columns)`.
     touched: Touched,
+    /// Whether training steps run on flex's host kernels ([`sampled_host`]: the sampled softmax
+    /// with the batch's positives as negatives, on flex); else on tensors with autodiff.
+    host: bool,
 }
 
 /// One chunk's candidates: the chunk, the first of their gradient columns, their local columns.
 type Touched = Vec<(usize, usize, Vec<u32>, Tensor<1, Int>)>;
 
-/// What a training forward pass keeps for its backward pass.
-struct Saved {
+/// Autodiff's graph from the loss, its leaves (the gathered columns) and their classes.
+struct GraphPass {
     loss: Tensor<1>,
     weight: Tensor<2>,
     bias: Tensor<2>,
     touched: Touched,
+}
+
+/// What a training forward pass keeps for its backward pass: autodiff's graph from the loss
+/// and the gathered columns (its leaves), or the host kernels' pass.
+enum Saved {
+    Graph(Box<GraphPass>),
+    Host {
+        pass: Box<sampled_host::HostPass>,
+        touched: Touched,
+    },
 }
 
 /// A step's candidates: the batch's positives and the drawn negatives, sorted and distinct,
@@ -175,6 +190,8 @@ fn softplus(x: Tensor<2>) -> Tensor<2> {
 }
 
 impl SampledOutput {
+    /// `host`: train on flex's host kernels where they compute the loss (the sampled softmax
+    /// with `batch_negatives`); the other losses stay on tensors.
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         full: FullParams,
@@ -184,9 +201,10 @@ impl SampledOutput {
         batch_negatives: bool,
         stream: NegativeStream,
         reduce_cols: usize,
-        device: Device,
+        (device, host): (Device, bool),
     ) -> Self {
         Self {
+            host: host && loss == SampledLoss::Softmax && batch_negatives,
             full,
             loss,
             score,
@@ -260,12 +278,12 @@ impl SampledOutput {
         scalar(fwd.loss)
     }
 
-    /// The candidates' columns of every chunk, cut by chunk: `(chunk, first column, local
-    /// columns)`, and the gathered `[hidden, C]` weight and `[1, C]` bias.
-    fn gather(&self, classes: &[u32]) -> (Touched, Tensor<2>, Tensor<2>) {
-        let (mut touched, mut ws, mut bs) = (Vec::new(), Vec::new(), Vec::new());
+    /// The candidates' columns cut by chunk: `(chunk, first column, local columns, the local
+    /// columns as a tensor)`.
+    fn cut(&self, classes: &[u32]) -> Touched {
+        let mut touched = Vec::new();
         let mut first = 0;
-        for (k, (chunk, lin)) in self.full.chunks.iter().zip(&self.full.layer).enumerate() {
+        for (k, chunk) in self.full.chunks.iter().enumerate() {
             let end = first
                 + classes[first..].partition_point(|&c| (c as usize) < chunk.offset + chunk.n);
             if end > first {
@@ -274,13 +292,66 @@ impl SampledOutput {
                     .map(|&c| c - chunk.offset as u32)
                     .collect();
                 let idx = ints(&local, &self.device);
-                ws.push(lin.weight.value.clone().select(1, idx.clone()));
-                bs.push(lin.bias.value.clone().select(1, idx.clone()));
                 touched.push((k, first, local, idx));
             }
             first = end;
         }
-        (touched, Tensor::cat(ws, 1), Tensor::cat(bs, 1))
+        touched
+    }
+
+    /// The gathered `[hidden, C]` weight and `[1, C]` bias of the columns `touched` cuts.
+    fn gather(&self, touched: &Touched) -> (Tensor<2>, Tensor<2>) {
+        let (mut ws, mut bs) = (Vec::new(), Vec::new());
+        for (k, _, _, idx) in touched {
+            let lin = &self.full.layer[*k];
+            ws.push(lin.weight.value.clone().select(1, idx.clone()));
+            bs.push(lin.bias.value.clone().select(1, idx.clone()));
+        }
+        (Tensor::cat(ws, 1), Tensor::cat(bs, 1))
+    }
+
+    /// Each candidate's log-inclusion probability, 0 for the batch's positives (log-Q).
+    fn log_q(&self, cand: &Candidates) -> Vec<f32> {
+        (0..cand.classes.len())
+            .map(|c| match cand.positive[c] {
+                true => 0.0,
+                false => self.stream.log_inclusion(cand.classes[c]),
+            })
+            .collect()
+    }
+
+    /// The training forward pass on flex's host kernels ([`sampled_host`]).
+    fn forward_host(
+        &mut self,
+        h: &Tensor<2>,
+        cand: &Candidates,
+        touched: Touched,
+    ) -> Result<OutputPass, ModelError> {
+        let h = HostMatrix::take(h.clone().inner())?;
+        let n = cand.classes.len();
+        let cut: Vec<(usize, usize, Vec<u32>)> = touched
+            .iter()
+            .map(|(k, first, local, _)| (*k, *first, local.clone()))
+            .collect();
+        let columns = sampled_host::gather(&mut self.full, &cut, h.cols, n)?;
+        let log_q = self.log_q(cand);
+        let per_row = n.max(1) as u32;
+        let entries =
+            (cand.flat.iter().zip(&cand.weights)).map(|(&f, &w)| (f / per_row, f % per_row, w));
+        let temperature = (self.score == Score::Cosine).then_some(self.temperature);
+        let pass = Box::new(sampled_host::forward(
+            h,
+            columns,
+            &log_q,
+            entries,
+            temperature,
+        ));
+        let loss = pass.loss;
+        Ok(OutputPass::new(
+            loss,
+            Vec::new(),
+            Saved::Host { pass, touched },
+        ))
     }
 
     /// The sampled loss of `s` (`[rows, C]` scores on autodiff) for the candidates `cand`.
@@ -300,13 +371,7 @@ impl SampledOutput {
         };
         let total = match self.loss {
             SampledLoss::Softmax => {
-                let log_q: Vec<f32> = (0..n)
-                    .map(|c| match cand.positive[c] {
-                        true => 0.0,
-                        false => self.stream.log_inclusion(cand.classes[c]),
-                    })
-                    .collect();
-                let mut z = s - floats(log_q, [1, n], &dev);
+                let mut z = s - floats(self.log_q(cand), [1, n], &dev);
                 if !self.batch_negatives {
                     let keep = cand.negative_weights(targets, false, |_, _| 1.0);
                     let own: Vec<f32> = keep
@@ -382,19 +447,25 @@ impl OutputLayer for SampledOutput {
             return Ok(OutputPass::new(loss, Vec::new(), ()));
         }
         let cand = Candidates::new(targets, &self.stream.draw(self.step)?);
-        let (touched, weight, bias) = self.gather(&cand.classes);
+        let touched = self.cut(&cand.classes);
+        if self.host {
+            let pass = self.forward_host(h, &cand, touched);
+            probe.detail(Point::ForwardLogits);
+            return pass;
+        }
+        let (weight, bias) = self.gather(&touched);
         let weight = weight.autodiff().require_grad();
         let bias = bias.autodiff().require_grad();
         let s = self.scores_of(h.clone(), weight.clone(), bias.clone());
         probe.detail(Point::ForwardLogits);
         let loss = self.loss_of(s, &cand, targets);
         let value = scalar(loss.clone().inner())?;
-        let saved = Saved {
+        let saved = Saved::Graph(Box::new(GraphPass {
             loss,
             weight,
             bias,
             touched,
-        };
+        }));
         Ok(OutputPass::new(value, Vec::new(), saved))
     }
 
@@ -404,14 +475,32 @@ impl OutputLayer for SampledOutput {
         _batch: &RankBatch<'_>,
         probe: &mut StepProbe,
     ) -> Result<OutputGrads, ModelError> {
-        let Saved {
-            loss,
-            weight,
-            bias,
-            touched,
-        } = pass.into_saved();
-        self.touched = touched;
-        Ok(OutputGrads::by_autodiff(loss, &[&weight, &bias], probe))
+        match pass.into_saved::<Saved>() {
+            Saved::Graph(g) => {
+                let GraphPass {
+                    loss,
+                    weight,
+                    bias,
+                    touched,
+                } = *g;
+                self.touched = touched;
+                Ok(OutputGrads::by_autodiff(loss, &[&weight, &bias], probe))
+            }
+            Saved::Host { pass, touched } => {
+                let (rows, hidden, n) = (pass.rows(), pass.hidden(), pass.candidates());
+                let peak = &mut || probe.detail(Point::BackwardLogits);
+                let (dh, dw, db) = sampled_host::backward(*pass, peak);
+                probe.lap(Stage::OutputBackward);
+                self.touched = touched;
+                Ok(OutputGrads {
+                    upstream: Upstream::Dh(floats(dh, [rows, hidden], &self.device)),
+                    params: vec![
+                        floats(dw, [hidden, n], &self.device),
+                        floats(db, [1, n], &self.device),
+                    ],
+                })
+            }
+        }
     }
 
     fn end_pass(&mut self, _pass: OutputPass) {}
