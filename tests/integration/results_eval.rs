@@ -1,6 +1,7 @@
 //! Evaluation and export of a trained run: Recall@K and NDCG@K through the chunked evaluation
 //! equal the definitions applied to the full log-probability matrix; `widebag eval` on wgpu
-//! equals the CPU's within 1e-5; exported files load with the safetensors crate and numpy's
+//! (tensors) equals the CPU's (flex's host block scorer, a sampled cosine model's included)
+//! within 1e-5; exported files load with the safetensors crate and numpy's
 //! layout, and a head/tail model's exported embedding is what its bag computes for each id.
 
 use std::path::{Path, PathBuf};
@@ -98,6 +99,21 @@ fn evaluation_on_wgpu_equals_the_cpu() {
                 "data.format=\"lightgcn\"",
                 &format!("data.test_path=\"{}\"", te.display()),
                 "model.output=\"multinomial\"",
+                "train.steps=30",
+                "train.batch_size=32",
+                "eval.k=[5, 20]",
+            ]),
+        ),
+        (
+            "sampled-cosine",
+            set(&[
+                &format!("data.path=\"{}\"", tr.display()),
+                "data.format=\"lightgcn\"",
+                &format!("data.test_path=\"{}\"", te.display()),
+                "model.output=\"sampled_softmax\"",
+                "model.score=\"cosine\"",
+                "model.temperature=0.2",
+                "model.sampling.negatives=64",
                 "train.steps=30",
                 "train.batch_size=32",
                 "eval.k=[5, 20]",

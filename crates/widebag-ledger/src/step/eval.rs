@@ -72,6 +72,12 @@ pub fn eval_peak(spec: &StepSpec, ledger: &Ledger, k: u64) -> EvalPeak {
             let blocks = spec.n_classes.div_ceil(cols).min(spec.device.host_threads);
             let name = "class score blocks [batch, block], one per thread".to_string();
             t.push((name, blocks * b * cols * F32_BYTES));
+            if spec.sampled.is_some_and(|s| s.cosine) {
+                // Cosine scores: every class's column copied to unit norm over the temperature,
+                // with zero biases, for the block scorer.
+                let name = "unit columns over the temperature (cosine), every class".to_string();
+                t.push((name, (spec.last_hidden() + 1) * spec.n_classes * F32_BYTES));
+            }
             b * cols * F32_BYTES
         }
         false => {

@@ -15,6 +15,8 @@ use widebag_ledger::step::OutputLayerKind;
 
 use crate::cpu::access::HostMatrix;
 use crate::cpu::column_update::update_columns as host_columns;
+use crate::cpu::host_layer::HostLayer;
+use crate::cpu::softmax_ce::ChunkRef;
 use crate::device::ComputePath;
 use crate::error::ModelError;
 use crate::optim::columns::update_columns;
@@ -23,7 +25,7 @@ use crate::output::clusters::log_softmax_rows;
 use crate::output::full::FullParams;
 use crate::output::negatives::NegativeStream;
 use crate::output::sampled_host;
-use crate::output::scores::{ScoreKind, Visit};
+use crate::output::scores::{BlockScorer, ScoreKind, Visit};
 use crate::output::softmax::{self, ChunkTargets};
 use crate::output::{Objective, OutputGrads, OutputLayer, OutputPass, Upstream};
 use crate::probe::{Point, Stage, StepProbe};
@@ -78,6 +80,8 @@ pub struct SampledOutput {
     /// Whether training steps run on flex's host kernels ([`sampled_host`]: the sampled softmax
     /// with the batch's positives as negatives, on flex); else on tensors with autodiff.
     host: bool,
+    /// Whether evaluation scores every class by block on flex's host kernels (any loss).
+    host_scores: bool,
 }
 
 /// One chunk's candidates: the chunk, the first of their gradient columns, their local columns.
@@ -205,6 +209,7 @@ impl SampledOutput {
     ) -> Self {
         Self {
             host: host && loss == SampledLoss::Softmax && batch_negatives,
+            host_scores: host,
             full,
             loss,
             score,
@@ -556,6 +561,32 @@ impl OutputLayer for SampledOutput {
             visit(chunk.offset, softmax::logits(&h, &w, &b))?;
         }
         Ok(ScoreKind::Logits)
+    }
+
+    fn scores_by_block(&self) -> bool {
+        self.host_scores
+    }
+
+    /// Every class scored by block on the host: the layer's chunks lent as they are (dot), or
+    /// copied with unit columns over the temperature, `h` with unit rows (cosine).
+    fn score_blocks(&mut self, h: Tensor<2>, f: &mut BlockScorer<'_>) -> Result<bool, ModelError> {
+        let mut h = HostMatrix::take(h)?;
+        let offsets: Vec<usize> = self.full.chunks.iter().map(|c| c.offset).collect();
+        match self.score {
+            Score::Dot => {
+                let layer = HostLayer::take(self.full.pairs())?;
+                f(h.as_slice(), h.cols, &layer.refs(), &offsets);
+                layer.restore(self.full.pairs(), &self.device);
+            }
+            Score::Cosine => {
+                let hidden = h.cols;
+                sampled_host::unit_rows(h.as_mut_slice(), hidden);
+                let chunks = sampled_host::cosine_chunks(&mut self.full, self.temperature)?;
+                let refs: Vec<ChunkRef> = chunks.iter().map(|(w, b)| ChunkRef { w, b }).collect();
+                f(h.as_slice(), h.cols, &refs, &offsets);
+            }
+        }
+        Ok(true)
     }
 
     fn log_probs(&self, h: &Tensor<2>) -> Tensor<2> {

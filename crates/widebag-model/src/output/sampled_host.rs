@@ -82,7 +82,7 @@ struct Cosine {
 }
 
 /// Each row of `x` (`[n, width]`) scaled to unit norm in place; the norms.
-fn unit_rows(x: &mut [f32], width: usize) -> Vec<f32> {
+pub(crate) fn unit_rows(x: &mut [f32], width: usize) -> Vec<f32> {
     x.par_chunks_mut(width.max(1))
         .map(|row| {
             let norm = (row.iter().map(|v| v * v).sum::<f32>() + NORM_EPS).sqrt();
@@ -105,6 +105,24 @@ fn unit_columns(w: &mut [f32], n: usize, temperature: f32) -> Vec<f32> {
         row.iter_mut().zip(&scale).for_each(|(v, s)| *v *= s);
     });
     norms
+}
+
+/// One class chunk's weight (`[hidden, n]`) and bias (`[n]`) on the host.
+pub(crate) type HostChunk = (Vec<f32>, Vec<f32>);
+
+/// Every class's cosine score as the host block scorer reads it: each chunk's weight copied
+/// with unit columns over `temperature`, and zero biases (`[hidden, n]` and `[n]` per chunk).
+pub(crate) fn cosine_chunks(
+    full: &mut FullParams,
+    temperature: f32,
+) -> Result<Vec<HostChunk>, ModelError> {
+    let mut out = Vec::with_capacity(full.layer.len());
+    for (lin, chunk) in full.layer.iter_mut().zip(&full.chunks) {
+        let mut w = update_in_place(&mut lin.weight.value, |src| src.to_vec())?;
+        unit_columns(&mut w, chunk.n, temperature);
+        out.push((w, vec![0.0f32; chunk.n]));
+    }
+    Ok(out)
 }
 
 /// The sampled softmax's forward pass: `h` (`[rows, hidden]`) against the gathered columns `w`,
