@@ -3,8 +3,8 @@
 //! then per stage what the step holds for its `C` candidates (the batch's targets and the drawn
 //! classes, [`StepSpec::sampled_candidates`]): the gathered columns, the `[rows, C]` scores and
 //! what autodiff saves of the loss, their gradients, and the column update's temporaries (none
-//! on flex's host kernels); on flex the sampled softmax holds the host softmax's blocks in place
-//! of the scores and their graph.
+//! on flex's host kernels); on flex the sampled softmax keeps its `[rows, C]` logits for the
+//! host kernel in place of the scores and their graph.
 
 use widebag_config::DenseOptim;
 
@@ -125,8 +125,9 @@ pub(super) fn forward(b: &mut Builder, spec: &StepSpec) {
 }
 
 /// On flex's host kernels (`output::sampled_host`): the full softmax's kernel over the gathered
-/// columns, with `h` on the host, the targets by candidate `(row, column, weight)`, one logit
-/// block per thread each way and the `dL/dh` partials (no `[rows, C]` scores, no graph).
+/// columns, with `h` on the host, the targets by candidate `(row, column, weight)`, the
+/// `[rows, C]` logits kept from the forward pass and turned into their gradient in place, and
+/// the `dL/dh` partials (no graph).
 fn host_softmax(b: &mut Builder, spec: &StepSpec) {
     use Point::*;
     let (rows, cand) = (spec.batch.n_rows, spec.sampled_candidates());
@@ -141,8 +142,13 @@ fn host_softmax(b: &mut Builder, spec: &StepSpec) {
         Lifetime::span(ForwardLogits, BackwardLogits),
     );
     host::host_input(b, spec);
-    host::blocks(b, spec, "output", rows, cand, ForwardLogits);
-    host::blocks(b, spec, "output", rows, cand, BackwardLogits);
+    b.f32(
+        "candidates' logits (kept, then their gradient in place)",
+        "output",
+        &[rows, cand],
+        Category::Logits,
+        Lifetime::span(ForwardLogits, BackwardLogits),
+    );
     host::dh_partials(b, spec, rows);
 }
 

@@ -524,11 +524,19 @@ impl OutputLayer for SampledOutput {
             ModelError::Shape("a sampled layer's update takes its two gathered gradients".into())
         })?;
         let bias_trains = self.score == Score::Dot;
-        for (k, first, local, idx) in std::mem::take(&mut self.touched) {
+        let touched = std::mem::take(&mut self.touched);
+        // One chunk's candidates are every gradient column: the gradients move, uncopied.
+        let whole = touched.len() == 1;
+        let (mut dw, mut db) = (Some(dw), Some(db));
+        for (k, first, local, idx) in touched {
             let n = local.len();
             let lin = &mut self.full.layer[k];
-            let g = dw.clone().narrow(1, first, n);
-            let gb = bias_trains.then(|| db.clone().narrow(1, first, n));
+            let cut = |t: &mut Option<Tensor<2>>| match whole {
+                true => t.take().expect("one chunk"),
+                false => t.clone().expect("every chunk").narrow(1, first, n),
+            };
+            let g = cut(&mut dw);
+            let gb = bias_trains.then(|| cut(&mut db));
             if path == ComputePath::Host {
                 host_columns(&mut lin.weight, &local, g, optim, step)?;
                 probe.detail(Point::DenseUpdate);

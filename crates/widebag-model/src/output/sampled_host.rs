@@ -1,7 +1,8 @@
 //! The sampled softmax on flex's host kernels: the step's candidate columns gathered from the
 //! layer's chunks into one `[hidden, C]` block (for cosine scores, unit columns over the
 //! temperature and unit rows of `h`), the full softmax's fused kernel ([`softmax_ce`]) run over
-//! that block with each candidate's bias less its log-inclusion probability, and the gradients
+//! that block with each candidate's bias less its log-inclusion probability (its `[rows, C]`
+//! logits kept for the backward pass), and the gradients
 //! carried back through the normalisation. The loss and gradients of the tensor path in
 //! [`super::sampled`] (tested against it), without its `[rows, C]` scores and their graph.
 
@@ -147,7 +148,9 @@ pub(crate) fn forward(
     };
     let targets = HostTargets::from_entries(rows, entries, &[n], 1.0 / rows.max(1) as f32);
     let layer = [ChunkRef { w: &w, b: &b }];
-    let fwd = softmax_ce::forward(h.as_slice(), hidden, &layer, &targets, Logits::Recompute);
+    // The `[rows, C]` logits are kept for the backward pass (turned into their gradient in
+    // place), as the tensor path keeps its scores: a third fewer products than making them again.
+    let fwd = softmax_ce::forward(h.as_slice(), hidden, &layer, &targets, Logits::Keep);
     HostPass {
         loss: fwd.loss,
         h,
