@@ -23,7 +23,8 @@ def main(npz_path, out_path):
     n_users, n_items = (int(x) for x in z["shape"])
     indptr, indices = z["indptr"], z["indices"]
     if (n_users, n_items, len(indices)) != (31668, 38048, 1237259):
-        sys.exit(f"{npz_path}: {n_users} x {n_items}, {len(indices)} pairs: not the published split")
+        sys.exit(f"{npz_path}: {n_users} x {n_items}, {len(indices)} pairs: "
+                 "not the published split")
     tmp = out_path + ".tmp"
     with open(tmp, "w") as f:
         for user in range(n_users):

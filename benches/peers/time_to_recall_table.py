@@ -127,7 +127,8 @@ if os.environ.get("STOP_AT_TARGET") == "1":
                 "to there.")
 torch_side = next((inv[n][0] for n in sides if n.startswith("torch-")), None)
 if torch_side:
-    alloc = " ".join(f"{k}={v}" for k, v in torch_side["allocator_env"].items()) or "glibc's defaults"
+    alloc = (" ".join(f"{k}={v}" for k, v in torch_side["allocator_env"].items())
+             or "glibc's defaults")
     allocator = summary["machine"].split("ALLOCATOR=")[1].split()[0]
     rows.append(f"PyTorch {torch_side['version']}: Adam {torch_side['adam']} (SparseAdam for "
                 f"the sparse tables), {'torch.compile' if torch_side['compile'] else 'eager'}, "
@@ -178,7 +179,8 @@ if "widebag-fast" in inv:
         cells = [c if c == "never" else c + "×" for c in cells]
         rows.append(f"| {names[name]} | " + " | ".join(cells) + " |")
     summary["fast_speedup"] = {
-        name: {str(t): ratios(name, "widebag-fast", lambda x, t=t: x["to_target"][str(t)]["seconds"])
+        name: {str(t): ratios(name, "widebag-fast",
+                              lambda x, t=t: x["to_target"][str(t)]["seconds"])
                for t in targets}
         for name in sides if name != "widebag-fast"}
 
