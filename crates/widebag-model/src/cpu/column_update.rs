@@ -8,10 +8,10 @@ use rayon::prelude::*;
 use widebag_config::OptimConfig;
 
 use crate::error::ModelError;
-use crate::optim::dense::{DenseParam, DenseState, Moments};
+use crate::optim::dense::{DenseParam, DenseState};
 
 use super::access::{HostMatrix, update_in_place};
-use super::dense_update::{AdamScalars, momentum};
+use super::dense_update::{AdamScalars, momentum, with_adam_buffers};
 
 /// One optimizer step of `p`'s columns `cols` (distinct, each below `p`'s width) with their
 /// gradient `grad` (`[rows, cols.len()]`, column `j` that of `cols[j]`), in place.
@@ -64,23 +64,18 @@ pub fn update_columns(
             decoupled_decay,
         } => {
             let a = AdamScalars::new(config, step, *decoupled_decay);
-            let Moments { m, v: second } = moments.as_mut();
-            update_in_place(m, |m| {
-                update_in_place(second, |s| {
-                    update_in_place(value, |v| {
-                        v.par_chunks_mut(n)
-                            .zip(m.par_chunks_mut(n))
-                            .zip(s.par_chunks_mut(n))
-                            .zip(g.par_chunks(k))
-                            .for_each(|(((v, m), s), g)| {
-                                for (&c, &g) in cols.iter().zip(g) {
-                                    let c = c as usize;
-                                    a.apply(&mut v[c], &mut m[c], &mut s[c], g);
-                                }
-                            });
-                    })
-                })
-            })??
+            with_adam_buffers(value, moments, |v, m, s| {
+                v.par_chunks_mut(n)
+                    .zip(m.par_chunks_mut(n))
+                    .zip(s.par_chunks_mut(n))
+                    .zip(g.par_chunks(k))
+                    .for_each(|(((v, m), s), g)| {
+                        for (&c, &g) in cols.iter().zip(g) {
+                            let c = c as usize;
+                            a.apply(&mut v[c], &mut m[c], &mut s[c], g);
+                        }
+                    });
+            })
         }
     }
 }

@@ -60,6 +60,18 @@ impl AdamScalars {
     }
 }
 
+/// `f` on a value's buffer and its Adam moments' (`m`, `v`), each in place.
+pub(crate) fn with_adam_buffers<R>(
+    value: &mut burn::tensor::Tensor<2>,
+    moments: &mut Moments,
+    f: impl FnOnce(&mut [f32], &mut [f32], &mut [f32]) -> R,
+) -> Result<R, ModelError> {
+    let Moments { m, v: second } = moments;
+    update_in_place(m, |m| {
+        update_in_place(second, |s| update_in_place(value, |v| f(v, m, s)))
+    })??
+}
+
 /// Momentum's element update: `b = mu b + g; v -= lr b`.
 #[inline]
 pub(crate) fn momentum(lr: f32, mu: f32, v: &mut f32, b: &mut f32, g: f32) {
@@ -105,22 +117,17 @@ pub fn update(
             decoupled_decay,
         } => {
             let a = AdamScalars::new(config, step, *decoupled_decay);
-            let Moments { m, v: second } = moments.as_mut();
-            update_in_place(m, |m| {
-                update_in_place(second, |s| {
-                    update_in_place(value, |v| {
-                        v.par_chunks_mut(TASK)
-                            .zip(m.par_chunks_mut(TASK))
-                            .zip(s.par_chunks_mut(TASK))
-                            .zip(g.par_chunks(TASK))
-                            .for_each(|(((v, m), s), g)| {
-                                for (((v, m), s), &g) in v.iter_mut().zip(m).zip(s).zip(g) {
-                                    a.apply(v, m, s, g);
-                                }
-                            });
-                    })
-                })
-            })??
+            with_adam_buffers(value, moments, |v, m, s| {
+                v.par_chunks_mut(TASK)
+                    .zip(m.par_chunks_mut(TASK))
+                    .zip(s.par_chunks_mut(TASK))
+                    .zip(g.par_chunks(TASK))
+                    .for_each(|(((v, m), s), g)| {
+                        for (((v, m), s), &g) in v.iter_mut().zip(m).zip(s).zip(g) {
+                            a.apply(v, m, s, g);
+                        }
+                    });
+            })
         }
     }
 }
