@@ -46,30 +46,30 @@ fn check_every_class_drawn(compute: Compute, label: &str) {
     let full = wide(&full_cfg, &compute).gradients(&b).unwrap();
     let sampled = wide(&cfg, &compute).gradients(&b).unwrap();
     let what = format!("{label}: every class drawn");
+    assert_same_gradients(&what, &sampled, &full);
+}
+
+/// `got`'s loss, row gradients and dense gradients (in order; a sampled layer's are its
+/// columns') are `want`'s within 1e-5 absolute and 1e-4 relative.
+fn assert_same_gradients(what: &str, got: &widebag_model::Grads, want: &widebag_model::Grads) {
     assert!(
-        (full.loss - sampled.loss).abs() <= 1e-5 * (1.0 + full.loss.abs()),
-        "{what}: loss {} vs the full softmax's {}",
-        sampled.loss,
-        full.loss
+        (got.loss - want.loss).abs() <= 1e-5 * (1.0 + want.loss.abs()),
+        "{what}: loss {} vs {}",
+        got.loss,
+        want.loss
     );
     let rows = |g: &widebag_model::Grads| g.rows_to_vec().unwrap();
-    assert_close(
-        &format!("{what} rows"),
-        &rows(&sampled),
-        &rows(&full),
-        1e-5,
-        1e-4,
-    );
+    assert_close(&format!("{what} rows"), &rows(got), &rows(want), 1e-5, 1e-4);
     let dense = |g: &widebag_model::Grads| -> Vec<Vec<f32>> {
         g.dense()
             .into_iter()
             .map(|t| to_vec(t.clone()).unwrap())
             .collect()
     };
-    let (s, f) = (dense(&sampled), dense(&full));
-    assert_eq!(s.len(), f.len(), "{what}: one chunk's weight and bias each");
-    for (k, (s, f)) in s.iter().zip(&f).enumerate() {
-        assert_close(&format!("{what} dense {k}"), s, f, 1e-5, 1e-4);
+    let (g, w) = (dense(got), dense(want));
+    assert_eq!(g.len(), w.len(), "{what}: one gradient per dense parameter");
+    for (k, (g, w)) in g.iter().zip(&w).enumerate() {
+        assert_close(&format!("{what} dense {k}"), g, w, 1e-5, 1e-4);
     }
 }
 
@@ -103,33 +103,7 @@ fn the_host_sampled_softmax_matches_the_tensor_path_on_flex() {
         let b = batch(&cfg, 13);
         let host = wide(&cfg, &flex()).gradients(&b).unwrap();
         let tensor = wide(&tensor_cfg, &flex()).gradients(&b).unwrap();
-        let what = format!("host against tensor, {name}");
-        assert!(
-            (host.loss - tensor.loss).abs() <= 1e-5 * (1.0 + tensor.loss.abs()),
-            "{what}: loss {} vs {}",
-            host.loss,
-            tensor.loss
-        );
-        let rows = |g: &widebag_model::Grads| g.rows_to_vec().unwrap();
-        assert_close(
-            &format!("{what} rows"),
-            &rows(&host),
-            &rows(&tensor),
-            1e-5,
-            1e-4,
-        );
-        let dense = |g: &widebag_model::Grads| -> Vec<Vec<f32>> {
-            g.dense()
-                .into_iter()
-                .map(|t| to_vec(t.clone()).unwrap())
-                .collect()
-        };
-        let (h, t) = (dense(&host), dense(&tensor));
-        assert_eq!(h.len(), t.len(), "{what}");
-        // The last two are the sampled columns' weight and bias (cosine: the bias's is zero).
-        for (k, (h, t)) in h.iter().zip(&t).enumerate() {
-            assert_close(&format!("{what} dense {k}"), h, t, 1e-5, 1e-4);
-        }
+        assert_same_gradients(&format!("host against tensor, {name}"), &host, &tensor);
     }
 }
 
