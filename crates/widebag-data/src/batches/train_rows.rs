@@ -176,6 +176,25 @@ mod tests {
         }
     }
 
+    /// `d` packed into `dir/name` in blocks of 4 rows.
+    fn packed(d: &Dataset, dir: &std::path::Path, name: &str) -> std::path::PathBuf {
+        std::fs::create_dir_all(dir).unwrap();
+        let path = dir.join(name);
+        let loaded = Loaded {
+            dataset: d.clone(),
+            vocabulary: None,
+            test: None,
+            labels: None,
+        };
+        let options = crate::packed::write::PackOptions {
+            block_rows: 4,
+            stats_samples: 1,
+            ..Default::default()
+        };
+        crate::packed::write::pack(&loaded, "libsvm", &path, options).unwrap();
+        path
+    }
+
     #[test]
     fn held_rows_are_left_out_of_training_and_counted_per_range() {
         let t = TrainRows::memory(data(10)).hold_out(vec![7, 2, 2, 40]);
@@ -195,20 +214,7 @@ mod tests {
     fn a_packed_file_gives_the_batches_of_the_rows_it_was_packed_from() {
         let d = data(23);
         let dir = std::env::temp_dir().join(format!("widebag-train-rows-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("d.wbp");
-        let loaded = Loaded {
-            dataset: d.clone(),
-            vocabulary: None,
-            test: None,
-            labels: None,
-        };
-        let options = crate::packed::write::PackOptions {
-            block_rows: 4,
-            stats_samples: 1,
-            ..Default::default()
-        };
-        crate::packed::write::pack(&loaded, "libsvm", &path, options).unwrap();
+        let path = packed(&d, &dir, "d.wbp");
         let relabel = Relabel {
             ids: Some(Renumbering::by_frequency(&[0., 1., 2., 3., 4., 5., 6.])),
             classes: Some(Renumbering::by_frequency(&[5., 1., 3., 2., 4.])),
@@ -236,20 +242,7 @@ mod tests {
     fn each_row_carries_its_own_user_column_in_memory_and_packed() {
         let d = data(9);
         let dir = std::env::temp_dir().join(format!("widebag-user-cols-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("u.wbp");
-        let loaded = Loaded {
-            dataset: d.clone(),
-            vocabulary: None,
-            test: None,
-            labels: None,
-        };
-        let options = crate::packed::write::PackOptions {
-            block_rows: 4,
-            stats_samples: 1,
-            ..Default::default()
-        };
-        crate::packed::write::pack(&loaded, "libsvm", &path, options).unwrap();
+        let path = packed(&d, &dir, "u.wbp");
         let mapped = TrainRows::mapped(PackedFile::open(&path).unwrap(), Relabel::default());
         let (memory, users) = TrainRows::memory(d).with_user_columns(0.5);
         let (mapped, _) = mapped.with_user_columns(0.5);
