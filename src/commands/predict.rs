@@ -88,6 +88,7 @@ pub fn ranked(
             seen: &seen,
             backend: compute.backend,
             need: ScoreNeed::LogProbs,
+            screen: None,
         };
         let rows = score_rows(model.layout.as_mut(), &batch, options).context("scoring")?;
         for r in rows {

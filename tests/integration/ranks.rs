@@ -99,6 +99,7 @@ fn spec(task: Task) -> EvalSpec {
         task,
         ks: vec![3, 5],
         recall: RecallConvention::LightGcn,
+        screening: widebag_config::Screening::Bf16,
     }
 }
 

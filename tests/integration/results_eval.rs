@@ -6,7 +6,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::common::{self, widebag};
+use crate::common::{self, Facility, widebag};
 
 fn tmp(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("widebag-eval-{name}-{}", std::process::id()));
@@ -71,6 +71,57 @@ fn eval_json(run: &Path, device: &str) -> serde_json::Value {
         device,
         "--json",
     ]))
+}
+
+/// A recommender's ranking through the bf16 screen (`eval.screening = "bf16"`, the default)
+/// and every class in f32 (`"off"`): the same metrics to the last digit, for a dot-product
+/// multinomial model and a cosine sampled one, and the screen did run (the ledger of the run
+/// says so).
+#[test]
+fn the_screened_ranking_equals_the_f32_ranking() {
+    let name = "the_screened_ranking_equals_the_f32_ranking";
+    let has = widebag_ledger::shapes::host_bf16_dot();
+    if !common::require(name, Facility::CpuBf16, has, "no avx512bf16 on this CPU") {
+        return;
+    }
+    let dir = tmp("screened");
+    let (tr, te) = lightgcn_files(&dir);
+    let data = [
+        format!("data.path=\"{}\"", tr.display()),
+        "data.format=\"lightgcn\"".to_string(),
+        format!("data.test_path=\"{}\"", te.display()),
+        "train.steps=30".into(),
+        "train.batch_size=32".into(),
+        "eval.k=[5, 20]".into(),
+    ];
+    let models: [&[&str]; 2] = [
+        &["model.output=\"multinomial\""],
+        &[
+            "model.output=\"sampled_softmax\"",
+            "model.score=\"cosine\"",
+            "model.temperature=0.2",
+            "model.sampling.negatives=64",
+        ],
+    ];
+    for (i, model) in models.iter().enumerate() {
+        let mut keys: Vec<&str> = data.iter().map(|s| s.as_str()).collect();
+        keys.extend(model.iter());
+        let run = dir.join(format!("model-{i}"));
+        train(&run, &set(&keys));
+        let screened = eval_json(&run, "cpu");
+        let config = std::fs::read_to_string(run.join("config.toml")).unwrap();
+        let off = config.replace("screening = \"bf16\"", "screening = \"off\"");
+        assert_ne!(off, config, "the run's config names eval.screening");
+        std::fs::write(run.join("config.toml"), off).unwrap();
+        let f32_scores = eval_json(&run, "cpu");
+        assert!(!metrics(&screened).is_empty());
+        assert_eq!(metrics(&screened), metrics(&f32_scores), "model {model:?}");
+        let ledger = std::fs::read_to_string(run.join("ledger.json")).unwrap();
+        assert!(
+            ledger.contains("bf16_screened"),
+            "the run's ledger: screened"
+        );
+    }
 }
 
 fn metrics(v: &serde_json::Value) -> Vec<(String, f64)> {
@@ -248,6 +299,7 @@ fn recall_and_ndcg_match_the_definitions_on_the_full_matrix() {
                 seen,
                 backend: compute.backend,
                 need,
+                screen: None,
             };
             score_rows(&mut model, b, options).unwrap()
         });

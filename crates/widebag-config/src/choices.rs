@@ -254,6 +254,28 @@ impl RecallConvention {
     }
 }
 
+/// How a ranking's class scores are made on flex's host kernels (`eval.screening`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Screening {
+    /// Every class scored from bf16 operands where the CPU has AVX-512 BF16, then only the
+    /// classes whose proven error bound reaches a row's top-K rescored in f32: the same top-K
+    /// as `off` but for classes whose f32 scores tie within f32 rounding.
+    #[default]
+    Bf16,
+    /// Every class scored in f32.
+    Off,
+}
+
+impl Screening {
+    pub fn name(self) -> &'static str {
+        match self {
+            Screening::Bf16 => "bf16",
+            Screening::Off => "off",
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

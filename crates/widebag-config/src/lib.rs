@@ -20,6 +20,7 @@ mod run_length;
 mod sampling;
 mod schema;
 pub mod sweep;
+mod task;
 pub mod units;
 mod validate;
 
@@ -31,4 +32,5 @@ pub use quickstart::{QUICKSTART_NAME, QUICKSTART_TOML};
 pub use run_length::{RUN_LENGTH_KEYS, is_run_length_key, without_run_length};
 pub use sampling::{Pooling, Proposal, SamplingConfig, Score, check_negatives};
 pub use schema::*;
+pub use task::TaskKind;
 pub use validate::validate;

@@ -10,7 +10,7 @@ use widebag_kinds::{Format, LabelMode, ShuffleMode, TargetKind, TextMode, TokenF
 use crate::band_keys::{InputBands, OutputBands};
 use crate::choices::{
     Activation, Checkpointing, CpuKernels, DenseOptim, DeviceChoice, InputInit, Layout, Logits,
-    Precision, RecallConvention, Rounding, Schedule, TableOptim,
+    Precision, RecallConvention, Rounding, Schedule, Screening, TableOptim,
 };
 use crate::sampling::{Pooling, SamplingConfig, Score};
 
@@ -434,6 +434,9 @@ pub struct EvalConfig {
     /// Recall's denominator: `lightgcn` (hits / |test items|) or `multvae`
     /// (hits / min(K, |test items|)).
     pub recall: RecallConvention,
+    /// Ranking scores on flex: `bf16` (screened by bf16 products, exact top-K by f32
+    /// rescoring, where the CPU has AVX-512 BF16) or `off` (every class in f32).
+    pub screening: Screening,
 }
 
 impl Default for EvalConfig {
@@ -441,6 +444,7 @@ impl Default for EvalConfig {
         Self {
             k: vec![20],
             recall: RecallConvention::Lightgcn,
+            screening: Screening::Bf16,
         }
     }
 }

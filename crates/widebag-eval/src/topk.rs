@@ -92,6 +92,11 @@ impl RowTopK {
         self.heap.peek().map(|e| (e.score, e.class))
     }
 
+    /// The worst kept score once K are kept (the score a new class must beat); `None` before.
+    pub fn kth_score(&self) -> Option<f32> {
+        self.threshold().map(|t| t.0)
+    }
+
     /// Offers one class. NaN scores are ignored.
     pub fn offer(&mut self, class: u32, score: f32) {
         if score.is_nan() || self.k == 0 {

@@ -19,6 +19,28 @@ pub fn host_block_cols(n_rows: usize) -> usize {
     (HOST_BLOCK_BYTES / 4 / n_rows.max(1)).clamp(64, 8192) / 16 * 16
 }
 
+/// Classes per panel of a screened ranking's bf16 products (two 16-lane registers).
+pub const SCREEN_PANEL_COLS: usize = 32;
+/// Panels per parallel task of a screened ranking (`[batch, 512]` scores in a thread's scratch).
+pub const SCREEN_TASK_PANELS: usize = 16;
+/// A screened row's candidate list is pruned once it holds more than `SCREEN_PRUNE_PER_K · K +
+/// SCREEN_PRUNE_SLACK` classes.
+pub const SCREEN_PRUNE_PER_K: usize = 8;
+pub const SCREEN_PRUNE_SLACK: usize = 256;
+
+/// Whether this CPU has a bf16 dot product in hardware (x86's AVX-512 BF16), which a screened
+/// ranking needs (`eval.screening`).
+pub fn host_bf16_dot() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::is_x86_feature_detected!("avx512bf16") && std::is_x86_feature_detected!("avx512f")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
 /// Bytes of `values` f32 values: what a tensor, a table or a band layout of that many values
 /// costs (run preparation's automatic cutoffs price band layouts with it).
 pub fn f32_bytes(values: u64) -> u64 {

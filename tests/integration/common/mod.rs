@@ -107,11 +107,13 @@ pub enum Facility {
     Bf16,
     /// A widebag built with `--features mpi`, named by `WIDEBAG_MPI_BIN`.
     Mpi,
+    /// A CPU with a bf16 dot product (x86's AVX-512 BF16), which a screened ranking runs on.
+    CpuBf16,
 }
 
 impl Facility {
     /// The variable that makes the facility required: `WIDEBAG_REQUIRE_ROOT`, `…_TMPFS`,
-    /// `…_SETPRIV`, `…_DATA`, `…_WGPU`, `…_BF16`, `…_MPI`.
+    /// `…_SETPRIV`, `…_DATA`, `…_WGPU`, `…_BF16`, `…_MPI`, `…_CPU_BF16`.
     pub fn var(self) -> &'static str {
         match self {
             Facility::Root => "WIDEBAG_REQUIRE_ROOT",
@@ -121,6 +123,7 @@ impl Facility {
             Facility::Wgpu => "WIDEBAG_REQUIRE_WGPU",
             Facility::Bf16 => "WIDEBAG_REQUIRE_BF16",
             Facility::Mpi => "WIDEBAG_REQUIRE_MPI",
+            Facility::CpuBf16 => "WIDEBAG_REQUIRE_CPU_BF16",
         }
     }
 

@@ -9,7 +9,7 @@
 use serde::Serialize;
 use widebag_config::Layout;
 
-use super::spec::StepSpec;
+use super::spec::{EvalScores, StepSpec};
 use crate::shapes::{self, F32_BYTES};
 use crate::{Ledger, Placement, Point};
 
@@ -25,6 +25,50 @@ pub struct EvalPeak {
     /// The largest single buffer among the temporaries (checked against the device's buffer
     /// limit).
     pub largest_bytes: u64,
+}
+
+/// A screened ranking's buffers ([`EvalScores::Bf16Screened`]): the output layer packed once
+/// per evaluation (bf16 pairs in panels of 32 classes, each class's f32 weights as a row, its
+/// norm and bias), the batch's rows as bf16 pairs, and per row the K best lower bounds and the
+/// candidates' list (at most its pruning limit plus one task's classes).
+fn screened_ranking(spec: &StepSpec, b: u64, k: u64) -> Vec<(String, u64)> {
+    let (n, hidden) = (spec.n_classes, spec.last_hidden());
+    let pairs = hidden.div_ceil(2);
+    let panel = shapes::SCREEN_PANEL_COLS as u64;
+    // Each class chunk ends its last panel early; on the host the layer is one chunk per
+    // buffer limit.
+    let chunks = n.div_ceil(
+        shapes::class_chunk(
+            spec.class_chunk as usize,
+            n as usize,
+            hidden as usize,
+            b as usize,
+            spec.device.max_buffer_bytes,
+        )
+        .max(1) as u64,
+    );
+    let panels = n.div_ceil(panel) + chunks;
+    let task = (shapes::SCREEN_TASK_PANELS * shapes::SCREEN_PANEL_COLS) as u64;
+    let list = (shapes::SCREEN_PRUNE_PER_K as u64 * k + shapes::SCREEN_PRUNE_SLACK as u64) + task;
+    vec![
+        (
+            "bf16 class panels (screened ranking), every class".into(),
+            panels * panel * pairs * 4,
+        ),
+        (
+            "f32 class rows (screened ranking's rescoring), every class".into(),
+            n * hidden * F32_BYTES,
+        ),
+        ("class norms and biases (screened ranking)".into(), n * 12),
+        (
+            "batch rows as bf16 pairs and their norms".into(),
+            b * (pairs * 4 + 8),
+        ),
+        (
+            "per row: K lower bounds and the candidates".into(),
+            b * (k * 8 + list * 8),
+        ),
+    ]
 }
 
 /// The evaluation pass of `spec` with a top-`k` ranking, beside the training `ledger`.
@@ -67,6 +111,18 @@ pub fn eval_peak(spec: &StepSpec, ledger: &Ledger, k: u64) -> EvalPeak {
     // block per thread, and reads each while it is in cache; elsewhere a chunk's scores at once.
     let by_blocks = spec.host_kernels() && spec.layout == Layout::Sparse && !spec.adaptive();
     let scores = match by_blocks {
+        true if spec.eval_scores == EvalScores::Bf16Screened => {
+            let cols = (shapes::SCREEN_TASK_PANELS * shapes::SCREEN_PANEL_COLS) as u64;
+            let tasks = spec.n_classes.div_ceil(cols).min(spec.device.host_threads);
+            let name = "screened class scores [batch, 512], one per thread".to_string();
+            t.push((name, tasks * b * cols * F32_BYTES));
+            t.extend(screened_ranking(spec, b, k));
+            if spec.sampled.is_some_and(|s| s.cosine) {
+                let name = "unit columns over the temperature (cosine), every class".to_string();
+                t.push((name, (spec.last_hidden() + 1) * spec.n_classes * F32_BYTES));
+            }
+            b * cols * F32_BYTES
+        }
         true => {
             let cols = (shapes::host_block_cols(b as usize) as u64).min(spec.n_classes.max(1));
             let blocks = spec.n_classes.div_ceil(cols).min(spec.device.host_threads);

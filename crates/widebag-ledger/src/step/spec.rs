@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use widebag_config::bands::{Band, ModelBands};
 use widebag_config::{
     Activation, BandPlacement, Checkpointing, Config, CpuKernels, DenseOptim, Layout, Logits,
-    Precision, TableOptim,
+    Precision, Screening, TableOptim, TaskKind,
 };
 
 use crate::shapes;
@@ -183,6 +183,22 @@ pub struct StepSpec {
     /// A sampled output loss (`model.output`), when the step runs one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sampled: Option<SampledFacts>,
+    /// How an evaluation pass makes a ranking's class scores (`eval.screening`, where it
+    /// applies: a recommender on flex's host kernels, on a CPU with a bf16 dot product).
+    #[serde(default)]
+    pub eval_scores: EvalScores,
+}
+
+/// How an evaluation pass scores a ranking's classes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EvalScores {
+    /// Every class in f32.
+    #[default]
+    F32,
+    /// bf16 products screen, f32 rescoring of the survivors: the output layer packed once per
+    /// evaluation (bf16 panels and f32 class rows).
+    Bf16Screened,
 }
 
 /// What the ledger needs to know of a sampled output loss.
@@ -295,6 +311,16 @@ impl StepSpec {
             activations: config.model.activations(),
             ranks: None,
             sampled: SampledFacts::of(config),
+            eval_scores: match (
+                config.task_kind(),
+                config.eval.screening,
+                config.train.cpu_kernels == CpuKernels::Host && device.host_threads > 0,
+            ) {
+                (TaskKind::Recommendation, Screening::Bf16, true) if shapes::host_bf16_dot() => {
+                    EvalScores::Bf16Screened
+                }
+                _ => EvalScores::F32,
+            },
         }
     }
 
@@ -526,5 +552,6 @@ pub(super) fn seed_spec(layout: Layout, dense_optim: DenseOptim) -> StepSpec {
         activations: Vec::new(),
         ranks: None,
         sampled: None,
+        eval_scores: EvalScores::F32,
     }
 }

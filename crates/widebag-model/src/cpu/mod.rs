@@ -6,6 +6,7 @@
 //! definitions).
 
 pub mod access;
+pub mod bf16_products;
 mod blocks;
 pub mod column_update;
 pub mod dense_update;

@@ -7,6 +7,7 @@
 pub(crate) mod fold;
 pub mod held_out;
 pub(crate) mod loss;
+pub mod screen;
 pub(crate) mod split;
 
 use std::sync::Mutex;
@@ -25,8 +26,9 @@ use crate::device::BackendKind;
 use crate::error::ModelError;
 pub use crate::eval::fold::ScoreNeed;
 use crate::eval::fold::{RowState, fold_row, masked_in, targets_in};
+pub use crate::eval::screen::ScreenCache;
 use crate::layout::Trainable;
-use crate::output::scores::ScoreKind;
+use crate::output::scores::{ChunksWanted, ScoreKind};
 use crate::output::softmax::RunningLse;
 use crate::tensors::{floats, ints, to_vec};
 
@@ -37,6 +39,8 @@ pub struct EvalSpec {
     /// Ranking cut-offs (recommendation).
     pub ks: Vec<usize>,
     pub recall: widebag_eval::RecallConvention,
+    /// How a ranking's scores are made on flex (`eval.screening`).
+    pub screening: widebag_config::Screening,
 }
 
 /// One row's scores after every chunk.
@@ -59,6 +63,9 @@ pub struct ScoreOptions<'s> {
     pub backend: BackendKind,
     /// What the caller reads of each row.
     pub need: ScoreNeed,
+    /// A ranking on flex scored through bf16 screening ([`screen`]), the layer packed once
+    /// into this evaluation's cache; `None`: every class in f32.
+    pub screen: Option<&'s ScreenCache>,
 }
 
 /// The top-K and the targets' log-probabilities of every row of `batch`.
@@ -69,11 +76,18 @@ pub fn score_rows(
 ) -> Result<Vec<RowScores>, ModelError> {
     let mut acc = Accumulator::new(batch, options);
     // On flex the full softmax's scores are made and read by class block on the host.
+    let wanted = match options.screen {
+        Some(cache) if cache.is_packed() && options.need == ScoreNeed::Ranking => {
+            ChunksWanted::AlreadyPacked
+        }
+        _ => ChunksWanted::Lent,
+    };
     let by_blocks = match (options.backend, layout.sparse()) {
-        (BackendKind::Flex, Some(model)) => model
-            .host_score_blocks(batch, &mut |h, hidden, layer, offsets| {
+        (BackendKind::Flex, Some(model)) => {
+            model.host_score_blocks(batch, wanted, &mut |h, hidden, layer, offsets| {
                 acc.add_host_blocks(h, hidden, layer, offsets)
-            })?,
+            })?
+        }
         _ => false,
     };
     let kind = match by_blocks {
@@ -143,6 +157,21 @@ impl<'a> Accumulator<'a> {
         offsets: &[usize],
     ) {
         let (batch, options) = (self.batch, self.options);
+        if let Some(cache) = options
+            .screen
+            .filter(|_| options.need == ScoreNeed::Ranking)
+        {
+            screen::offer_screened(
+                cache,
+                h,
+                hidden,
+                layer,
+                offsets,
+                options.seen,
+                &mut self.top,
+            );
+            return;
+        }
         let rows: Vec<Mutex<RowState>> = std::mem::take(&mut self.top)
             .into_iter()
             .map(|top| {
@@ -341,6 +370,13 @@ pub fn evaluate_part(
     }
     let k = top_k(spec);
     let none = Vec::new();
+    // One packing of the output layer for every batch of this evaluation (its weights hold).
+    let cache = ScreenCache::default();
+    let screen = (spec.screening == widebag_config::Screening::Bf16
+        && backend == BackendKind::Flex
+        && ScoreNeed::for_task(spec.task) == ScoreNeed::Ranking
+        && crate::cpu::bf16_products::hardware())
+    .then_some(&cache);
     let mut metrics = Metrics::new(spec)?;
     for (i, batch) in set.batches.iter().enumerate() {
         let seen = set.seen.get(i).unwrap_or(&none);
@@ -353,6 +389,7 @@ pub fn evaluate_part(
                     seen,
                     backend,
                     need: ScoreNeed::for_task(spec.task),
+                    screen,
                 },
             )?),
             true => {
@@ -435,22 +472,11 @@ impl Metrics {
 /// recommendation; next-id targets
 /// (synthetic) and CBOW rows are language modelling; one label per row is classification.
 pub fn eval_spec(config: &widebag_config::Config) -> EvalSpec {
-    use widebag_config::{Format, OutputKind, TargetKind, TextMode};
-    let d = &config.data;
-    // A text document's own bag as its target (bow without file-name labels) is a bag too.
-    let own_bag = d.format.is_some_and(|f| f.is_text())
-        && d.mode != Some(TextMode::Cbow)
-        && d.label == widebag_data::LabelMode::Bag;
-    let task = if config.model.output == OutputKind::Multinomial
-        || d.target == TargetKind::Bag && d.path.is_none()
-        || d.format == Some(Format::Lightgcn)
-        || own_bag
-    {
-        Task::Recommendation
-    } else if d.path.is_none() || d.mode == Some(TextMode::Cbow) {
-        Task::LanguageModel
-    } else {
-        Task::Classification
+    use widebag_config::TaskKind;
+    let task = match config.task_kind() {
+        TaskKind::Recommendation => Task::Recommendation,
+        TaskKind::LanguageModel => Task::LanguageModel,
+        TaskKind::Classification => Task::Classification,
     };
     EvalSpec {
         task,
@@ -459,6 +485,7 @@ pub fn eval_spec(config: &widebag_config::Config) -> EvalSpec {
             widebag_config::RecallConvention::Lightgcn => widebag_eval::RecallConvention::LightGcn,
             widebag_config::RecallConvention::Multvae => widebag_eval::RecallConvention::MultVae,
         },
+        screening: config.eval.screening,
     }
 }
 

@@ -125,6 +125,7 @@ impl SparseModel {
             backend: BackendKind::Flex,
             // Each rank's top lists are merged through its log-sum-exp.
             need: ScoreNeed::LogProbs,
+            screen: None,
         };
         let mut acc = Accumulator::new(rows_of, options);
         self.output

@@ -59,6 +59,7 @@ fn blocks_score_as_the_chunks_do_with_masks_targets_and_log_sum_exp() {
             seen: &seen,
             backend: BackendKind::Flex,
             need,
+            screen: None,
         };
         let blocks = score_rows(&mut model, &batch, o).unwrap();
         // The blocks' sums go in block order: the same numbers whichever thread ran which.

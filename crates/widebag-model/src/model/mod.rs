@@ -20,7 +20,7 @@ use crate::error::ModelError;
 use crate::optim::dense::DenseParam;
 use crate::optim::scheduled;
 use crate::output::OutputLayer;
-use crate::output::scores::{BlockScorer, ScoreKind, Visit};
+use crate::output::scores::{BlockScorer, ChunksWanted, ScoreKind, Visit};
 use crate::params::init::{self, Init};
 use crate::params::{TrunkParams, n_values};
 use crate::ranks::Ranks;
@@ -281,13 +281,14 @@ impl SparseModel {
     pub(crate) fn host_score_blocks(
         &mut self,
         batch: &CsrBatch,
+        wanted: ChunksWanted,
         f: &mut BlockScorer<'_>,
     ) -> Result<bool, ModelError> {
         if !self.output.scores_by_block() {
             return Ok(false);
         }
         let h = self.eval_hidden(batch)?;
-        self.output.score_blocks(h, f)
+        self.output.score_blocks(h, wanted, f)
     }
 
     /// The input embedding of sorted distinct (frequency-numbered) `ids`: each band's rows, the

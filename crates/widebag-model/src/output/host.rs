@@ -20,7 +20,7 @@ use crate::cpu::softmax_ce::{self, CeForward, ChunkGrad, HostTargets};
 use crate::error::ModelError;
 use crate::optim::dense::DenseParam;
 use crate::output::full::FullParams;
-use crate::output::scores::{BlockScorer, ScoreKind, Visit};
+use crate::output::scores::{BlockScorer, ChunksWanted, ScoreKind, Visit};
 use crate::output::softmax;
 use crate::output::{Objective, OutputGrads, OutputLayer, OutputPass, Upstream};
 use crate::probe::{Stage, StepProbe};
@@ -319,7 +319,12 @@ impl OutputLayer for HostSoftmax {
         true
     }
 
-    fn score_blocks(&mut self, h: Tensor<2>, f: &mut BlockScorer<'_>) -> Result<bool, ModelError> {
+    fn score_blocks(
+        &mut self,
+        h: Tensor<2>,
+        _wanted: ChunksWanted,
+        f: &mut BlockScorer<'_>,
+    ) -> Result<bool, ModelError> {
         let h = HostMatrix::take(h)?;
         let layer = HostLayer::take(self.full.pairs())?;
         let offsets: Vec<usize> = self.full.chunks.iter().map(|c| c.offset).collect();

@@ -48,7 +48,7 @@ use widebag_ledger::step::OutputLayerKind;
 use crate::device::ComputePath;
 use crate::error::ModelError;
 use crate::optim::dense::DenseParam;
-use crate::output::scores::{BlockScorer, ScoreKind, Visit};
+use crate::output::scores::{BlockScorer, ChunksWanted, ScoreKind, Visit};
 use crate::params::n_values;
 use crate::params::update::update_all;
 use crate::probe::StepProbe;
@@ -251,10 +251,12 @@ pub trait OutputLayer: Send {
 
     /// Hands `h` (`[rows, hidden]`, off autodiff) and the layer's class chunks, lent without a
     /// copy, to `f` to score them block by block; `false`, with nothing visited, where the
-    /// scores are tensors ([`Self::scores`]).
+    /// scores are tensors ([`Self::scores`]). With [`ChunksWanted::AlreadyPacked`] a layer may
+    /// lend no chunks.
     fn score_blocks(
         &mut self,
         _h: Tensor<2>,
+        _wanted: ChunksWanted,
         _f: &mut BlockScorer<'_>,
     ) -> Result<bool, ModelError> {
         Ok(false)

@@ -25,7 +25,7 @@ use crate::output::clusters::log_softmax_rows;
 use crate::output::full::FullParams;
 use crate::output::negatives::NegativeStream;
 use crate::output::sampled_host;
-use crate::output::scores::{BlockScorer, ScoreKind, Visit};
+use crate::output::scores::{BlockScorer, ChunksWanted, ScoreKind, Visit};
 use crate::output::softmax::{self, ChunkTargets};
 use crate::output::{Objective, OutputGrads, OutputLayer, OutputPass, Upstream};
 use crate::probe::{Point, Stage, StepProbe};
@@ -577,10 +577,20 @@ impl OutputLayer for SampledOutput {
 
     /// Every class scored by block on the host: the layer's chunks lent as they are (dot), or
     /// copied with unit columns over the temperature, `h` with unit rows (cosine).
-    fn score_blocks(&mut self, h: Tensor<2>, f: &mut BlockScorer<'_>) -> Result<bool, ModelError> {
+    fn score_blocks(
+        &mut self,
+        h: Tensor<2>,
+        wanted: ChunksWanted,
+        f: &mut BlockScorer<'_>,
+    ) -> Result<bool, ModelError> {
         let mut h = HostMatrix::take(h)?;
         let offsets: Vec<usize> = self.full.chunks.iter().map(|c| c.offset).collect();
         match self.score {
+            Score::Cosine if wanted == ChunksWanted::AlreadyPacked => {
+                let hidden = h.cols;
+                sampled_host::unit_rows(h.as_mut_slice(), hidden);
+                f(h.as_slice(), hidden, &[], &offsets);
+            }
             Score::Dot => {
                 let layer = HostLayer::take(self.full.pairs())?;
                 f(h.as_slice(), h.cols, &layer.refs(), &offsets);

@@ -22,3 +22,12 @@ pub type Visit<'a> = dyn FnMut(usize, Tensor<2>) -> Result<(), ModelError> + 'a;
 /// Receives `h` (`[rows, hidden]`, row-major), `hidden`, the full softmax's class chunks and
 /// each chunk's first class, to score them by class block.
 pub type BlockScorer<'a> = dyn FnMut(&[f32], usize, &[ChunkRef], &[usize]) + 'a;
+
+/// Whether a [`BlockScorer`] reads the layer's chunks, or has this evaluation's copy of them
+/// already (a screened ranking's packed layer): then a layer that would copy its chunks to
+/// lend them (cosine scores' unit columns) lends none.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ChunksWanted {
+    Lent,
+    AlreadyPacked,
+}

@@ -19,7 +19,7 @@ use crate::device::ComputePath;
 use crate::error::ModelError;
 use crate::optim::dense::DenseParam;
 use crate::output::host::HostSoftmax;
-use crate::output::scores::{BlockScorer, ScoreKind, Visit};
+use crate::output::scores::{BlockScorer, ChunksWanted, ScoreKind, Visit};
 use crate::output::{Objective, OutputGrads, OutputLayer, OutputPass};
 use crate::probe::StepProbe;
 use crate::ranks::{RankBatch, Ranks};
@@ -208,8 +208,13 @@ impl OutputLayer for TiedSoftmax {
         self.host.scores_by_block()
     }
 
-    fn score_blocks(&mut self, h: Tensor<2>, f: &mut BlockScorer<'_>) -> Result<bool, ModelError> {
-        self.host.score_blocks(h, f)
+    fn score_blocks(
+        &mut self,
+        h: Tensor<2>,
+        wanted: ChunksWanted,
+        f: &mut BlockScorer<'_>,
+    ) -> Result<bool, ModelError> {
+        self.host.score_blocks(h, wanted, f)
     }
 
     fn log_probs(&self, h: &Tensor<2>) -> Tensor<2> {
