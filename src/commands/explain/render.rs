@@ -67,7 +67,7 @@ fn write_report(out: &mut String, r: &Report) -> std::fmt::Result {
         format_bytes(r.eval.peak_bytes),
         format_bytes(r.eval.persistent_bytes),
         largest.map_or("-", |t| t.0.as_str()),
-        format_bytes(r.eval.largest_bytes)
+        format_bytes(largest.map_or(0, |t| t.1))
     )?;
     if let Some(c) = &r.checkpointing {
         let signed = |b: i64| match b {
