@@ -1,7 +1,9 @@
 //! Which task a config trains for, and so what its evaluation reads: a ranking (recommenders),
 //! log-probabilities of next ids (language models) or of one label (classifiers).
 
-use crate::{Config, Format, LabelMode, OutputKind, TargetKind, TextMode};
+use widebag_kinds::{Format, LabelMode, TargetKind, TextMode};
+
+use crate::schema::{Config, OutputKind};
 
 /// The task a config trains for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
