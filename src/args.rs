@@ -135,8 +135,8 @@ pub struct TrainArgs {
     /// optimizers; exit 3 with the plan's report when nothing fits.
     #[arg(long, value_name = "BYTES")]
     pub budget: Option<String>,
-    /// With --budget: never take a remedy that costs accuracy (head/tail input, the adaptive
-    /// softmax); exit 3 with the smallest budget that needs none when the budget needs one.
+    /// With --budget: never take a remedy that costs accuracy (head/tail input, the adaptive or
+    /// the sampled softmax); exit 3 with the smallest budget that needs none when the budget needs one.
     #[arg(long, requires = "budget")]
     pub keep_accuracy: bool,
     #[command(flatten)]
@@ -179,9 +179,9 @@ pub struct BudgetArgs {
     /// The largest batch the solver considers (plan.max_batch).
     #[arg(long)]
     pub max_batch: Option<usize>,
-    /// Never take a remedy that costs accuracy (head/tail input, the adaptive softmax): a budget
-    /// that needs one is refused (exit 3) with the smallest budget that does not
-    /// (plan.keep_accuracy).
+    /// Never take a remedy that costs accuracy (head/tail input, the adaptive or the sampled
+    /// softmax): a budget that needs one is refused (exit 3) with the smallest budget that does
+    /// not (plan.keep_accuracy).
     #[arg(long)]
     pub keep_accuracy: bool,
     /// Keep a knob at the config's value: train.batch_size, optim.table or optim.dense

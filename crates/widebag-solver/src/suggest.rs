@@ -369,8 +369,8 @@ fn remedies(
     for r in [
         Remedy::Checkpointing,
         Remedy::HeadTailInput,
-        Remedy::SampledOutput,
         Remedy::AdaptiveOutput,
+        Remedy::SampledOutput,
     ] {
         if r.costs_accuracy() && config.plan.keep_accuracy {
             continue;

@@ -272,7 +272,7 @@ pub fn markdown(rows: &[FrontierRow], adapter: &str) -> String {
         ));
     }
     if rows.iter().any(|r| r.costs_accuracy) {
-        s.push_str("\n⚠ a remedy that costs accuracy (head/tail input, the adaptive softmax).\n");
+        s.push_str("\n⚠ a remedy that costs accuracy (head/tail input, the adaptive or the sampled softmax).\n");
     }
     for r in rows.iter().filter(|r| r.error.is_some()) {
         s.push_str(&format!(
