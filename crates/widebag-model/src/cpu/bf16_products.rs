@@ -98,16 +98,29 @@ pub struct Panel {
     pub class_start: usize,
 }
 
-/// Every class of an output layer as bf16 pairs in panels of [`PANEL_COLS`] classes
-/// (`[panel][⌈hidden/2⌉][32]` u32s, zero past a chunk's last class), each class's f32 column
-/// as a contiguous row (`[classes, hidden]`, for the f32 rescoring) and its norm.
+/// Bytes of one group of panels' f32 class rows (their bf16 pairs take half): under the 32 MiB
+/// above which the process's allocator keeps freed blocks by size for the training step's next
+/// allocation (`src/malloc_policy.rs`), so that an evaluation's packed layer, freed, does not
+/// take the place of the step's own blocks there.
+const GROUP_BYTES: usize = 16 << 20;
+
+/// A run of consecutive panels (classes `first_class..first_class + n_classes`): their bf16
+/// pairs (`[panel][⌈hidden/2⌉][32]`) and each class's f32 weights as a row.
+struct Group {
+    first_class: usize,
+    pairs: Vec<u32>,
+    columns: Vec<f32>,
+}
+
+/// Every class of an output layer as bf16 pairs in panels of [`PANEL_COLS`] classes (zero past
+/// a chunk's last class), each class's f32 column as a contiguous row (for the f32 rescoring)
+/// and its norm; the panels kept in groups of at most [`GROUP_BYTES`].
 pub struct Panels {
     pub hidden: usize,
     pub k_pairs: usize,
     pub panels: Vec<Panel>,
-    pub pairs: Vec<u32>,
-    /// `[classes, hidden]`: class `c`'s weights at `c · hidden`.
-    pub columns: Vec<f32>,
+    groups: Vec<Group>,
+    panels_per_group: usize,
     pub norms: Vec<f64>,
     /// Each class's bias.
     pub biases: Vec<f32>,
@@ -118,8 +131,19 @@ pub struct Panels {
 }
 
 impl Panels {
-    /// Packs `layer` (chunks `[hidden, n]` row-major, first classes `offsets`).
+    /// Packs `layer` (chunks `[hidden, n]` row-major, first classes `offsets`, which follow
+    /// one another from class 0).
     pub fn pack(layer: &[ChunkRef], offsets: &[usize], hidden: usize) -> Self {
+        Self::pack_in_groups(layer, offsets, hidden, GROUP_BYTES)
+    }
+
+    /// As [`Self::pack`], groups of at most `group_bytes` of f32 rows (at least one panel).
+    fn pack_in_groups(
+        layer: &[ChunkRef],
+        offsets: &[usize],
+        hidden: usize,
+        group_bytes: usize,
+    ) -> Self {
         let k_pairs = hidden.div_ceil(2);
         let mut panels = Vec::new();
         for (chunk, c) in layer.iter().enumerate() {
@@ -135,27 +159,42 @@ impl Panels {
             }
         }
         let n_classes = panels.last().map_or(0, |p| p.class_start + p.n);
-        let mut pairs = vec![0u32; panels.len() * k_pairs * PANEL_COLS];
-        let mut columns = vec![0f32; n_classes * hidden];
+        let panel_len = k_pairs * PANEL_COLS;
+        let panels_per_group = (group_bytes / (PANEL_COLS * hidden.max(1) * 4)).max(1);
+        let mut groups: Vec<Group> = panels
+            .chunks(panels_per_group)
+            .map(|run| {
+                let first_class = run[0].class_start;
+                let n: usize = run.iter().map(|p| p.n).sum();
+                Group {
+                    first_class,
+                    pairs: vec![0u32; run.len() * panel_len],
+                    columns: vec![0f32; n * hidden],
+                }
+            })
+            .collect();
         let mut biases = vec![0f32; n_classes];
         let mut largest = 0f64;
         for (q, p) in panels.iter().enumerate() {
             let c = layer[p.chunk];
             biases[p.class_start..p.class_start + p.n]
                 .copy_from_slice(&c.b[p.start..p.start + p.n]);
-            let out = &mut pairs[q * k_pairs * PANEL_COLS..(q + 1) * k_pairs * PANEL_COLS];
+            let g = &mut groups[q / panels_per_group];
+            let at = (q % panels_per_group) * panel_len;
+            let out = &mut g.pairs[at..at + panel_len];
+            let first = p.class_start - g.first_class;
             for i in 0..hidden {
                 let row = &c.w[i * c.n() + p.start..i * c.n() + p.start + p.n];
                 for (j, &x) in row.iter().enumerate() {
                     let shift = if i % 2 == 0 { 0 } else { 16 };
                     out[(i / 2) * PANEL_COLS + j] |= (bf16_bits(x) as u32) << shift;
-                    columns[(p.class_start + j) * hidden + i] = x;
+                    g.columns[(first + j) * hidden + i] = x;
                     largest = largest.max(x.abs() as f64);
                 }
             }
         }
-        let norms: Vec<f64> = columns
-            .chunks_exact(hidden.max(1))
+        let norms: Vec<f64> = (groups.iter())
+            .flat_map(|g| g.columns.chunks_exact(hidden.max(1)))
             .map(|col| col.iter().map(|&x| (x as f64).powi(2)).sum::<f64>().sqrt())
             .collect();
         let panel_norms = (panels.iter())
@@ -168,8 +207,8 @@ impl Panels {
             hidden,
             k_pairs,
             panels,
-            pairs,
-            columns,
+            groups,
+            panels_per_group,
             norms,
             biases,
             panel_norms,
@@ -184,12 +223,23 @@ impl Panels {
 
     /// Class `class`'s f32 weights.
     pub fn column(&self, class: usize) -> &[f32] {
-        &self.columns[class * self.hidden..(class + 1) * self.hidden]
+        let g = &self.groups[self.groups.partition_point(|g| g.first_class <= class) - 1];
+        let at = (class - g.first_class) * self.hidden;
+        &g.columns[at..at + self.hidden]
+    }
+
+    /// Bytes held: the bf16 pairs, the f32 rows, each class's norm and bias.
+    pub fn bytes(&self) -> u64 {
+        let packed: usize = (self.groups.iter())
+            .map(|g| g.pairs.len() * 4 + g.columns.len() * 4)
+            .sum();
+        (packed + self.norms.len() * 12) as u64
     }
 
     fn panel_pairs(&self, q: usize) -> &[u32] {
         let len = self.k_pairs * PANEL_COLS;
-        &self.pairs[q * len..(q + 1) * len]
+        let at = (q % self.panels_per_group) * len;
+        &self.groups[q / self.panels_per_group].pairs[at..at + len]
     }
 }
 
@@ -393,6 +443,35 @@ mod tests {
         }
         // The bound is not vacuous: the rounding does move the scores.
         assert!(worst > 1e-4, "worst error / bound {worst}");
+    }
+
+    /// Panels packed in groups of one or two panels read back as those packed in one group:
+    /// the same pairs, rows, norms and biases for every class, across a chunk boundary.
+    #[test]
+    fn grouped_panels_read_as_one_group() {
+        let (hidden, sizes) = (37, [45usize, 70]);
+        let (w, b) = layer(hidden, &sizes);
+        let refs: Vec<ChunkRef> = w.iter().zip(&b).map(|(w, b)| ChunkRef { w, b }).collect();
+        let whole = Panels::pack(&refs, &[0, 45], hidden);
+        assert_eq!(whole.groups.len(), 1);
+        for group_bytes in [1, PANEL_COLS * hidden * 4 * 2] {
+            let cut = Panels::pack_in_groups(&refs, &[0, 45], hidden, group_bytes);
+            assert!(cut.groups.len() > 1);
+            assert_eq!(cut.bytes(), whole.bytes());
+            for q in 0..whole.panels.len() {
+                assert_eq!(cut.panel_pairs(q), whole.panel_pairs(q));
+            }
+            for class in 0..115 {
+                assert_eq!(cut.column(class), whole.column(class));
+                let (chunk, local) = if class < 45 {
+                    (0, class)
+                } else {
+                    (1, class - 45)
+                };
+                assert_eq!(cut.column(class)[3], w[chunk][3 * sizes[chunk] + local]);
+            }
+            assert_eq!((&cut.norms, &cut.biases), (&whole.norms, &whole.biases));
+        }
     }
 
     #[test]

@@ -38,9 +38,7 @@ impl ScreenCache {
     /// Bytes it holds once packed: 2 per weight (bf16, padded to whole panels), 4 per weight
     /// (the f32 rows), 12 per class (norm and bias).
     pub fn packed_bytes(&self) -> u64 {
-        self.panels.get().map_or(0, |p| {
-            (p.pairs.len() * 4 + p.columns.len() * 4 + p.norms.len() * 12) as u64
-        })
+        self.panels.get().map_or(0, Panels::bytes)
     }
 }
 
