@@ -146,8 +146,12 @@ for layout in $layouts; do
     run "profile-$layout" "$bin" train --device "$device" "${model[@]}" "${file[@]}" \
     ${layout_args[$layout]} --profile --json
   if [ -s "$out/kernels-$layout.log" ]; then
-    python3 "$here/kernel_profile.py" "$out/kernels-$layout.log" --steps "$steps" \
-      > "$out/kernels-$layout.json" 2>> "$out/profile-$layout.log"
+    # The steps after the first only (no compilation, no autotune races), when the profile
+    # says how many launches a step makes.
+    per_step=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["profile"]["device_profile"]["dispatches_per_step"])' \
+      "$out/profile-$layout.json" 2>/dev/null || true)
+    python3 "$here/kernel_profile.py" "$out/kernels-$layout.log" --steps "$steps" --top 12 \
+      ${per_step:+--steady "$per_step"} > "$out/kernels-$layout.json" 2>> "$out/profile-$layout.log"
     xz -f "$out/kernels-$layout.log" 2>/dev/null || true
   fi
   # shellcheck disable=SC2086
@@ -237,9 +241,10 @@ for layout in layouts:
         k = json.load(open(f"{out}/kernels-{layout}.json"))
     except (OSError, ValueError):
         continue
-    print(f"\nTop kernels, {layout} (cubecl's timing of every launch over the profiled run's "
-          f"{k['steps']} steps, its first step and compilation included; "
-          f"{k['ms_per_step_timed']:.1f} ms per step timed):\n")
+    which = ("the steps after the first (no compilation or autotune)" if k.get("steady") else
+             "every step, the first's compilation and autotune included")
+    print(f"\nTop kernels, {layout} (cubecl's timing of each launch, each waited for, over "
+          f"{k['steps']} steps: {which}; {k['ms_per_step_timed']:.1f} ms per step timed):\n")
     print("| kernel | calls per step | ms per step |\n|---|---|---|")
     for t in k["top"]:
         print(f"| {t['name']} | {t['calls_per_step']:.1f} | {t['ms_per_step']:.2f} |")

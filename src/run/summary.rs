@@ -20,6 +20,9 @@ fn write_summary(out: &mut String, s: &RunSummary) -> std::fmt::Result {
         Some(a) => writeln!(out, "widebag train: done across {} ranks", a.ranks)?,
     }
     writeln!(out, "  adapter            {} [{:?}]", s.adapter, s.backend)?;
+    if let Some(compiler) = &s.compiler {
+        writeln!(out, "  compiler           {compiler}")?;
+    }
     writeln!(
         out,
         "  model              {} → {} → {:?} → {} classes ({} table shards, {} class chunks)",

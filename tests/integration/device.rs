@@ -107,3 +107,48 @@ fn asking_for_wgpu_opens_a_software_adapter_quietly() {
         "{stderr}"
     );
 }
+
+#[test]
+fn train_names_the_compiler_that_ran_wgsl_in_this_build_none_on_flex() {
+    if !crate::common::require(
+        "train_names_the_compiler_that_ran",
+        crate::common::Facility::Wgpu,
+        !list_adapters().is_empty(),
+        "no wgpu adapter is listed",
+    ) {
+        return;
+    }
+    let small = [
+        "--json",
+        "--set",
+        "train.steps=2",
+        "--set",
+        "data.width=500",
+        "--set",
+        "model.dim=8",
+        "--set",
+        "model.hidden=[8]",
+    ];
+    let run = |device: &str| {
+        let args: Vec<&str> = ["train", "--device", device]
+            .into_iter()
+            .chain(small)
+            .collect();
+        let out = run_bare(&args, &[], Duration::from_secs(300));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).expect("train --json")
+    };
+    // The tests' build has no `vulkan` feature: cubecl compiles WGSL, and says so; a build
+    // with it names `spirv` where the adapter takes SPIR-V (a silent fallback shows as `wgsl`).
+    let compiler = run("wgpu")["compiler"].clone();
+    if cfg!(feature = "vulkan") {
+        assert!(compiler == "spirv" || compiler == "wgsl", "{compiler}");
+    } else {
+        assert_eq!(compiler, "wgsl");
+    }
+    assert!(run("cpu").get("compiler").is_none());
+}

@@ -259,8 +259,6 @@ fn check_chunked_softmax(compute: Compute, label: &str) {
     let ct = ChunkTargets::new(&t, &chunks, &device);
     let mut probe = widebag_model::StepProbe::new(&device);
     let cols = softmax::reduce_cols(compute.backend);
-    let fwd = softmax::forward(&h_t, &layer, &chunks, &ct, cols, &mut probe);
-    let grads = softmax::backward(&h_t, &layer, &chunks, &ct, &fwd.lse, &mut probe);
 
     // The unchunked reference runs on flex: on lavapipe, burn 0.22's own `log_softmax` over
     // 240,000 columns returned a wrong loss (5.61 against 28.75), while widebag's chunked
@@ -281,49 +279,58 @@ fn check_chunked_softmax(compute: Compute, label: &str) {
     let g = loss.backward();
 
     let loss_ref = to_vec(loss.inner()).unwrap();
-    assert_close(
-        &format!("{label} loss"),
-        &to_vec(fwd.loss).unwrap(),
-        &loss_ref,
-        1e-5,
-        1e-5,
-    );
-    assert_close(
-        &format!("{label} dh"),
-        &to_vec(grads.dh).unwrap(),
-        &to_vec(h_ref.grad(&g).unwrap()).unwrap(),
-        1e-5,
-        1e-5,
-    );
+    let dh_ref = to_vec(h_ref.grad(&g).unwrap()).unwrap();
     let dw_ref = to_vec(w_ref.grad(&g).unwrap()).unwrap();
     let db_ref = to_vec(b_ref.grad(&g).unwrap()).unwrap();
-    assert_eq!(
-        chunks.len(),
-        grads.chunks.len(),
-        "{label}: a gradient per chunk"
-    );
-    for (c, (dw, db)) in chunks.iter().zip(grads.chunks) {
-        let dw = to_vec(dw).unwrap();
-        let mut want = Vec::with_capacity(hidden * c.n);
-        for i in 0..hidden {
-            want.extend_from_slice(
-                &dw_ref[i * n_classes + c.offset..i * n_classes + c.offset + c.n],
+    // Both ways of taking the logits to the backward pass: made again, and kept.
+    for keep in [
+        widebag_config::Logits::Recompute,
+        widebag_config::Logits::Keep,
+    ] {
+        let fwd = softmax::forward(&h_t, &layer, &chunks, &ct, cols, keep, &mut probe);
+        let grads = softmax::backward(&h_t, &layer, &chunks, &ct, &fwd.lse, fwd.kept, &mut probe);
+        assert_close(
+            &format!("{label} {keep:?} loss"),
+            &to_vec(fwd.loss).unwrap(),
+            &loss_ref,
+            1e-5,
+            1e-5,
+        );
+        assert_close(
+            &format!("{label} {keep:?} dh"),
+            &to_vec(grads.dh).unwrap(),
+            &dh_ref,
+            1e-5,
+            1e-5,
+        );
+        assert_eq!(
+            chunks.len(),
+            grads.chunks.len(),
+            "{label}: a gradient per chunk"
+        );
+        for (c, (dw, db)) in chunks.iter().zip(grads.chunks) {
+            let dw = to_vec(dw).unwrap();
+            let mut want = Vec::with_capacity(hidden * c.n);
+            for i in 0..hidden {
+                want.extend_from_slice(
+                    &dw_ref[i * n_classes + c.offset..i * n_classes + c.offset + c.n],
+                );
+            }
+            assert_close(
+                &format!("{label} {keep:?} dW chunk {}", c.offset),
+                &dw,
+                &want,
+                1e-5,
+                1e-5,
+            );
+            assert_close(
+                &format!("{label} {keep:?} db chunk {}", c.offset),
+                &to_vec(db).unwrap(),
+                &db_ref[c.offset..c.offset + c.n],
+                1e-5,
+                1e-5,
             );
         }
-        assert_close(
-            &format!("{label} dW chunk {}", c.offset),
-            &dw,
-            &want,
-            1e-5,
-            1e-5,
-        );
-        assert_close(
-            &format!("{label} db chunk {}", c.offset),
-            &to_vec(db).unwrap(),
-            &db_ref[c.offset..c.offset + c.n],
-            1e-5,
-            1e-5,
-        );
     }
 }
 
@@ -496,5 +503,78 @@ fn the_reported_loss_over_several_class_chunks_on_wgpu_is_the_cpus() {
             "step {}: wgpu {g}, cpu {c}",
             step + 1
         );
+    }
+}
+
+/// The long-reduction products (`products::matmul`, `products::matmul_nt`) against burn's own
+/// product of the whole reduction: on wgpu they run in `split_k_blocks` blocks (asserted), on
+/// flex whole; the value and, through autodiff, both operands' gradients agree within f32
+/// summation's rounding.
+fn check_split_products(compute: Compute, label: &str) {
+    use widebag_ledger::shapes::split_k_blocks;
+    use widebag_model::products;
+    let (m, n, k) = (24, 40, 36_000);
+    assert!(split_k_blocks(m, n, k) > 1, "{label}: the case splits");
+    let values = |len: usize, seed: u32| -> Vec<f32> {
+        (0..len)
+            .map(|i| ((i as u32).wrapping_mul(2_654_435_761) ^ seed) as f32 / u32::MAX as f32 - 0.5)
+            .collect()
+    };
+    let dev = &compute.device;
+    let (a, b, bt) = (
+        floats(values(m * k, 1), [m, k], dev),
+        floats(values(k * n, 2), [k, n], dev),
+        floats(values(n * k, 3), [n, k], dev),
+    );
+    let close = |got: Vec<f32>, want: Vec<f32>, what: &str| {
+        assert_eq!(got.len(), want.len());
+        let scale = want.iter().fold(1e-3f32, |s, v| s.max(v.abs()));
+        for (g, w) in got.iter().zip(&want) {
+            assert!(
+                (g - w).abs() <= 2e-4 * scale,
+                "{label} {what}: {g} against {w}"
+            );
+        }
+    };
+    let whole = a.clone().matmul(b.clone());
+    close(
+        to_vec(products::matmul(a.clone(), b.clone())).unwrap(),
+        to_vec(whole).unwrap(),
+        "a·b",
+    );
+    let whole_nt = a.clone().matmul(bt.clone().transpose());
+    let split_nt = products::matmul_nt(a.clone(), bt.clone());
+    close(to_vec(split_nt).unwrap(), to_vec(whole_nt).unwrap(), "a·bᵀ");
+    // Gradients of Σ (a·b) ⊙ u through the split product against the whole one's.
+    let ad = dev.clone().autodiff();
+    let u = floats(values(m * n, 4), [m, n], &ad);
+    let grads = |split: bool| {
+        let (la, lb) = (
+            a.clone().autodiff().require_grad(),
+            b.clone().autodiff().require_grad(),
+        );
+        let p = if split {
+            products::matmul(la.clone(), lb.clone())
+        } else {
+            la.clone().matmul(lb.clone())
+        };
+        let g = (p * u.clone()).sum().backward();
+        let ga = to_vec(la.grad(&g).unwrap()).unwrap();
+        (ga, to_vec(lb.grad(&g).unwrap()).unwrap())
+    };
+    let ((sa, sb), (wa, wb)) = (grads(true), grads(false));
+    close(sa, wa, "d/da");
+    close(sb, wb, "d/db");
+}
+
+#[test]
+fn split_reductions_equal_the_whole_products_on_flex() {
+    check_split_products(flex(), "flex");
+}
+
+#[test]
+fn split_reductions_equal_the_whole_products_on_wgpu() {
+    if let Some(c) = wgpu_or_skip("split_reductions_equal_the_whole_products_on_wgpu") {
+        check_split_products(c, "wgpu");
     }
 }

@@ -347,10 +347,11 @@ pub enum Rounding {
     Nearest,
 }
 
-/// What flex's host softmax keeps of the output's logits between the forward and the backward
-/// pass (`model.logits`): one process, the sparse layout's full softmax or the adaptive
-/// softmax's head (the dense layout always keeps them; the adaptive softmax's tail clusters, wgpu
-/// and a multi-process run recompute).
+/// What the full softmax keeps of the output's logits between the forward and the backward pass
+/// (`model.logits`): one process, the sparse layout's full softmax (flex's host softmax or the
+/// chunked softmax on tensors, wgpu's) or flex's adaptive softmax's head (the dense layout always
+/// keeps them; the adaptive softmax's tail clusters, its autodiff path on wgpu, the sampled
+/// output and a multi-process run recompute).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Logits {

@@ -81,6 +81,24 @@ pub fn class_chunks(n_classes: usize, chunk: usize) -> Vec<ClassChunk> {
         .collect()
 }
 
+/// Fewest values in one block of a split reduction ([`split_k_blocks`]).
+pub const SPLIT_K_MIN_BLOCK: usize = 1024;
+/// Most blocks a reduction is split into ([`split_k_blocks`]).
+pub const SPLIT_K_MAX_BLOCKS: usize = 64;
+
+/// How many blocks a device with its own memory (a GPU) cuts the reduction of an `[m, k] ×
+/// [k, n]` product into: 1 (none) unless `k` is at least 16 times the larger of `m` and `n`;
+/// else the largest divisor of `k` that leaves blocks of at least [`SPLIT_K_MIN_BLOCK`] values,
+/// at most [`SPLIT_K_MAX_BLOCKS`] (1 when the only such divisor is 1). The seed model's
+/// `dL/dh = g · Wᵀ` (`m` = 128 rows, `n` = 512, `k` = 240,000 classes): 64 blocks of 3,750.
+pub fn split_k_blocks(m: usize, n: usize, k: usize) -> usize {
+    if k < 16 * m.max(n).max(1) {
+        return 1;
+    }
+    let most = SPLIT_K_MAX_BLOCKS.min(k / SPLIT_K_MIN_BLOCK);
+    (2..=most).rev().find(|s| k.is_multiple_of(*s)).unwrap_or(1)
+}
+
 /// Largest chunk whose weight slice (`hidden × n`) and logits (`batch × n`) fit the buffer limit.
 pub fn max_chunk_classes(hidden: usize, batch_size: usize, max_buffer_bytes: u64) -> usize {
     let per_class = F32_BYTES * hidden.max(batch_size).max(1) as u64;
@@ -138,5 +156,26 @@ mod tests {
         assert_eq!(rows_per_piece(8, 1024), 32);
         assert_eq!(rows_per_piece(1 << 20, 1024), 1);
         assert_eq!(f32_bytes(10), 40);
+    }
+
+    #[test]
+    fn long_reductions_split_into_divisor_blocks() {
+        // The seed model's dL/dh: 240,000 classes in 64 blocks of 3,750.
+        assert_eq!(split_k_blocks(128, 512, 240_000), 64);
+        // Short reductions (the trunk's products, the weight gradient's batch) stay whole.
+        assert_eq!(split_k_blocks(128, 512, 1024), 1);
+        assert_eq!(split_k_blocks(512, 240_000, 128), 1);
+        // A prime reduction has no divisor: whole.
+        assert_eq!(split_k_blocks(4, 4, 65_521), 1);
+        for (m, n, k) in [
+            (128, 512, 8192),
+            (500, 600, 40_981),
+            (64, 24, 24_000),
+            (1, 1, 3000),
+        ] {
+            let s = split_k_blocks(m, n, k);
+            assert_eq!(k % s, 0, "{k} in {s} blocks");
+            assert!(s == 1 || (k / s >= SPLIT_K_MIN_BLOCK && s <= SPLIT_K_MAX_BLOCKS));
+        }
     }
 }

@@ -40,6 +40,21 @@ pub struct Compute {
     pub memory_bytes: Option<u64>,
     /// Set when `auto` fell back to the CPU: the reason, to print once.
     pub fallback_notice: Option<String>,
+    /// The shader language cubecl compiles this wgpu device's kernels to (`"spirv"` where the
+    /// build has burn's `vulkan` feature and the adapter takes it, else `"wgsl"`), read from
+    /// the runtime's own name so that a fallback shows; `None` on flex.
+    pub compiler: Option<String>,
+}
+
+/// The compiler of `device`'s cubecl runtime (its name reads `…wgpu<spirv>…`, `wgpu<wgsl>` or
+/// `wgpu<msl>`), `None` for a device without one.
+pub fn compiler_of(device: &Device) -> Option<String> {
+    use burn::backend::Backend;
+    let name = <burn::backend::Dispatch as Backend>::name(device.as_dispatch());
+    ["spirv", "wgsl", "msl"]
+        .into_iter()
+        .find(|c| name.contains(&format!("wgpu<{c}>")))
+        .map(str::to_string)
 }
 
 /// `MemTotal` from `/proc/meminfo` (Linux), in bytes.
@@ -61,6 +76,7 @@ impl Compute {
             alignment_bytes: 1,
             memory_bytes: system_memory_bytes(),
             fallback_notice: None,
+            compiler: None,
         }
     }
 
@@ -222,6 +238,7 @@ fn open_wgpu_kind(kind: Option<DeviceKind>) -> Result<Compute, ModelError> {
             alignment_bytes: *alignment_bytes,
             memory_bytes: *memory_bytes,
             fallback_notice: None,
+            compiler: compiler_of(device),
         }),
         Err(e) => Err(ModelError::NoAdapter(e.clone())),
     }

@@ -40,6 +40,7 @@ pub mod optim;
 pub mod output;
 pub mod params;
 pub mod probe;
+pub mod products;
 pub mod ranks;
 pub mod spec;
 pub mod step;

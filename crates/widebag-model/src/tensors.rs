@@ -23,6 +23,29 @@ pub fn row_indices(values: &[u32], device: &Device) -> Tensor<2, Int> {
     ints(values, device).reshape([n, 1])
 }
 
+/// A `[n_rows, width]` matrix built on the device from its nonzeros: `coords` holds each one's
+/// `(row, column)` pair flat, `values` its value (repeated pairs add up). Only the nonzeros
+/// cross to the device; the zeros are written there (a dense batch of the seed model is
+/// 123 MB, its nonzeros a few kilobytes).
+pub fn scattered(
+    [n_rows, width]: [usize; 2],
+    coords: Vec<i32>,
+    values: Vec<f32>,
+    device: &Device,
+) -> Tensor<2> {
+    let zeros = Tensor::<2>::zeros([n_rows, width], device);
+    let n = values.len();
+    if n == 0 {
+        return zeros;
+    }
+    let idx = Tensor::<2, Int>::from_data(TensorData::new(coords, [n, 2]), device);
+    zeros.scatter_nd(
+        idx,
+        floats(values, [n], device),
+        burn::tensor::IndexingUpdateOp::Add,
+    )
+}
+
 /// Tensors read back to the host so far, by this process.
 static READS: AtomicU64 = AtomicU64::new(0);
 

@@ -1,30 +1,45 @@
-//! The dense layout's ledger: the dense `[batch, width]` input, `[batch, classes]` targets and
-//! one saved `[batch, classes]` buffer of `log_softmax`, each layer's saved tensors, then a
-//! gradient for every weight.
+//! The dense layout's ledger: the dense `[batch, width]` input, each layer's saved tensors, the
+//! output layer off autodiff as the sparse layout's one-chunk softmax (`[batch, classes]`
+//! logits in the forward, their gradient in the backward; flex's host kernels keep them), then
+//! a gradient for every weight.
 
 use super::builder::Builder;
 use super::host;
 use super::spec::StepSpec;
-use crate::{Category, Ledger, Lifetime, Point};
+use crate::shapes::I32_BYTES;
+use crate::{Category, Ledger, Lifetime, Point, Pool};
 
 /// The ledger of one training step of `spec` in the dense layout (without the step count that
 /// [`super::ledger`] adds for both layouts).
 pub(super) fn ledger(spec: &StepSpec) -> Ledger {
     use Point::*;
-    let mut b = Builder::new(
-        spec,
-        vec![
+    // On the tensor path the softmax reads its logits' moment (`ForwardLogits`) and its
+    // gradients' (`BackwardLogits`); inside autodiff's backward nothing can be read, so the
+    // first layer's moment is predicted from its order (first layer last), and on flex's host
+    // kernels the logits' gradients' too.
+    let (points, predicted) = if spec.host_kernels() {
+        let points = vec![
             Setup,
             ForwardEnd,
             BackwardLogits,
             BackwardInput,
             BackwardEnd,
             StepEnd,
-        ],
-        // Inside `loss.backward()` nothing can be read; these two moments are predicted from
-        // the order of autodiff's backward (output layer first, first layer last).
-        vec![BackwardLogits, BackwardInput],
-    );
+        ];
+        (points, vec![BackwardLogits, BackwardInput])
+    } else {
+        let points = vec![
+            Setup,
+            ForwardLogits,
+            ForwardEnd,
+            BackwardLogits,
+            BackwardInput,
+            BackwardEnd,
+            StepEnd,
+        ];
+        (points, vec![BackwardInput])
+    };
+    let mut b = Builder::new(spec, points, predicted);
     setup(&mut b, spec);
     data(&mut b, spec);
     forward(&mut b, spec);
@@ -66,7 +81,8 @@ fn setup(b: &mut Builder, spec: &StepSpec) {
 }
 
 /// Data: the dense input (saved by the first matmul until the first layer's gradient is
-/// formed) and the dense targets.
+/// formed) and, on the tensor path, the targets as the softmax takes them (pairs, flat
+/// indices, weights, each row's total weight).
 fn data(b: &mut Builder, spec: &StepSpec) {
     use Point::*;
     let rows = spec.batch.n_rows;
@@ -75,34 +91,61 @@ fn data(b: &mut Builder, spec: &StepSpec) {
         "batch",
         &[rows, spec.width],
         Category::BatchBuffers,
-        Lifetime::span(ForwardEnd, BackwardInput),
+        Lifetime::span(ForwardLogits, BackwardInput),
     );
     if spec.host_kernels() {
         return;
     }
-    b.f32(
-        "dense targets",
-        "batch",
-        &[rows, spec.n_classes],
+    b.add(
+        "target pairs and flat indices (i32)",
+        "output",
+        &[spec.batch.n_targets, 3],
+        I32_BYTES,
+        1,
         Category::BatchBuffers,
-        Lifetime::at(ForwardEnd),
+        Pool::Dynamic,
+        Lifetime::span(ForwardLogits, BackwardEnd),
+    );
+    let targets = Lifetime::span(ForwardLogits, BackwardEnd);
+    b.f32(
+        "target weights",
+        "output",
+        &[spec.batch.n_targets],
+        Category::BatchBuffers,
+        targets,
+    );
+    b.f32(
+        "target weight per row",
+        "output",
+        &[rows, 1],
+        Category::BatchBuffers,
+        targets,
     );
 }
 
-/// Forward: what autodiff saves of each layer, and the logits `log_softmax` saves.
+/// Forward: what autodiff saves of each layer, and the logits (one chunk of every class), kept
+/// for the backward pass.
 fn forward(b: &mut Builder, spec: &StepSpec) {
     use Point::*;
-    b.saved_layers(spec, ForwardEnd, BackwardLogits, BackwardLogits);
+    b.saved_layers(spec, ForwardLogits, BackwardLogits, BackwardLogits);
     if spec.host_kernels() {
         host::kept_logits(b, spec);
         return;
     }
+    let rows = spec.batch.n_rows;
     b.f32(
-        "logits (saved by log_softmax)",
+        "logits (kept for the backward pass)",
         "output",
-        &[spec.batch.n_rows, spec.n_classes],
+        &[rows, spec.n_classes],
         Category::Logits,
-        Lifetime::at(ForwardEnd),
+        Lifetime::span(ForwardLogits, ForwardEnd),
+    );
+    b.f32(
+        "log-sum-exp per row",
+        "output",
+        &[rows, 1],
+        Category::Activations,
+        Lifetime::span(ForwardEnd, BackwardLogits),
     );
 }
 
@@ -118,6 +161,17 @@ fn backward(b: &mut Builder, spec: &StepSpec) {
             Category::Logits,
             Lifetime::at(BackwardLogits),
         );
+        let last = spec.last_hidden();
+        b.f32(
+            "dL/dh",
+            "output",
+            &[rows, last],
+            Category::Temporaries,
+            Lifetime::span(BackwardLogits, BackwardInput),
+        );
+        // dL/dh = g · Wᵀ sums the classes in blocks on a device with its own memory; the
+        // partial products are freed before the weight gradient is formed (as the sparse
+        // layout's).
     }
     b.f32(
         "gradient at the first layer's output",
@@ -126,6 +180,9 @@ fn backward(b: &mut Builder, spec: &StepSpec) {
         Category::Temporaries,
         Lifetime::at(BackwardInput),
     );
+    // On a device with its own memory the input product's reduction over the width runs in
+    // blocks (`products::matmul`); its gradient reaches each block's weight slice through a
+    // broadcast view, not a `[blocks, rows, dim]` buffer (not measurable inside autodiff).
 }
 
 #[cfg(test)]
@@ -147,12 +204,12 @@ mod tests {
         let sampled = l.sampled_peak(Placement::Device);
         assert_eq!(sampled.point, Point::BackwardEnd);
         // Inside backward, the [128, 240,000] input is still saved as the first layer's
-        // gradient is formed.
+        // gradient is formed, beside the output's dL/dh.
         let peak = l.peak(Placement::Device);
         assert_eq!(peak.point, Point::BackwardInput);
         assert_eq!(
             peak.bytes - sampled.bytes,
-            128 * 240_000 * 4 + 128 * 1024 * 4
+            128 * 240_000 * 4 + 128 * 1024 * 4 + 128 * 512 * 4
         );
         let c = l.categories_at(Placement::Device, Point::BackwardEnd);
         assert_eq!(c[&Category::Parameters], params);
@@ -160,11 +217,12 @@ mod tests {
         assert_eq!(c[&Category::OptimizerState], 2 * params);
         let gib = peak.bytes as f64 / GIB;
         assert!((5.55..5.7).contains(&gib), "{gib} GiB");
-        // Forward: the [128, 240,000] input, targets and saved logits (117.2 MiB each).
-        let f = l.categories_at(Placement::Device, Point::ForwardEnd);
+        // Forward: the [128, 240,000] input and logits (117.2 MiB each); the targets stay
+        // sparse (under a MiB).
+        let f = l.categories_at(Placement::Device, Point::ForwardLogits);
         let wide = 128 * 240_000 * 4;
         assert_eq!(f[&Category::Logits], wide);
-        assert_eq!(f[&Category::BatchBuffers], 2 * wide);
+        assert!((wide..wide + (1 << 20)).contains(&f[&Category::BatchBuffers]));
         // The naive estimate, weights alone, is about a quarter of it.
         assert!((params as f64) < 0.26 * peak.bytes as f64);
     }

@@ -352,13 +352,27 @@ fn chunked_forward(b: &mut Builder, spec: &StepSpec, cuts: &Cuts) {
         Pool::Dynamic,
         Lifetime::span(ForwardLogits, BackwardEnd),
     );
+    // Kept for the backward pass (which then makes none again), every chunk's logits stay
+    // to the forward pass's end: the first chunk's from its moment, the others' after it.
+    let kept = spec.keeps_logits();
+    let first_to = if kept { ForwardEnd } else { ForwardLogits };
     b.f32(
         "logits of one class chunk",
         "output",
         &[rows, first],
         Category::Logits,
-        Lifetime::at(ForwardLogits),
+        Lifetime::span(ForwardLogits, first_to),
     );
+    let others = cuts.chunks.iter().map(|c| c.n as u64).sum::<u64>() - first;
+    if kept && others > 0 {
+        b.f32(
+            "the other chunks' logits, kept for the backward pass",
+            "output",
+            &[rows, others],
+            Category::Logits,
+            Lifetime::at(ForwardEnd),
+        );
+    }
     let (sum, at) = (
         "running sum of the targets' logits",
         Lifetime::at(ForwardLogits),
@@ -397,6 +411,10 @@ fn backward(b: &mut Builder, spec: &StepSpec, cuts: &Cuts) {
             Category::Temporaries,
             Lifetime::at(BackwardLogits),
         );
+        // On a device with its own memory a chunk's `dL/dh = g · Wᵀ` sums its classes in
+        // blocks (`shapes::split_k_blocks`): their `[blocks, rows, last]` partial products are
+        // freed before the chunk's weight gradient is formed, so they are at no point here
+        // (measured on lavapipe: pricing them here over-predicted this point by their bytes).
     }
     for (k, s) in cuts.segments.iter().enumerate() {
         if s.n > 0 {

@@ -431,15 +431,21 @@ impl StepSpec {
         self.device.host_threads > 0
     }
 
-    /// Whether flex's host softmax keeps the full softmax's `[batch, classes]` logits (the
-    /// adaptive softmax's `[batch, head]`) for the backward pass: `model.logits = "keep"` in one
-    /// process, the sparse layout on host kernels (the dense layout keeps them whatever the key
-    /// says).
+    /// Whether the full softmax keeps its `[batch, classes]` logits (flex's host adaptive
+    /// softmax its `[batch, head]`) for the backward pass: `model.logits = "keep"` in one
+    /// process, the sparse layout, on host kernels or the chunked softmax on tensors (the dense
+    /// layout keeps them whatever the key says; the sampled and the autodiff adaptive softmax
+    /// never).
     pub fn keeps_logits(&self) -> bool {
         self.logits == Logits::Keep
-            && self.host_kernels()
             && self.ranks.is_none()
             && self.layout == Layout::Sparse
+            && matches!(
+                self.output_layer(),
+                OutputLayerKind::HostSoftmax
+                    | OutputLayerKind::HostAdaptiveSoftmax
+                    | OutputLayerKind::ChunkedSoftmax
+            )
     }
 
     /// Whether the sampled step runs on flex's host kernels (the sampled softmax with the

@@ -19,14 +19,15 @@ use crate::error::ModelError;
 use crate::optim::dense::DenseParam;
 use crate::optim::scheduled;
 use crate::output::scores::{ScoreKind, Visit};
-use crate::output::softmax::{self, ClassChunk, RunningLse};
+use crate::output::softmax::{self, ChunkTargets};
 use crate::params::init::{self, Init};
 use crate::params::update::{update_all, update_param};
 use crate::params::{Linear, TrunkParams, n_values};
 use crate::probe::{Point, Stage, StepProbe};
+use crate::products;
 use crate::spec::ModelSpec;
 use crate::step::done::StepDone;
-use crate::tensors::{activate, floats, ints, leaf_grad, scalar, to_vec};
+use crate::tensors::{activate, floats, ints, leaf_grad, scalar, scattered, to_vec};
 
 /// Shapes of the dense model.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
@@ -73,44 +74,17 @@ pub struct DenseModel {
     device: Device,
 }
 
-/// Dense targets `[B, n_classes]`, row-major.
-/// (`model.output = "full"`: each row's bag normalised to a distribution, as the sparse layout.)
-pub fn dense_targets(batch: &CsrBatch, n_classes: usize) -> Vec<f32> {
-    let t = &batch.targets().normalised();
-    let mut y = vec![0.0; batch.n_rows() * n_classes];
+/// The batch's inputs as a `[rows, width]` matrix, built on `device` from the nonzeros.
+fn device_inputs(batch: &CsrBatch, device: &Device) -> Tensor<2> {
+    let ptr = batch.row_ptr();
+    let mut coords = Vec::with_capacity(2 * batch.nnz());
     for r in 0..batch.n_rows() {
-        for k in t.row_ptr[r]..t.row_ptr[r + 1] {
-            y[r * n_classes + t.classes[k] as usize] += t.weights[k];
+        for &id in &batch.ids()[ptr[r]..ptr[r + 1]] {
+            coords.extend([r as i32, id as i32]);
         }
     }
-    y
-}
-
-/// `-(1/B) Σ_r Σ_j y_rj log p_rj` of `[B, classes]` logits on autodiff, every reduction over
-/// one class chunk at most: the log-sum-exp from a running max and sum, the target term chunk
-/// by chunk.
-fn cross_entropy(z: Tensor<2>, y: Tensor<2>, chunks: &[ClassChunk], max_cols: usize) -> Tensor<1> {
-    let parts: Vec<Tensor<2>> = chunks
-        .iter()
-        .map(|c| z.clone().narrow(1, c.offset, c.n))
-        .collect();
-    let mut lse = RunningLse::new(max_cols);
-    for zc in &parts {
-        lse.add(zc.clone());
-    }
-    let lse = lse.finish();
-    let picked = chunks
-        .iter()
-        .zip(parts)
-        .map(|(c, zc)| {
-            softmax::sum_cols(
-                (zc - lse.clone()) * y.clone().narrow(1, c.offset, c.n),
-                max_cols,
-            )
-        })
-        .reduce(|a, b| a + b)
-        .expect("at least one class chunk");
-    picked.mean().neg().reshape([1])
+    let shape = [batch.n_rows(), batch.width()];
+    scattered(shape, coords, batch.values().to_vec(), device)
 }
 
 impl DenseModel {
@@ -248,11 +222,11 @@ impl DenseModel {
     pub fn logits(&self, batch: &CsrBatch) -> Result<Tensor<2>, ModelError> {
         self.check_batch(batch)?;
         let s = &self.spec;
-        let x = floats(batch.to_dense(), [batch.n_rows(), s.width], &self.device);
+        let x = device_inputs(batch, &self.device);
         let acts = &s.activations;
         let p = &self.params;
         let mut h = activate(
-            x.matmul(self.input_weight.value.clone()) + p.bag_bias.value.clone(),
+            products::matmul(x, self.input_weight.value.clone()) + p.bag_bias.value.clone(),
             acts[0],
         );
         for (Linear { weight, bias }, &act) in p.hidden.iter().zip(&acts[1..]) {
@@ -276,46 +250,52 @@ impl DenseModel {
         }
         let s = &self.spec;
         let ad = self.device.clone().autodiff();
-        let n_rows = batch.n_rows();
-        // 1. data: the whole batch as dense matrices.
-        let x = floats(batch.to_dense(), [n_rows, s.width], &ad);
-        let y = floats(
-            dense_targets(batch, s.n_classes),
-            [n_rows, s.n_classes],
-            &ad,
-        );
+        // 1. data: the dense input built on the device from the nonzeros; the targets stay
+        //    sparse (the softmax's pairs and flat indices).
+        let x = device_inputs(batch, &ad);
+        let whole = softmax::class_chunks(s.n_classes, s.n_classes);
+        let targets = ChunkTargets::new(&batch.targets().normalised(), &whole, &self.device);
         probe.lap(Stage::Gather);
-        // 2. every parameter is a gradient leaf.
+        // 2. the input and hidden layers' parameters are gradient leaves.
         let leaf = |p: &DenseParam| p.value.clone().autodiff().require_grad();
         let input_weight = leaf(&self.input_weight);
         let leaves = self.params.map(leaf);
-        let out = self.output.map(leaf);
-        // 3. forward.
+        // 3. forward to the last hidden layer on autodiff.
         let acts = &s.activations;
         let mut h = activate(
-            x.matmul(input_weight.clone()) + leaves.bag_bias.clone(),
+            products::matmul(x, input_weight.clone()) + leaves.bag_bias.clone(),
             acts[0],
         );
         for (Linear { weight, bias }, &act) in leaves.hidden.iter().zip(&acts[1..]) {
             h = activate(h.matmul(weight.clone()) + bias.clone(), act);
         }
         probe.lap(Stage::Forward);
-        let logits = h.matmul(out.weight.clone()) + out.bias.clone();
-        let class_chunks = softmax::class_chunks(s.n_classes, s.class_chunk);
-        let loss = cross_entropy(logits, y, &class_chunks, s.reduce_cols);
-        let loss_value = scalar(loss.clone().inner())?;
+        // 4. the output layer off autodiff, as the sparse layout's: the loss and each row's
+        //    log-sum-exp, the logits kept (as on the host kernel: the dense layout's peak comes
+        //    later, at its first layer's gradient), then dL/dh (its reduction over the classes
+        //    in blocks on a GPU, `products::matmul_nt`) and the output's gradients.
+        let out = &self.output;
+        let layer = [(&out.weight.value, &out.bias.value)];
+        let h_value = h.clone().inner();
+        let (cols, keep) = (s.reduce_cols, Logits::Keep);
+        let fwd = softmax::forward(&h_value, &layer, &whole, &targets, cols, keep, probe);
+        let loss = scalar(fwd.loss)?;
         probe.lap(Stage::OutputForward);
         probe.sample(Point::ForwardEnd);
-        // 4. backward: autodiff through everything in one pass (its time is the output's
-        //    backward).
-        let ad_grads = loss.backward();
+        let (lse, kept) = (fwd.lse, fwd.kept);
+        let back = softmax::backward(&h_value, &layer, &whole, &targets, &lse, kept, probe);
+        drop((lse, h_value));
         probe.lap(Stage::OutputBackward);
+        // 5. the trunk and input layer's gradients from dL/dh.
+        let ad_grads = (h * Tensor::from_inner(back.dh)).sum().backward();
+        probe.lap(Stage::TrunkBackward);
         let grad = |l: &Tensor<2>| leaf_grad(l, &ad_grads);
+        let (weight, bias) = back.chunks.into_iter().next().expect("one output chunk");
         let grads = DenseGrads {
-            loss: loss_value,
+            loss,
             input_weight: grad(&input_weight),
             trunk: leaves.map(grad),
-            output: out.map(grad),
+            output: Linear { weight, bias },
         };
         drop(ad_grads);
         probe.sample(Point::BackwardEnd);
@@ -342,7 +322,7 @@ impl DenseModel {
         let leaves = self.params.map(leaf);
         let acts = &s.activations;
         let mut h = activate(
-            x.matmul(input_weight.clone()) + leaves.bag_bias.clone(),
+            products::matmul(x, input_weight.clone()) + leaves.bag_bias.clone(),
             acts[0],
         );
         for (Linear { weight, bias }, &act) in leaves.hidden.iter().zip(&acts[1..]) {

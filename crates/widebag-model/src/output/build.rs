@@ -80,10 +80,16 @@ pub fn build(
     }
     let full = FullParams::new(spec, ranks, optim, init, device);
     if !host {
+        // Kept logits in one process only, as the ledger prices them (`keeps_logits`).
+        let logits = match ranks.size {
+            1 => spec.logits,
+            _ => widebag_config::Logits::Recompute,
+        };
         return Ok(Box::new(ChunkedSoftmax::new(
             full,
             objective,
             spec.reduce_cols,
+            logits,
             device.clone(),
         )));
     }

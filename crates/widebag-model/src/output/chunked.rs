@@ -1,9 +1,11 @@
 //! The full softmax in class chunks on burn's tensors (wgpu, or flex's tensor path), off
 //! autodiff: the forward pass keeps each row's log-sum-exp ([`softmax::forward`]), the backward
-//! pass recomputes each chunk's logits and forms `dL/dh` and the chunks' gradients
-//! ([`softmax::backward`]); no `[batch, classes]` buffer is ever whole.
+//! pass recomputes each chunk's logits (or, with `model.logits = "keep"` in one process, takes
+//! them kept from the forward pass) and forms `dL/dh` and the chunks' gradients
+//! ([`softmax::backward`]); recomputing, no `[batch, classes]` buffer is ever whole.
 
 use burn::tensor::{Device, Tensor};
+use widebag_config::Logits;
 use widebag_csr::Targets;
 use widebag_ledger::shapes::ClassChunk;
 use widebag_ledger::step::OutputLayerKind;
@@ -24,6 +26,8 @@ pub struct ChunkedSoftmax {
     objective: Objective,
     /// Columns one row reduction spans at most ([`crate::spec::reduce_cols`]).
     reduce_cols: usize,
+    /// Whether the forward pass keeps the logits for the backward pass.
+    logits: Logits,
     device: Device,
 }
 
@@ -33,14 +37,23 @@ struct Saved {
     layer: Vec<(Tensor<2>, Tensor<2>)>,
     targets: ChunkTargets,
     lse: Tensor<2>,
+    kept: Vec<Tensor<2>>,
 }
 
 impl ChunkedSoftmax {
-    pub fn new(full: FullParams, objective: Objective, reduce_cols: usize, device: Device) -> Self {
+    /// `logits`: [`Logits::Keep`] in one process only (the ledger prices kept logits there).
+    pub fn new(
+        full: FullParams,
+        objective: Objective,
+        reduce_cols: usize,
+        logits: Logits,
+        device: Device,
+    ) -> Self {
         Self {
             full,
             objective,
             reduce_cols,
+            logits,
             device,
         }
     }
@@ -92,6 +105,7 @@ impl OutputLayer for ChunkedSoftmax {
             &self.full.chunks,
             &targets,
             self.reduce_cols,
+            self.logits,
             probe,
         );
         let loss = scalar(fwd.loss)?;
@@ -100,6 +114,7 @@ impl OutputLayer for ChunkedSoftmax {
             layer,
             targets,
             lse: fwd.lse,
+            kept: fwd.kept,
         };
         Ok(OutputPass::new(loss, Vec::new(), saved))
     }
@@ -115,8 +130,10 @@ impl OutputLayer for ChunkedSoftmax {
             layer,
             targets,
             lse,
+            kept,
         } = pass.into_saved();
-        let out = softmax::backward(&h, &refs(&layer), &self.full.chunks, &targets, &lse, probe);
+        let chunks = &self.full.chunks;
+        let out = softmax::backward(&h, &refs(&layer), chunks, &targets, &lse, kept, probe);
         probe.lap(crate::probe::Stage::OutputBackward);
         let params = out.chunks.into_iter().flat_map(|(w, b)| [w, b]).collect();
         Ok(OutputGrads {

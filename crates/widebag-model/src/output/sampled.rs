@@ -278,6 +278,7 @@ impl SampledOutput {
             &self.full.chunks,
             &targets,
             self.reduce_cols,
+            widebag_config::Logits::Recompute,
             probe,
         );
         scalar(fwd.loss)

@@ -7,15 +7,19 @@
 //!
 //! 1. forward: per chunk, update the running row max `m` and the rescaled sum `s`, and accumulate
 //!    `sum_j y_rj z_rj`; then `lse = m + ln s`;
-//! 2. backward: per chunk, recompute `z`, form `g = (w_r softmax(z) - y) / B` and accumulate
-//!    `dW = hᵀ g`, `db = sum_r g`, `dh += g Wᵀ`.
+//! 2. backward: per chunk, recompute `z` (or take it kept from pass 1, `Logits::Keep`: one
+//!    output product fewer, the `[batch, classes]` logits alive in between), form
+//!    `g = (w_r softmax(z) - y) / B` and accumulate `dW = hᵀ g`, `db = sum_r g`, `dh += g Wᵀ`.
 //!
-//! Peak temporary memory is a few `[batch, chunk]` tensors, whatever the number of classes.
+//! Recomputing, peak temporary memory is a few `[batch, chunk]` tensors, whatever the number of
+//! classes.
 
 use burn::tensor::{Device, Int, Tensor};
+use widebag_config::Logits;
 use widebag_csr::Targets;
 
 use crate::probe::{Point, StepProbe};
+use crate::products;
 use crate::tensors::floats;
 
 pub use widebag_ledger::shapes::{ClassChunk, class_chunks, max_chunk_classes};
@@ -100,6 +104,9 @@ pub struct SoftmaxForward {
     pub lse: Tensor<2>,
     /// `[1]` mean loss over rows.
     pub loss: Tensor<1>,
+    /// Each chunk's logits with [`Logits::Keep`] (for the backward pass, which then makes none
+    /// again); empty with [`Logits::Recompute`].
+    pub kept: Vec<Tensor<2>>,
 }
 
 /// Gradients of the output layer.
@@ -196,15 +203,18 @@ pub fn log_probs(h: &Tensor<2>, layer: &[(&Tensor<2>, &Tensor<2>)], max_cols: us
     Tensor::cat(z.into_iter().map(|zc| zc - lse.clone()).collect(), 1)
 }
 
-/// Pass 1: running max and sum over chunks, and the loss.
+/// Pass 1: running max and sum over chunks, and the loss; with [`Logits::Keep`] each chunk's
+/// logits kept for pass 2.
 pub fn forward(
     h: &Tensor<2>,
     layer: &[(&Tensor<2>, &Tensor<2>)],
     chunks: &[ClassChunk],
     targets: &ChunkTargets,
     max_cols: usize,
+    keep: Logits,
     probe: &mut StepProbe,
 ) -> SoftmaxForward {
+    let mut kept = Vec::new();
     let device = h.device();
     let mut lse = RunningLse::new(max_cols);
     // Σ over the batch's targets of weight · logit: the loss needs only the batch's total (its
@@ -227,6 +237,9 @@ pub fn forward(
                 .select(0, flat.clone());
             target_sum = target_sum + (picked * weights.clone()).sum();
         }
+        if keep == Logits::Keep {
+            kept.push(z.clone());
+        }
         lse.add(z);
     }
     let lse = lse.finish();
@@ -236,18 +249,20 @@ pub fn forward(
         .reshape([1])
         - target_sum)
         .div_scalar(n_rows);
-    SoftmaxForward { lse, loss }
+    SoftmaxForward { lse, loss, kept }
 }
 
-/// Pass 2: recompute each chunk's logits and accumulate the gradients.
+/// Pass 2: each chunk's logits (`kept` from pass 1, else made again) and the gradients.
 pub fn backward(
     h: &Tensor<2>,
     layer: &[(&Tensor<2>, &Tensor<2>)],
     chunks: &[ClassChunk],
     targets: &ChunkTargets,
     lse: &Tensor<2>,
+    kept: Vec<Tensor<2>>,
     probe: &mut StepProbe,
 ) -> SoftmaxGrads {
+    let mut kept = kept.into_iter();
     let device = h.device();
     let last = chunks.len().saturating_sub(1);
     let inv_rows = 1.0 / targets.n_rows.max(1) as f64;
@@ -255,13 +270,14 @@ pub fn backward(
     let mut dh: Option<Tensor<2>> = None;
     let mut grads = Vec::with_capacity(chunks.len());
     for (c, (chunk, (w, b))) in chunks.iter().zip(layer).enumerate() {
-        let p = (logits(h, w, b) - lse.clone()).exp();
+        let z = kept.next().unwrap_or_else(|| logits(h, w, b));
+        let p = (z - lse.clone()).exp();
         let mut g = p * targets.row_weight.clone();
         if let Some(y) = targets.dense(c, chunk.n, &device) {
             g = g - y;
         }
         let g = g.mul_scalar(inv_rows);
-        let dh_c = g.clone().matmul((*w).clone().transpose());
+        let dh_c = products::matmul_nt(g.clone(), (*w).clone());
         dh = Some(match dh {
             None => dh_c,
             Some(acc) => acc + dh_c,

@@ -22,6 +22,10 @@ use crate::train::position::epoch_of;
 pub struct RunSummary {
     pub backend: BackendKind,
     pub adapter: String,
+    /// The shader language wgpu's kernels were compiled to (`"spirv"` or `"wgsl"`); absent on
+    /// flex.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub compiler: Option<String>,
     pub width: usize,
     pub n_classes: usize,
     pub dim: usize,
@@ -201,6 +205,7 @@ impl RunSummary {
         Self {
             backend: r.compute.backend,
             adapter: r.compute.adapter.clone(),
+            compiler: r.compute.compiler.clone(),
             width: config.data.width,
             n_classes: config.data.n_classes(),
             dim: config.model.dim,
