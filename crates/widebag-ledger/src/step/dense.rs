@@ -17,27 +17,22 @@ pub(super) fn ledger(spec: &StepSpec) -> Ledger {
     // gradients' (`BackwardLogits`); inside autodiff's backward nothing can be read, so the
     // first layer's moment is predicted from its order (first layer last), and on flex's host
     // kernels the logits' gradients' too.
-    let (points, predicted) = if spec.host_kernels() {
-        let points = vec![
-            Setup,
-            ForwardEnd,
-            BackwardLogits,
-            BackwardInput,
-            BackwardEnd,
-            StepEnd,
-        ];
-        (points, vec![BackwardLogits, BackwardInput])
-    } else {
-        let points = vec![
-            Setup,
-            ForwardLogits,
-            ForwardEnd,
-            BackwardLogits,
-            BackwardInput,
-            BackwardEnd,
-            StepEnd,
-        ];
-        (points, vec![BackwardInput])
+    let host = spec.host_kernels();
+    let points = [
+        Setup,
+        ForwardLogits,
+        ForwardEnd,
+        BackwardLogits,
+        BackwardInput,
+        BackwardEnd,
+        StepEnd,
+    ]
+    .into_iter()
+    .filter(|&p| !(host && p == ForwardLogits))
+    .collect();
+    let predicted = match host {
+        true => vec![BackwardLogits, BackwardInput],
+        false => vec![BackwardInput],
     };
     let mut b = Builder::new(spec, points, predicted);
     setup(&mut b, spec);

@@ -76,13 +76,9 @@ pub struct DenseModel {
 
 /// The batch's inputs as a `[rows, width]` matrix, built on `device` from the nonzeros.
 fn device_inputs(batch: &CsrBatch, device: &Device) -> Tensor<2> {
-    let ptr = batch.row_ptr();
-    let mut coords = Vec::with_capacity(2 * batch.nnz());
-    for r in 0..batch.n_rows() {
-        for &id in &batch.ids()[ptr[r]..ptr[r + 1]] {
-            coords.extend([r as i32, id as i32]);
-        }
-    }
+    let coords = (batch.entry_rows().into_iter().zip(batch.ids()))
+        .flat_map(|(r, &id)| [r as i32, id as i32])
+        .collect();
     let shape = [batch.n_rows(), batch.width()];
     scattered(shape, coords, batch.values().to_vec(), device)
 }
