@@ -10,6 +10,8 @@
 #      step's device_profile: dispatches, blocking reads, new buffers, kernels compiled after
 #      step 1) and cubecl timing every launch (benches/kernel_profile.py: the top kernels);
 #   4. benches/peers/torch_peer.py --device cuda on the same file and shapes;
+#   5. `widebag plan --calibrate` (the device's throughput model; CALIBRATE=0 skips it) and each
+#      layout planned with it: predicted against measured step time;
 # and writes OUT/gpu.md: one table (examples/s, peak memory, ledger error) naming the GPU and
 # driver, with the step profile's largest stages. Every step has its own time limit and a step
 # that fails is a row that says so; the rest still runs.
@@ -171,6 +173,19 @@ for layout in $layouts; do
   fi
 done
 
+# The device's throughput model (`plan --calibrate`: 13 small runs, 4 and 16 class chunks among
+# them), then each layout planned with it (its --set keys pinned: the same run): the step time
+# `plan` predicts against the one measured.
+if [ "${CALIBRATE:-1}" = 1 ]; then
+  run calibrate "$bin" plan --calibrate --device "$device" --steps 6 --out "$out/calibration.json"
+  for layout in $layouts; do
+    [ -s "$out/calibration.json" ] || break
+    # shellcheck disable=SC2086
+    run "plan-$layout" "$bin" plan --device "$device" "${model[@]}" "${file[@]}" ${layout_args[$layout]} \
+      --calibration "$out/calibration.json" --json
+  done
+fi
+
 python3 - "$out" "$layouts" > "$out/gpu.md" <<'PY'
 import json, sys
 out, layouts = sys.argv[1], sys.argv[2].split()
@@ -248,6 +263,24 @@ for layout in layouts:
     print("| kernel | calls per step | ms per step |\n|---|---|---|")
     for t in k["top"]:
         print(f"| {t['name']} | {t['calls_per_step']:.1f} | {t['ms_per_step']:.2f} |")
+cal = None
+try:
+    cal = json.load(open(f"{out}/calibration.json"))
+except (OSError, ValueError):
+    pass
+if cal:
+    print(f"\nThroughput model (`plan --calibrate`): {cal['overhead_s'] * 1e3:.2f} ms + "
+          f"{cal['s_per_gflop'] * 1e3:.3f} ms/GFLOP + {cal['s_per_gb'] * 1e3:.3f} ms/GB + "
+          f"{cal.get('s_per_chunk', 0) * 1e3:.3f} ms per extra class chunk; the seed model "
+          f"planned with it against the measured step:\n")
+    print("| layout | predicted ms/step | measured ms/step | predicted / measured |\n|---|---|---|---|")
+    for layout in layouts:
+        p, w = load(f"plan-{layout}"), load(f"widebag-{layout}")
+        pred = p and p.get("predicted_step_s")
+        meas = w and w["batch_size"] / w["examples_per_s"]
+        ratio = f"{pred / meas:.2f}" if pred and meas else "—"
+        print(f"| {layout} | {pred * 1e3:.1f} | " if pred else f"| {layout} | — | ", end="")
+        print(f"{meas * 1e3:.1f} | {ratio} |" if meas else f"— | {ratio} |")
 print("\nSteps (rc, seconds):\n")
 print("```\n" + open(f"{out}/steps.txt").read().strip() + "\n```")
 PY

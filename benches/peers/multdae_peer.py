@@ -93,13 +93,13 @@ class DenseBags:
     zeroed matrix got them before), so no `[rows, n_items]` matrix is allocated, faulted in and
     zeroed per batch. The returned view is valid until the next call."""
 
-    def __init__(self, rows, n_items):
-        self.buf = torch.zeros(rows, n_items)
+    def __init__(self, rows, n_items, device="cpu"):
+        self.buf = torch.zeros(rows, n_items, device=device)
         self.last = None
 
     def __call__(self, idx, counts, row_of, n_rows):
         if self.last is not None:
-            self.buf.index_put_(self.last, torch.zeros(()))
+            self.buf.index_put_(self.last, torch.zeros((), device=self.buf.device))
         self.last = (row_of, idx)
         x = self.buf[:n_rows]
         x.index_put_((row_of, idx), counts, accumulate=True)
@@ -108,7 +108,7 @@ class DenseBags:
 
 def bag_norms(counts, row_of, n_rows):
     """Each entry's count over its row's L2 norm (Mult-DAE's F.normalize of the bag)."""
-    norms = torch.zeros(n_rows).index_add_(0, row_of, counts * counts).sqrt()
+    norms = torch.zeros(n_rows, device=counts.device).index_add_(0, row_of, counts * counts).sqrt()
     return counts / norms[row_of]
 
 
@@ -176,9 +176,9 @@ class SampledBag(MultDAEBag):
         return self.scores(h, self.out_w.weight, self.out_b.weight)
 
     def loss(self, bags, idx, counts, row_of, n_rows):
-        drawn = torch.randperm(self.n_items)[:self.negatives]
+        drawn = torch.randperm(self.n_items, device=idx.device)[:self.negatives]
         cand, inverse = torch.unique(torch.cat([idx, drawn]), return_inverse=True)
-        positive = torch.zeros(len(cand), dtype=torch.bool)
+        positive = torch.zeros(len(cand), dtype=torch.bool, device=idx.device)
         positive[inverse[:len(idx)]] = True
         log_q = torch.where(positive, 0.0, self.log_q)
         h = torch.tanh(bags + self.bias)
@@ -236,8 +236,9 @@ def evaluate(model, users, batches, dense_bags=None, k=20):
     """LightGCN's Recall@k and NDCG@k over the users with a test item, on the inputs
     `eval_batches` built (the dense layout's bags scattered into `dense_bags`' kept buffer)."""
     model.eval()
-    discounts = 1.0 / torch.log2(torch.arange(2, k + 2, dtype=torch.float64))
-    ideal = torch.cat([torch.zeros(1, dtype=torch.float64), discounts.cumsum(0)])
+    dev = next(model.parameters()).device
+    discounts = 1.0 / torch.log2(torch.arange(2, k + 2, dtype=torch.float64, device=dev))
+    ideal = torch.cat([torch.zeros(1, dtype=torch.float64, device=dev), discounts.cumsum(0)])
     recall = ndcg = 0.0
     with torch.inference_mode():
         for e in batches:
@@ -245,7 +246,7 @@ def evaluate(model, users, batches, dense_bags=None, k=20):
                 scores = model.head(model.bags(e["idx"], e["offsets"], e["weights"]))
             else:
                 scores = model(dense_bags(e["idx"], e["counts"], e["row_of"], e["n_rows"]))
-            scores.index_put_((e["row_of"], e["idx"]), torch.tensor(-math.inf))
+            scores.index_put_((e["row_of"], e["idx"]), torch.tensor(-math.inf, device=dev))
             top = torch.topk(scores, k, dim=1).indices
             hits = torch.isin(top + e["row_keys"], e["truth_keys"]).double()
             n_truth = e["n_truth"]
@@ -332,6 +333,10 @@ def main():
     ap.add_argument("--stop-at-target", action="store_true",
                     help="end at the first evaluation at or above --target, as widebag's "
                          "train.stop_at_metric does (the schedule stays the --epochs run's)")
+    ap.add_argument("--device", default="cpu",
+                    help="cpu or cuda: where the model, every batch and every evaluation input "
+                         "live (all moved there before the clock starts); on cuda each epoch's "
+                         "and the first step's time waits for the device")
     ap.add_argument("--config", default=None,
                     help="a widebag config (TOML): its model, batch, epochs, learning rate and "
                          "sampled softmax replace the flags above (refused unless the peer "
@@ -341,6 +346,15 @@ def main():
         from_config(args.config, args, ap)
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
+    dev = torch.device(args.device)
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        ap.error("--device cuda: torch sees no CUDA device")
+
+    def sync():
+        """Waits for the device's queued work (a no-op on the CPU), so a clock read after it
+        counts that work."""
+        if dev.type == "cuda":
+            torch.cuda.synchronize(dev)
     rng = np.random.default_rng(args.seed)
 
     tu, ti = read_lists(f"{args.data}/train.txt")
@@ -356,17 +370,17 @@ def main():
         ap.error("--negatives needs --input bag")
     if args.negatives > 0:
         model = SampledBag(n_items, args.dim, args.dropout, args.negatives,
-                           args.score == "cosine", args.temperature)
+                           args.score == "cosine", args.temperature).to(dev)
         opts = [torch.optim.SparseAdam([model.encode.weight, model.out_w.weight,
                                         model.out_b.weight], lr=args.lr),
                 torch.optim.Adam([model.bias], lr=args.lr, **ADAM[args.adam])]
     elif bag:
-        model = MultDAEBag(n_items, args.dim, args.dropout)
+        model = MultDAEBag(n_items, args.dim, args.dropout).to(dev)
         opts = [torch.optim.SparseAdam([model.encode.weight], lr=args.lr),
                 torch.optim.Adam([model.bias, *model.decode.parameters()], lr=args.lr,
                                  **ADAM[args.adam])]
     else:
-        model = MultDAE(n_items, args.dim, args.dropout)
+        model = MultDAE(n_items, args.dim, args.dropout).to(dev)
         opts = [torch.optim.Adam(model.parameters(), lr=args.lr, **ADAM[args.adam])]
     per_epoch = math.ceil(len(trainers) / args.batch)
     total = per_epoch * args.epochs
@@ -377,11 +391,15 @@ def main():
     epochs = []
     for _ in range(args.epochs):
         order = rng.permutation(trainers)
-        epochs.append([bag_rows(*train, order[b:b + args.batch]) + (len(order[b:b + args.batch]),)
+        epochs.append([tuple(t.to(dev) for t in bag_rows(*train, order[b:b + args.batch]))
+                       + (len(order[b:b + args.batch]),)
                        for b in range(0, len(order), args.batch)])
     eval_users, eval_inputs = eval_batches(train, test, n_users, n_items)
-    train_bags = None if bag else DenseBags(args.batch, n_items)
-    eval_bags = None if bag else DenseBags(max(e["n_rows"] for e in eval_inputs), n_items)
+    eval_inputs = [{k: v.to(dev) if torch.is_tensor(v) else v for k, v in e.items()}
+                   for e in eval_inputs]
+    train_bags = None if bag else DenseBags(args.batch, n_items, dev)
+    eval_bags = None if bag else DenseBags(max(e["n_rows"] for e in eval_inputs), n_items, dev)
+    sync()
     loss_of = torch.compile(model.loss) if args.compile else model.loss
 
     evaluations, step, train_s = [], 0, 0.0
@@ -406,7 +424,9 @@ def main():
                 sched.step()
             step += 1
             if step == 1:
+                sync()
                 first_step_s = time.perf_counter() - train_start
+        sync()
         train_s += time.perf_counter() - began
         faults += resource.getrusage(resource.RUSAGE_SELF).ru_minflt
         began = time.perf_counter()
@@ -421,7 +441,9 @@ def main():
             break
     print(json.dumps({"train_s": train_s, "setup_s": setup_s, "first_step_s": first_step_s,
                       "train_minor_faults_per_step": faults / max(step, 1), "threads": args.threads,
-                      "torch": torch.__version__, "input": args.input, "adam": args.adam,
+                      "torch": torch.__version__, "device": str(dev),
+                      "gpu": torch.cuda.get_device_name(dev) if dev.type == "cuda" else None,
+                      "input": args.input, "adam": args.adam,
                       "compile": args.compile, "allocator_env": allocator_env(),
                       "negatives": args.negatives, "score": args.score,
                       "temperature": args.temperature, "dim": args.dim,

@@ -43,6 +43,9 @@
 # 0.1748, the full Mult-DAE's Recall@20); with STOP_AT_TARGET=1 these two stop at FAST_TARGET,
 # the Mult-DAE sides at TARGET. MULTDAE=0 leaves widebag's Mult-DAE out (PEERS="" the
 # PyTorch Mult-DAE peers).
+# WIDEBAG_DEVICE (default cpu; wgpu on a GPU) and PEER_DEVICE (default cpu; cuda on a GPU) say
+# where each side trains and evaluates: the same run on a GPU, the peer's batches and evaluation
+# inputs moved to the device before its clock, each of its epochs waited for before it is timed.
 # Writes OUT/summary.json, OUT/summary.md (the table it prints), OUT/machine.txt and each
 # invocation's raw output: widebag-RUN.json, .log, .wall (start and end) and its run directory
 # widebag-run-RUN/, torch-PEER-RUN.jsonl, .log, .wall (widebag-fast-RUN.* and
@@ -65,6 +68,8 @@ fast=${FAST_CONFIG:-configs/gowalla-fast.toml}
 [ "$fast" = none ] && fast=
 fast_target=${FAST_TARGET:-0.1748}
 multdae=${MULTDAE:-1}
+widebag_device=${WIDEBAG_DEVICE:-cpu}
+peer_device=${PEER_DEVICE:-cpu}
 read -r -a widebag_args <<< "${WIDEBAG_ARGS:-}"
 read -r -a peer_args <<< "${PEER_ARGS:-}"
 here=$(dirname "$0")
@@ -90,7 +95,7 @@ for run in $(seq 1 "$runs"); do
     echo "== run $run: widebag ($threads threads)" >&2
     rm -rf "$out/widebag-run-$run"
     timed "$out/widebag-$run" "$out/widebag-$run.json" "${widebag_run[@]}" \
-      "$bin" train --config configs/gowalla.toml --device cpu \
+      "$bin" train --config configs/gowalla.toml --device "$widebag_device" \
       --set "data.path=\"$data/train.txt\"" --set "data.test_path=\"$data/test.txt\"" \
       --set train.eval_every=1 --set "train.epochs=$epochs" --set "train.seed=$seed" \
       "${widebag_stop[@]}" "${widebag_args[@]}" --json --out "$out/widebag-run-$run"
@@ -99,21 +104,22 @@ for run in $(seq 1 "$runs"); do
     echo "== run $run: PyTorch, $peer input ($threads threads)" >&2
     timed "$out/torch-$peer-$run" "$out/torch-$peer-$run.jsonl" "${torch_run[@]}" \
       "$python" "$here/multdae_peer.py" --data "$data" --threads "$threads" --epochs "$epochs" \
-      --input "$peer" --seed "$seed" --adam "$adam" "${compiled[@]}" "${peer_stop[@]}" \
+      --input "$peer" --seed "$seed" --adam "$adam" --device "$peer_device" "${compiled[@]}" \
+      "${peer_stop[@]}" \
       "${peer_args[@]}"
   done
   if [ -n "$fast" ]; then
     echo "== run $run: widebag, $fast ($threads threads)" >&2
     rm -rf "$out/widebag-fast-run-$run"
     timed "$out/widebag-fast-$run" "$out/widebag-fast-$run.json" "${widebag_run[@]}" \
-      "$bin" train --config "$fast" --device cpu \
+      "$bin" train --config "$fast" --device "$widebag_device" \
       --set "data.path=\"$data/train.txt\"" --set "data.test_path=\"$data/test.txt\"" \
       --set train.eval_every=1 --set "train.seed=$seed" "${fast_stop[@]}" \
       --json --out "$out/widebag-fast-run-$run"
     echo "== run $run: PyTorch, $fast's model ($threads threads)" >&2
     timed "$out/torch-sampled-$run" "$out/torch-sampled-$run.jsonl" "${torch_run[@]}" \
       "$python" "$here/multdae_peer.py" --config "$fast" --data "$data" --threads "$threads" \
-      --seed "$seed" --adam "$adam" "${fast_peer_stop[@]}"
+      --seed "$seed" --adam "$adam" --device "$peer_device" "${fast_peer_stop[@]}"
   fi
 done
 

@@ -73,6 +73,7 @@ def torch_peer(stem):
     return side(stem, tail["evaluations"],
                 {"train_s": tail["train_s"], "setup_s": tail["setup_s"], "version": tail["torch"],
                  "adam": tail["adam"], "compile": tail["compile"],
+                 "device": tail.get("device", "cpu"), "gpu": tail.get("gpu"),
                  "allocator_env": tail["allocator_env"],
                  "model": {k: tail.get(k) for k in ("negatives", "score", "temperature", "dim",
                                                     "batch", "epochs", "lr")}})
@@ -126,6 +127,11 @@ if os.environ.get("STOP_AT_TARGET") == "1":
                 "run's schedule): training, the whole process and the final figures are up "
                 "to there.")
 torch_side = next((inv[n][0] for n in sides if n.startswith("torch-")), None)
+widebag_side = next((inv[n][0] for n in sides if n.startswith("widebag")), None)
+if widebag_side or torch_side:
+    rows.append("Devices: " + "; ".join(
+        ([f"widebag on {widebag_side['adapter']}"] if widebag_side else []) +
+        ([f"PyTorch on {torch_side['gpu'] or torch_side['device']}"] if torch_side else [])) + ".")
 if torch_side:
     alloc = (" ".join(f"{k}={v}" for k, v in torch_side["allocator_env"].items())
              or "glibc's defaults")

@@ -162,6 +162,12 @@ pub fn make_plan(
     )?;
     let device = device_facts(compute.map(crate::preflight::device_facts), flags, config);
     let rows = sample(prepared)?;
+    // `--calibration`'s model, else the opened device's built-in one (none for a device given
+    // only by its facts, or one not measured yet: no time predicted).
+    let calibration = flags
+        .calibration
+        .clone()
+        .or_else(|| compute.and_then(|c| widebag_solver::Calibration::built_in(&c.adapter)));
     let problem = Problem {
         config: &prepared.config,
         bands: &prepared.model_bands,
@@ -169,7 +175,7 @@ pub fn make_plan(
         budget_bytes: budget.bytes,
         sample: &rows,
         pins,
-        calibration: &flags.calibration,
+        calibration: calibration.as_ref(),
         ranks: flags.ranks,
     };
     // Timed alone (sampling the data is not planning), the fastest of a few solves: the solve is
@@ -184,7 +190,7 @@ pub fn make_plan(
     }
     let plan = plan.expect("solved at least once");
     Ok(Planned {
-        report: Report::new(plan, &budget, device),
+        report: Report::new(plan, &budget, device, calibration),
         planned_ms,
     })
 }

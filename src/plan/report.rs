@@ -7,7 +7,7 @@ use serde::Serialize;
 use widebag_config::units::format_bytes;
 use widebag_config::{DenseOptim, Layout, TableOptim};
 use widebag_ledger::step::DeviceFacts;
-use widebag_solver::Plan;
+use widebag_solver::{Calibration, Plan};
 
 use super::measured::{Search, Verify};
 
@@ -35,11 +35,16 @@ pub struct Report {
     pub batch_size: usize,
     pub optimizer: Optimizers,
     pub predicted_peak_bytes: u64,
+    /// The chosen plan's seconds a step by the device's throughput model (`null`: no model for
+    /// this device).
+    pub predicted_step_s: Option<f64>,
     pub budget_bytes: u64,
     pub budget_source: String,
     pub slack_bytes: u64,
     pub layout: Layout,
     pub device: DeviceFacts,
+    /// The throughput model behind the predicted step times (`null`: none for this device).
+    pub calibration: Option<Calibration>,
     pub plan: Plan,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub verify: Option<Verify>,
@@ -51,7 +56,12 @@ pub struct Report {
 }
 
 impl Report {
-    pub fn new(plan: Plan, budget: &Budget, device: DeviceFacts) -> Self {
+    pub fn new(
+        plan: Plan,
+        budget: &Budget,
+        device: DeviceFacts,
+        calibration: Option<Calibration>,
+    ) -> Self {
         Self {
             fits: plan.fits,
             batch_size: plan.chosen.batch_size,
@@ -60,11 +70,13 @@ impl Report {
                 dense: plan.chosen.dense,
             },
             predicted_peak_bytes: plan.chosen.predicted_peak_bytes,
+            predicted_step_s: calibration.as_ref().map(|_| plan.chosen.predicted_step_s),
             budget_bytes: plan.budget_bytes,
             budget_source: budget.source.clone(),
             slack_bytes: plan.slack_bytes,
             layout: plan.layout,
             device,
+            calibration,
             plan,
             verify: None,
             search: None,
@@ -162,7 +174,30 @@ fn write_headline(out: &mut String, r: &Report) -> std::fmt::Result {
             p.pinned.join(", ")
         }
     )?;
-    Ok(())
+    write_time(out, r)
+}
+
+/// The chosen plan's predicted step time beside its bytes, and whose throughput model says so.
+fn write_time(out: &mut String, r: &Report) -> std::fmt::Result {
+    let c = &r.plan.chosen;
+    match &r.calibration {
+        Some(cal) => writeln!(
+            out,
+            "  time        predicted {} a step, {} examples/s (throughput model of {})",
+            seconds(c.predicted_step_s),
+            if c.predicted_examples_per_s < 10.0 {
+                format!("{:.2}", c.predicted_examples_per_s)
+            } else {
+                format!("{:.0}", c.predicted_examples_per_s)
+            },
+            cal.measured_on
+        ),
+        None => writeln!(
+            out,
+            "  time        not predicted: no throughput model for this device (`widebag plan \
+             --calibrate --out cal.json` on it, then `--calibration cal.json`)"
+        ),
+    }
 }
 
 /// Why the chosen plan was chosen, and its peak by category.
@@ -184,26 +219,42 @@ fn write_peak(out: &mut String, p: &Plan) -> std::fmt::Result {
     Ok(())
 }
 
+/// `s` seconds as milliseconds below a second, else as seconds.
+fn seconds(s: f64) -> String {
+    if s < 1.0 {
+        format!("{:.1} ms", s * 1e3)
+    } else {
+        format!("{s:.2} s")
+    }
+}
+
 /// The runner-ups: the other candidates and why each was not chosen.
 fn write_runner_ups(out: &mut String, p: &Plan) -> std::fmt::Result {
     if !p.runner_ups.is_empty() {
         writeln!(out, "  runner-ups")?;
         writeln!(
             out,
-            "    {:>6}  {:<38} {:>11} {:>11} {:>11} {:>11}  verdict",
-            "batch", "optimizers", "peak", "parameters", "opt. state", "activations"
+            "    {:>6}  {:<38} {:>11} {:>11} {:>11} {:>11} {:>9}  verdict",
+            "batch", "optimizers", "peak", "parameters", "opt. state", "activations", "ms/step"
         )?;
         for u in &p.runner_ups {
             let cat = |k: &str| format_bytes(u.categories.get(k).copied().unwrap_or(0));
+            // 0: no throughput model for the device (`write_time` says so).
+            let step_ms = if u.predicted_step_s > 0.0 {
+                format!("{:.1}", u.predicted_step_s * 1e3)
+            } else {
+                "–".to_string()
+            };
             writeln!(
                 out,
-                "    {:>6}  {:<38} {:>11} {:>11} {:>11} {:>11}  {}",
+                "    {:>6}  {:<38} {:>11} {:>11} {:>11} {:>11} {:>9}  {}",
                 u.batch_size,
                 optimizers(p.layout, u.table, u.dense),
                 format_bytes(u.predicted_peak_bytes),
                 cat("parameters"),
                 cat("optimizer_state"),
                 cat("activations"),
+                step_ms,
                 u.verdict
             )?;
         }
@@ -352,7 +403,7 @@ mod tests {
             pins: pins.iter().map(|p| p.to_string()).collect(),
             max_buffer_bytes: Some(128 << 20),
             alignment_bytes: Some(32),
-            ..SolverFlags::with_calibration(Calibration::lavapipe_2core())
+            ..SolverFlags::with_calibration(Some(Calibration::lavapipe_2core()))
         };
         make_plan(&mut prepared, &flags, &[], None).unwrap().report
     }
@@ -364,6 +415,7 @@ mod tests {
               budget      512.00 MiB (--budget 512MiB); 5.14 MiB kept free as slack
               device      largest buffer 128.00 MiB, alignment 32 B
               search      objective batch, batch 1..=4096, pinned: nothing
+              time        predicted 60.27 s a step, 68 examples/s (throughput model of llvmpipe (LLVM 15.0.6, 256 bits) (Cpu, Vulkan, Mesa 22.3.6 (LLVM 15.0.6)), 2 cores)
               why         the largest batch allowed (plan.max_batch = 4096); the most capable optimizers that fit at it
               peak        401.10 MiB at forward.logits (largest tensor 128.00 MiB)
                 activations                5.87 MiB
@@ -374,18 +426,18 @@ mod tests {
                 parameters                88.81 MiB
                 temporaries                     4 B
               runner-ups
-                 batch  optimizers                                    peak  parameters  opt. state activations  verdict
-                  4096  table adam + dense momentum             341.58 MiB   88.81 MiB  118.11 MiB    5.87 MiB  fits, less capable than the chosen optimizers
-                  4096  table rowwise_adagrad + dense adam      343.42 MiB   88.81 MiB  119.95 MiB    5.87 MiB  fits, less capable than the chosen optimizers
-                  4096  table adam + dense sgd                  282.06 MiB   88.81 MiB   58.59 MiB    5.87 MiB  fits, less capable than the chosen optimizers
-                  4096  table rowwise_adagrad + dense momentum  283.90 MiB   88.81 MiB   60.43 MiB    5.87 MiB  fits, less capable than the chosen optimizers
-                  4096  table momentum + dense adam             371.80 MiB   88.81 MiB  148.33 MiB    5.87 MiB  fits, less capable than the chosen optimizers
-                  4096  table rowwise_adagrad + dense sgd       224.38 MiB   88.81 MiB  937.50 KiB    5.87 MiB  fits, less capable than the chosen optimizers
-                  4096  table momentum + dense momentum         312.28 MiB   88.81 MiB   88.81 MiB    5.87 MiB  fits, less capable than the chosen optimizers
-                  4096  table sgd + dense adam                  342.50 MiB   88.81 MiB  119.03 MiB    5.87 MiB  fits, less capable than the chosen optimizers
-                  4096  table momentum + dense sgd              252.77 MiB   88.81 MiB   29.30 MiB    5.87 MiB  fits, less capable than the chosen optimizers
-                  4096  table sgd + dense momentum              282.99 MiB   88.81 MiB   59.52 MiB    5.87 MiB  fits, less capable than the chosen optimizers
-                  4096  table sgd + dense sgd                   223.47 MiB   88.81 MiB         0 B    5.87 MiB  fits, less capable than the chosen optimizers
+                 batch  optimizers                                    peak  parameters  opt. state activations   ms/step  verdict
+                  4096  table adam + dense momentum             341.58 MiB   88.81 MiB  118.11 MiB    5.87 MiB   59504.0  fits, less capable than the chosen optimizers
+                  4096  table rowwise_adagrad + dense adam      343.42 MiB   88.81 MiB  119.95 MiB    5.87 MiB   60223.7  fits, less capable than the chosen optimizers
+                  4096  table adam + dense sgd                  282.06 MiB   88.81 MiB   58.59 MiB    5.87 MiB   58991.5  fits, less capable than the chosen optimizers
+                  4096  table rowwise_adagrad + dense momentum  283.90 MiB   88.81 MiB   60.43 MiB    5.87 MiB   59454.9  fits, less capable than the chosen optimizers
+                  4096  table momentum + dense adam             371.80 MiB   88.81 MiB  148.33 MiB    5.87 MiB   60235.7  fits, less capable than the chosen optimizers
+                  4096  table rowwise_adagrad + dense sgd       224.38 MiB   88.81 MiB  937.50 KiB    5.87 MiB   58942.4  fits, less capable than the chosen optimizers
+                  4096  table momentum + dense momentum         312.28 MiB   88.81 MiB   88.81 MiB    5.87 MiB   59466.9  fits, less capable than the chosen optimizers
+                  4096  table sgd + dense adam                  342.50 MiB   88.81 MiB  119.03 MiB    5.87 MiB   60210.9  fits, less capable than the chosen optimizers
+                  4096  table momentum + dense sgd              252.77 MiB   88.81 MiB   29.30 MiB    5.87 MiB   58954.4  fits, less capable than the chosen optimizers
+                  4096  table sgd + dense momentum              282.99 MiB   88.81 MiB   59.52 MiB    5.87 MiB   59442.2  fits, less capable than the chosen optimizers
+                  4096  table sgd + dense sgd                   223.47 MiB   88.81 MiB         0 B    5.87 MiB   58929.7  fits, less capable than the chosen optimizers
               planned in 1.5 ms (28 ledger evaluations)
         "#]].assert_eq(&render(&default_plan("512MiB", &[]), 1.5));
     }
@@ -407,6 +459,7 @@ mod tests {
               budget      256.00 MiB (--budget 256MiB); 2.58 MiB kept free as slack
               device      largest buffer 128.00 MiB, alignment 32 B
               search      objective batch, batch 1..=4096, pinned: optim.table, optim.dense, model.input_bands.placement, model.input_bands.dtype, optim.state_dtype, model.input_bands.cutoffs, model.output_bands
+              time        predicted 2.48 s a step, 0.40 examples/s (throughput model of llvmpipe (LLVM 15.0.6, 256 bits) (Cpu, Vulkan, Mesa 22.3.6 (LLVM 15.0.6)), 2 cores)
               why         nothing fits: even table adam + dense adam at batch 1 needs 325.97 MiB (+ 2.58 MiB slack) of 256.00 MiB
               peak        325.97 MiB at backward.logits (largest tensor 29.30 MiB)
                 activations                2.75 KiB

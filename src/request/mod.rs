@@ -176,7 +176,8 @@ pub struct SweepRequest {
     pub out: PathBuf,
     /// The device every run uses (`--device`, else the first point's `train.device`).
     pub device: DeviceChoice,
-    pub calibration: Calibration,
+    /// `--calibration`'s; `None`: the device's built-in one.
+    pub calibration: Option<Calibration>,
 }
 
 pub fn sweep(args: &SweepArgs) -> Result<SweepRequest, Failure> {

@@ -21,14 +21,16 @@ pub struct SolverFlags {
     pub pins: Vec<String>,
     pub max_buffer_bytes: Option<u64>,
     pub alignment_bytes: Option<u64>,
-    pub calibration: Calibration,
+    /// `--calibration FILE`'s throughput model; `None`: the planned device's built-in one
+    /// ([`Calibration::built_in`]), if it has one.
+    pub calibration: Option<Calibration>,
     /// `--ranks`: plan rank 0 of a run across this many ranks (1: one process).
     pub ranks: usize,
 }
 
 impl SolverFlags {
-    /// No flags: the budget from the config or the device, the default calibration.
-    pub fn with_calibration(calibration: Calibration) -> Self {
+    /// No flags but the throughput model: the budget from the config or the device.
+    pub fn with_calibration(calibration: Option<Calibration>) -> Self {
         Self {
             budget: None,
             pins: Vec::new(),
@@ -59,16 +61,17 @@ pub(super) fn budget_flag(text: Option<&String>) -> Result<Option<(String, u64)>
     .transpose()
 }
 
-/// The throughput model: `--calibration FILE`, else the built-in lavapipe calibration. The one
-/// place plan, `train --budget` and sweep resolve it.
-pub fn calibration(args: &CalibrationArgs) -> Result<Calibration, Failure> {
+/// The throughput model of `--calibration FILE`; `None` without the flag (the planner then
+/// takes the device's built-in one). The one place plan, `train --budget` and sweep read it.
+pub fn calibration(args: &CalibrationArgs) -> Result<Option<Calibration>, Failure> {
     let Some(path) = &args.calibration else {
-        return Ok(Calibration::lavapipe_2core());
+        return Ok(None);
     };
     std::fs::read_to_string(path)
         .map_err(anyhow::Error::from)
         .and_then(|t| Ok(serde_json::from_str::<Calibration>(&t)?))
         .with_context(|| format!("--calibration {}", path.display()))
+        .map(Some)
         .map_err(Failure::usage)
 }
 

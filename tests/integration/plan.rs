@@ -131,6 +131,83 @@ fn the_budget_comes_from_the_config_or_the_devices_memory() {
     );
 }
 
+/// The plan's step time comes from the planned device's own throughput model: flex's built-in
+/// one when flex is opened, none for a device given only by its facts (no time predicted, and
+/// the throughput objective refused, exit 2), `--calibration`'s whatever the device.
+#[test]
+fn the_predicted_step_time_is_the_devices_own() {
+    let v = json(&widebag(&["plan", "--device", "cpu", "--json"]));
+    let step_s = v["predicted_step_s"].as_f64().unwrap();
+    assert!(step_s > 0.0, "{v}");
+    assert!(
+        v["calibration"]["measured_on"]
+            .as_str()
+            .unwrap()
+            .starts_with("flex"),
+        "{v}"
+    );
+    let chosen = &v["plan"]["chosen"];
+    let eps = chosen["predicted_examples_per_s"].as_f64().unwrap();
+    let batch = chosen["batch_size"].as_f64().unwrap();
+    assert!((batch / step_s - eps).abs() < 1e-6 * eps, "{v}");
+    let text = widebag(&["plan", "--device", "cpu"]);
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains("  time        predicted "), "{text}");
+    assert!(text.contains("ms/step"), "{text}");
+
+    // Another device, given by its facts: no model of it.
+    let v = json(&plan(&["--budget", "8GiB"]));
+    assert!(v["predicted_step_s"].is_null(), "{v}");
+    assert!(v["calibration"].is_null(), "{v}");
+    let refused = plan(&["--budget", "8GiB", "--objective", "throughput"]);
+    assert_eq!(refused.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(err.contains("plan --calibrate --out"), "{err}");
+
+    // Its own model, measured there: at 10 ms a chunk after the first, 30 chunks cost 290 ms.
+    let dir = std::env::temp_dir().join(format!("widebag-plan-cal-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let cal = dir.join("cal.json");
+    let write = |s_per_chunk: f64| {
+        std::fs::write(
+            &cal,
+            format!(
+                r#"{{"overhead_s": 0.001, "s_per_gflop": 0.0001, "s_per_gb": 0.0002,
+                    "s_per_chunk": {s_per_chunk}, "measured_on": "a test GPU"}}"#
+            ),
+        )
+        .unwrap();
+    };
+    let step_of = |chunk: &str| {
+        let set = format!("model.class_chunk={chunk}");
+        let v = json(&plan(&[
+            "--budget",
+            "8GiB",
+            "--calibration",
+            cal.to_str().unwrap(),
+            "--set",
+            "train.batch_size=128",
+            "--set",
+            "data.n_classes=240000",
+            "--set",
+            &set,
+        ]));
+        v["predicted_step_s"].as_f64().unwrap()
+    };
+    // 4 chunks of 60,000 classes (the widest a 128 MiB buffer holds: a `[60,000, 512]` weight
+    // chunk of 117 MiB) against 30 of 8,000: 26 chunks more, 0.26 s more.
+    write(0.0);
+    let (wide, narrow) = (step_of("60000"), step_of("8000"));
+    write(0.01);
+    let (wide_gpu, narrow_gpu) = (step_of("60000"), step_of("8000"));
+    assert!((wide_gpu - wide - 0.03).abs() < 1e-9, "{wide} {wide_gpu}");
+    assert!(
+        (narrow_gpu - narrow - 0.29).abs() < 1e-9,
+        "{narrow} {narrow_gpu}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn nothing_fits_exits_3_with_ranked_changes() {
     // Adam pinned for both parts (with --set) at 3 GiB: the moments alone are 2.75 GiB.

@@ -11,6 +11,7 @@ use widebag_ledger::{Ledger, Placement};
 
 use crate::problem::{Problem, slack_bytes};
 use crate::report::{Candidate, RankPlan};
+use crate::throughput::StepWork;
 
 /// The model a cost is taken of: the problem's own, or a changed copy (a suggestion's) with its
 /// bands.
@@ -200,7 +201,11 @@ impl<'a> Estimator<'a> {
             largest_allocation_bytes: ledger.largest_allocation().map_or(0, |(_, b)| b),
             fits,
             max_batch_size: None,
-            predicted_examples_per_s: self.p.calibration.examples_per_s(&spec),
+            predicted_examples_per_s: self.p.calibration.map_or(0.0, |c| c.examples_per_s(&spec)),
+            predicted_step_s: self
+                .p
+                .calibration
+                .map_or(0.0, |c| c.step_s(&StepWork::of(&spec))),
             verdict: String::new(),
         }
     }

@@ -19,6 +19,12 @@ pub enum SolverError {
         "the batch sample holds {sampled} rows per batch, fewer than the largest batch planned ({wanted})"
     )]
     SampleTooSmall { sampled: usize, wanted: usize },
+    #[error(
+        "plan.objective = \"throughput\" needs the device's throughput model, and none is built in \
+         for it: measure one with `widebag plan --calibrate --out cal.json` on the device, then \
+         plan with `--calibration cal.json`"
+    )]
+    NoCalibration,
 }
 
 /// The part of the budget the solver keeps free: 1 % of the budget plus 16 KiB. The ledger
@@ -149,7 +155,8 @@ pub struct Problem<'a> {
     pub budget_bytes: u64,
     pub sample: &'a RowSample,
     pub pins: Pins,
-    pub calibration: &'a Calibration,
+    /// The device's throughput model (`None`: none measured for it; no step time predicted).
+    pub calibration: Option<&'a Calibration>,
     /// Ranks of a multi-process run (1: one process). Above 1 every candidate is costed as rank
     /// 0's step (the largest block of every table and class block, and the most rows of the
     /// batch), so the budget is per rank; the batch is the global one.

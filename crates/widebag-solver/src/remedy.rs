@@ -540,6 +540,7 @@ pub struct LayoutOption {
     pub dense: widebag_config::DenseOptim,
     pub predicted_peak_bytes: u64,
     pub predicted_examples_per_s: f64,
+    pub predicted_step_s: f64,
     pub verdict: String,
 }
 

@@ -26,7 +26,10 @@ pub struct Candidate {
     /// The largest batch this optimizer pair fits at (within the batch range), if any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_batch_size: Option<usize>,
+    /// The throughput model's examples/s (0 where the device has no calibration).
     pub predicted_examples_per_s: f64,
+    /// The throughput model's seconds a step (0 where the device has no calibration).
+    pub predicted_step_s: f64,
     /// Why this candidate was chosen or rejected.
     pub verdict: String,
 }

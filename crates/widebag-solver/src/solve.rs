@@ -25,6 +25,9 @@ use crate::suggest::suggestions;
 /// allows. When no layout fits, the plan is the most remedied layout's (its suggestions name
 /// what would still be needed).
 pub fn solve(problem: &Problem) -> Result<Plan, SolverError> {
+    if problem.config.plan.objective == Objective::Throughput && problem.calibration.is_none() {
+        return Err(SolverError::NoCalibration);
+    }
     let n_bands = problem.bands.input.len().max(1);
     let device_bf16 = problem.device.bf16;
     // A host tier saves nothing where the device computes in the host's memory (flex).
@@ -123,7 +126,9 @@ fn best_rung(plans: &[Plan], objective: Objective) -> usize {
 
 /// The winning layout's remedies `set` pruned to those the chosen batch and optimizers need,
 /// and a narrower chunk or a cut side widened as far as they still fit there: removing a remedy
-/// or widening only adds memory (and saves time).
+/// or widening only adds memory. Under the throughput objective a remedy also stays where the
+/// throughput model says it is faster without it than with it (the adaptive softmax: fewer
+/// flops), so the pruned plan is no slower than the rung that won.
 fn prune(
     problem: &Problem,
     est: &Estimator,
@@ -141,11 +146,21 @@ fn prune(
         };
         est.fits_with(v, batch, t, d)
     };
+    let examples_per_s = |c: &Config| {
+        let bands = bands_of(c, problem.bands);
+        let v = Variant {
+            config: c,
+            bands: &bands,
+        };
+        est.candidate_with(v, batch, t, d).predicted_examples_per_s
+    };
+    let throughput = problem.config.plan.objective == Objective::Throughput;
     // Drop each remedy (last first) the chosen plan does not need.
     for r in set.clone().into_iter().rev() {
         let fewer: Vec<Remedy> = set.iter().copied().filter(|&x| x != r).collect();
         if let Some(c) = with_remedies(problem.config, &fewer, n_bands, problem.device.bf16)
             && still_fits(&c)
+            && (!throughput || examples_per_s(&c) >= examples_per_s(&config))
         {
             (set, config) = (fewer, c);
         }
@@ -280,6 +295,7 @@ fn layout_option(
         dense: c.dense,
         predicted_peak_bytes: c.predicted_peak_bytes,
         predicted_examples_per_s: c.predicted_examples_per_s,
+        predicted_step_s: c.predicted_step_s,
         verdict,
     }
 }
@@ -395,7 +411,7 @@ pub(crate) mod tests {
             budget_bytes: budget,
             sample: rows,
             pins,
-            calibration: &calibration,
+            calibration: Some(&calibration),
             ranks: 1,
         })
         .unwrap()
@@ -620,7 +636,7 @@ pub(crate) mod tests {
                 budget_bytes: budget,
                 sample: &rows,
                 pins: RUN_PINNED,
-                calibration: &calibration,
+                calibration: Some(&calibration),
                 ranks: 1,
             })
             .unwrap()
@@ -667,6 +683,106 @@ pub(crate) mod tests {
         let mut exact = c.clone();
         exact.model.class_chunk = chunk;
         assert!(plan(&exact, &rows, budget, Pins::ALL).fits);
+    }
+
+    /// Priced per device: where a chunk costs a GPU's launches, the throughput objective plans
+    /// the output in one chunk at a smaller batch; where chunks cost nothing, it takes the
+    /// narrower chunk and the larger batch.
+    #[test]
+    fn the_throughput_objective_pays_for_class_chunks_where_the_device_does() {
+        let c = config(&[
+            "plan.objective=\"throughput\"",
+            "optim.table=adam",
+            "optim.dense=adam",
+        ]);
+        let rows = sample(&c);
+        // The adaptive softmax left out (it is faster still, under either model).
+        let pins = Pins {
+            table: true,
+            dense: true,
+            output_bands: true,
+            ..Pins::default()
+        };
+        let bands = ModelBands::resolve(&c).unwrap();
+        let solve_pinned = |calibration: &Calibration, pins: Pins| {
+            solve(&Problem {
+                config: &c,
+                bands: &bands,
+                device: LAVAPIPE,
+                budget_bytes: 3 << 20,
+                sample: &rows,
+                pins,
+                calibration: Some(calibration),
+                ranks: 1,
+            })
+            .unwrap()
+        };
+        let solve_with = |calibration: &Calibration| solve_pinned(calibration, pins);
+        let chunked = |p: &Plan| p.remedies.iter().any(|r| r.key == "model.class_chunk");
+        let free = Calibration {
+            s_per_chunk: 0.0,
+            ..Calibration::lavapipe_2core()
+        };
+        let costly = Calibration {
+            s_per_chunk: 0.05,
+            ..Calibration::lavapipe_2core()
+        };
+        let (cheap, dear) = (solve_with(&free), solve_with(&costly));
+        assert!(cheap.fits && dear.fits);
+        assert!(chunked(&cheap), "{:?}", cheap.remedies);
+        assert!(!chunked(&dear), "{:?}", dear.remedies);
+        assert!(dear.chosen.batch_size < cheap.chosen.batch_size);
+        // Each plan's predicted step is its own model's: the chosen is the fastest it had.
+        for p in [&cheap, &dear] {
+            assert!(p.chosen.predicted_step_s > 0.0);
+            let eps = p.chosen.batch_size as f64 / p.chosen.predicted_step_s;
+            assert!((eps - p.chosen.predicted_examples_per_s).abs() < 1e-6 * eps);
+            for l in p.layouts.iter().filter(|l| l.fits) {
+                assert!(l.predicted_examples_per_s <= p.chosen.predicted_examples_per_s);
+            }
+        }
+        // The adaptive softmax offered too: the fastest rung is its, and the remedies pruned
+        // from it keep it (it saves time, not only memory), so the plan is still the fastest
+        // (to 0.5 %: its head is then widened as far as it fits, a few more flops for a head
+        // closer to the full softmax).
+        let all = solve_pinned(
+            &costly,
+            Pins {
+                output_bands: false,
+                ..pins
+            },
+        );
+        assert!(
+            all.remedies.iter().any(|r| r.key == "model.output_bands"),
+            "{:?}",
+            all.remedies
+        );
+        for l in all.layouts.iter().filter(|l| l.fits) {
+            assert!(
+                l.predicted_examples_per_s <= 1.005 * all.chosen.predicted_examples_per_s,
+                "{l:?} against {:?}",
+                all.chosen
+            );
+        }
+    }
+
+    #[test]
+    fn the_throughput_objective_without_a_calibration_is_refused() {
+        let c = config(&["plan.objective=\"throughput\""]);
+        let rows = sample(&c);
+        let bands = ModelBands::resolve(&c).unwrap();
+        let err = solve(&Problem {
+            config: &c,
+            bands: &bands,
+            device: LAVAPIPE,
+            budget_bytes: 6 << 20,
+            sample: &rows,
+            pins: Pins::default(),
+            calibration: None,
+            ranks: 1,
+        })
+        .unwrap_err();
+        assert!(err.to_string().contains("plan --calibrate"), "{err}");
     }
 
     fn serde_plain(name: &str) -> TableOptim {

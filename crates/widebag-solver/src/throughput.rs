@@ -1,15 +1,18 @@
-//! The throughput model behind `plan.objective = "throughput"`: a step's seconds as a fixed
-//! overhead plus its matmul work plus the bytes its optimizers and softmax move,
+//! The throughput model behind `plan`'s predicted step time and `plan.objective = "throughput"`:
+//! a step's seconds as a fixed overhead plus its matmul work plus the bytes its optimizers and
+//! softmax move plus a fixed cost per extra class chunk (each chunk is its own launches of the
+//! output layer's kernels, which a GPU pays far more for than it saves),
 //!
-//! `step_s = overhead_s + flops · s_per_gflop / 1e9 + bytes · s_per_gb / 1e9`,
+//! `step_s = overhead_s + flops · s_per_gflop / 1e9 + bytes · s_per_gb / 1e9
+//!           + (chunks − 1) · s_per_chunk`,
 //!
-//! with coefficients fitted by least squares to measured steps (`widebag plan --calibrate`).
-//! Examples/s is `batch / step_s`.
+//! with coefficients fitted by least squares to measured steps (`widebag plan --calibrate`), one
+//! set per device kind ([`Calibration::built_in`]). Examples/s is `batch / step_s`.
 
 use serde::{Deserialize, Serialize};
 use widebag_config::{Checkpointing, DenseOptim, Layout, TableOptim};
 use widebag_ledger::shapes::{self, F32_BYTES};
-use widebag_ledger::step::StepSpec;
+use widebag_ledger::step::{OutputLayerKind, StepSpec};
 
 /// Fitted coefficients, and where they were measured.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -17,29 +20,65 @@ pub struct Calibration {
     pub overhead_s: f64,
     pub s_per_gflop: f64,
     pub s_per_gb: f64,
+    /// Seconds each class chunk after the first adds (older calibration files: 0).
+    #[serde(default)]
+    pub s_per_chunk: f64,
     /// The machine and command the steps were measured with.
     pub measured_on: String,
 }
 
 impl Calibration {
-    /// Fitted with `widebag plan --calibrate --steps 6` (11 runs: both layouts, widths 2,000 and
-    /// 8,000, batches 64 to 1,024, three optimizer pairs; fitted within 7 % median, 36 % worst,
-    /// of the measured 0.09–3.0 s steps) on this project's 2-core machine, wgpu on Mesa 22.3.6
-    /// lavapipe. Other devices: `plan --calibrate --out FILE`, then `plan --calibration FILE`.
+    /// Fitted with `widebag plan --calibrate --steps 10 --device wgpu` (13 runs: both layouts,
+    /// widths 2,000 and 8,000, batches 64 to 1,024, three optimizer pairs, and 1, 4 and 16 class
+    /// chunks; in relative error: within 10 % of the measured 0.02–0.57 s steps at the median,
+    /// 28 % at worst) on this project's 2-core machine, wgpu on Mesa 22.3.6 lavapipe, 2026-11-30
+    /// (docs/results/calibration-2026-11-30/). Other devices: `plan --calibrate --out FILE`, then
+    /// `plan --calibration FILE`.
     pub fn lavapipe_2core() -> Self {
         Self {
-            overhead_s: 0.01630,
-            s_per_gflop: 0.4265,
-            s_per_gb: 7.231,
+            overhead_s: 0.01417,
+            s_per_gflop: 0.02488,
+            s_per_gb: 2.053,
+            s_per_chunk: 0.01241,
             measured_on:
                 "llvmpipe (LLVM 15.0.6, 256 bits) (Cpu, Vulkan, Mesa 22.3.6 (LLVM 15.0.6)), 2 cores"
                     .to_string(),
         }
     }
 
+    /// Fitted with `widebag plan --calibrate --steps 40` (the same 13 runs; within 6.3 % of the
+    /// measured 1.3–37 ms steps at the median, 20 % at worst; the bytes term fitted to 0: the
+    /// host kernels' traffic hides in their products) on this project's 2-core machine, flex
+    /// with its host kernels, 2026-11-30 (docs/results/calibration-2026-11-30/).
+    pub fn flex_2core() -> Self {
+        Self {
+            overhead_s: 0.0006834,
+            s_per_gflop: 0.007899,
+            s_per_gb: 0.0,
+            s_per_chunk: 0.00004633,
+            measured_on: "flex (CPU), 2 cores".to_string(),
+        }
+    }
+
+    /// The built-in calibration of the device `adapter` names (`Compute::adapter`): lavapipe
+    /// (`llvmpipe …`) or flex, each fitted on this project's 2-core machine; `None` for any
+    /// other device, which has to be measured (`plan --calibrate --out FILE`).
+    pub fn built_in(adapter: &str) -> Option<Self> {
+        if adapter.starts_with("llvmpipe") {
+            Some(Self::lavapipe_2core())
+        } else if adapter.starts_with("flex") {
+            Some(Self::flex_2core())
+        } else {
+            None
+        }
+    }
+
     /// Predicted seconds of one step.
     pub fn step_s(&self, work: &StepWork) -> f64 {
-        self.overhead_s + work.flops * self.s_per_gflop / 1e9 + work.bytes * self.s_per_gb / 1e9
+        self.overhead_s
+            + work.flops * self.s_per_gflop / 1e9
+            + work.bytes * self.s_per_gb / 1e9
+            + work.extra_chunks() * self.s_per_chunk
     }
 
     /// Predicted examples per second.
@@ -53,24 +92,31 @@ impl Calibration {
         }
     }
 
-    /// Least-squares fit of the three coefficients to `(work, measured step seconds)` pairs
-    /// (non-negative: a coefficient the data pushes below zero is dropped and the rest refitted).
+    /// Least-squares fit of the four coefficients to `(work, measured step seconds)` pairs, in
+    /// relative error (non-negative: a coefficient the data pushes below zero is dropped and the rest refitted;
+    /// one whose feature never varies from zero, such as chunks in runs of one chunk, is 0).
     pub fn fit(samples: &[(StepWork, f64)], measured_on: String) -> Option<Self> {
-        let features = |w: &StepWork| [1.0, w.flops / 1e9, w.bytes / 1e9];
-        let mut active = [true; 3];
+        let features = |w: &StepWork| [1.0, w.flops / 1e9, w.bytes / 1e9, w.extra_chunks()];
+        let mut active = [true; 4];
+        for (i, a) in active.iter_mut().enumerate().skip(1) {
+            *a = samples.iter().any(|(w, _)| features(w)[i] != 0.0);
+        }
         loop {
-            let idx: Vec<usize> = (0..3).filter(|&i| active[i]).collect();
+            let idx: Vec<usize> = (0..4).filter(|&i| active[i]).collect();
+            // Relative errors: each run's equation divided by its own time, so a 1 ms step is
+            // fitted as closely as a 1 s one.
             let coef = least_squares(
                 samples
                     .iter()
-                    .map(|(w, s)| (idx.iter().map(|&i| features(w)[i]).collect(), *s)),
+                    .filter(|(_, s)| *s > 0.0)
+                    .map(|(w, s)| (idx.iter().map(|&i| features(w)[i] / s).collect(), 1.0)),
                 idx.len(),
             )?;
             if let Some(k) = coef.iter().position(|&c| c < 0.0) {
                 active[idx[k]] = false;
                 continue;
             }
-            let mut full = [0.0; 3];
+            let mut full = [0.0; 4];
             for (k, &i) in idx.iter().enumerate() {
                 full[i] = coef[k];
             }
@@ -78,13 +124,14 @@ impl Calibration {
                 overhead_s: full[0],
                 s_per_gflop: full[1],
                 s_per_gb: full[2],
+                s_per_chunk: full[3],
                 measured_on,
             });
         }
     }
 }
 
-/// Normal equations solved by Gaussian elimination (n ≤ 3).
+/// Normal equations solved by Gaussian elimination (n ≤ 4).
 #[allow(clippy::needless_range_loop)]
 fn least_squares(rows: impl Iterator<Item = (Vec<f64>, f64)>, n: usize) -> Option<Vec<f64>> {
     if n == 0 {
@@ -117,15 +164,23 @@ fn least_squares(rows: impl Iterator<Item = (Vec<f64>, f64)>, n: usize) -> Optio
     Some((0..n).map(|i| a[i][n] / a[i][i]).collect())
 }
 
-/// The work of one step: matmul flops (forward and both backward products) and bytes moved by
-/// the bag, the softmax's elementwise passes and the optimizer updates.
+/// The work of one step: matmul flops (forward and both backward products), bytes moved by
+/// the bag, the softmax's elementwise passes and the optimizer updates, and the class chunks the
+/// full softmax runs in (1 for every other output layer).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct StepWork {
     pub flops: f64,
     pub bytes: f64,
+    #[serde(default)]
+    pub chunks: f64,
 }
 
 impl StepWork {
+    /// Chunks after the first (0 for one chunk, or none counted).
+    pub fn extra_chunks(&self) -> f64 {
+        (self.chunks - 1.0).max(0.0)
+    }
+
     pub fn of(spec: &StepSpec) -> Self {
         let b = spec.batch.n_rows as f64;
         let f32b = F32_BYTES as f64;
@@ -141,6 +196,7 @@ impl StepWork {
         let dim = spec.dim as f64;
         let mut bytes = 6.0 * b * classes * f32b; // logits: exp, normalise, gradient passes
         let dense_state = spec.dense_optim.state_per_weight() as f64;
+        let mut chunks = 1.0;
         match spec.layout {
             Layout::Sparse => {
                 let nnz = spec.batch.nnz as f64;
@@ -169,7 +225,10 @@ impl StepWork {
                 if spec.host_kernels() && !spec.keeps_logits() {
                     flops += 2.0 * b * last * classes;
                 }
-                if !spec.adaptive() {
+                if matches!(
+                    spec.output_layer(),
+                    OutputLayerKind::ChunkedSoftmax | OutputLayerKind::HostSoftmax
+                ) {
                     let chunk = shapes::class_chunk(
                         spec.class_chunk as usize,
                         spec.n_classes as usize,
@@ -179,6 +238,7 @@ impl StepWork {
                     );
                     let n_chunks = spec.n_classes.div_ceil(chunk.max(1) as u64) as f64;
                     bytes += n_chunks * 4.0 * b * last * f32b;
+                    chunks = n_chunks;
                 }
             }
             Layout::Dense => {
@@ -194,7 +254,11 @@ impl StepWork {
             DenseOptim::Adam | DenseOptim::AdamW => 9.0,
         };
         bytes += dense_params * f32b * (dense_passes + 2.0 * dense_state);
-        Self { flops, bytes }
+        Self {
+            flops,
+            bytes,
+            chunks,
+        }
     }
 }
 
@@ -202,54 +266,109 @@ impl StepWork {
 mod tests {
     use super::*;
 
+    fn work(flops: f64, bytes: f64, chunks: f64) -> StepWork {
+        StepWork {
+            flops,
+            bytes,
+            chunks,
+        }
+    }
+
     #[test]
     fn fit_recovers_known_coefficients() {
         let truth = Calibration {
             overhead_s: 0.01,
             s_per_gflop: 0.5,
             s_per_gb: 2.0,
+            s_per_chunk: 0.003,
+            measured_on: "t".into(),
+        };
+        let samples: Vec<(StepWork, f64)> = [
+            (1e8, 1e7, 1.0),
+            (4e9, 2e8, 1.0),
+            (2e9, 9e8, 4.0),
+            (5e7, 3e9, 1.0),
+            (1e9, 1e9, 16.0),
+        ]
+        .into_iter()
+        .map(|(flops, bytes, chunks)| {
+            let w = work(flops, bytes, chunks);
+            (w, truth.step_s(&w))
+        })
+        .collect();
+        let fit = Calibration::fit(&samples, "t".into()).unwrap();
+        assert!((fit.overhead_s - 0.01).abs() < 1e-9);
+        assert!((fit.s_per_gflop - 0.5).abs() < 1e-9);
+        assert!((fit.s_per_gb - 2.0).abs() < 1e-9);
+        assert!((fit.s_per_chunk - 0.003).abs() < 1e-9);
+    }
+
+    #[test]
+    fn runs_of_one_chunk_fit_no_chunk_cost() {
+        // Every run in one chunk: the chunk column is all zeros, so its coefficient is 0 and the
+        // other three are fitted as before (no singular system).
+        let truth = Calibration {
+            overhead_s: 0.02,
+            s_per_gflop: 0.1,
+            s_per_gb: 1.0,
+            s_per_chunk: 0.0,
             measured_on: "t".into(),
         };
         let samples: Vec<(StepWork, f64)> = [(1e8, 1e7), (4e9, 2e8), (2e9, 9e8), (5e7, 3e9)]
             .into_iter()
             .map(|(flops, bytes)| {
-                let w = StepWork { flops, bytes };
+                let w = work(flops, bytes, 1.0);
                 (w, truth.step_s(&w))
             })
             .collect();
         let fit = Calibration::fit(&samples, "t".into()).unwrap();
-        assert!((fit.overhead_s - 0.01).abs() < 1e-9);
-        assert!((fit.s_per_gflop - 0.5).abs() < 1e-9);
-        assert!((fit.s_per_gb - 2.0).abs() < 1e-9);
+        assert_eq!(fit.s_per_chunk, 0.0);
+        assert!((fit.s_per_gflop - 0.1).abs() < 1e-9);
     }
 
     #[test]
     fn negative_coefficients_are_dropped() {
         // Time falls as bytes grow: the bytes term is dropped, the rest refitted.
         let samples = vec![
-            (
-                StepWork {
-                    flops: 1e9,
-                    bytes: 1e9,
-                },
-                1.0,
-            ),
-            (
-                StepWork {
-                    flops: 2e9,
-                    bytes: 0.5e9,
-                },
-                2.0,
-            ),
-            (
-                StepWork {
-                    flops: 3e9,
-                    bytes: 0.1e9,
-                },
-                3.0,
-            ),
+            (work(1e9, 1e9, 1.0), 1.0),
+            (work(2e9, 0.5e9, 1.0), 2.0),
+            (work(3e9, 0.1e9, 1.0), 3.0),
         ];
         let fit = Calibration::fit(&samples, "t".into()).unwrap();
         assert!(fit.overhead_s >= 0.0 && fit.s_per_gflop > 0.0 && fit.s_per_gb >= 0.0);
+    }
+
+    #[test]
+    fn built_in_calibrations_by_adapter_and_none_for_a_gpu() {
+        let lavapipe = "llvmpipe (LLVM 15.0.6, 256 bits) (Cpu, Vulkan)";
+        assert_eq!(
+            Calibration::built_in(lavapipe),
+            Some(Calibration::lavapipe_2core())
+        );
+        assert_eq!(
+            Calibration::built_in("flex (CPU)"),
+            Some(Calibration::flex_2core())
+        );
+        assert_eq!(
+            Calibration::built_in("NVIDIA H200 (DiscreteGpu, Vulkan)"),
+            None
+        );
+    }
+
+    #[test]
+    fn older_calibration_files_read_with_no_chunk_cost() {
+        let c: Calibration = serde_json::from_str(
+            r#"{"overhead_s": 0.5, "s_per_gflop": 0.0, "s_per_gb": 0.0, "measured_on": "t"}"#,
+        )
+        .unwrap();
+        assert_eq!(c.s_per_chunk, 0.0);
+        // A step of one chunk and one of 30 cost the same without it, 29 chunk costs apart with.
+        let (one, thirty) = (work(1e9, 1e9, 1.0), work(1e9, 1e9, 30.0));
+        assert_eq!(c.step_s(&one), c.step_s(&thirty));
+        let gpu = Calibration {
+            s_per_chunk: 0.01,
+            ..c
+        };
+        assert!((gpu.step_s(&thirty) - gpu.step_s(&one) - 0.29).abs() < 1e-12);
     }
 }

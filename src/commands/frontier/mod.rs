@@ -14,7 +14,6 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use widebag_config::units::format_bytes;
 use widebag_ledger::Placement;
-use widebag_solver::Calibration;
 
 use crate::commands::sweep::results::Status;
 use crate::failure::{Failure, Outcome};
@@ -188,7 +187,7 @@ fn plan_all(
         let mut p = prepared.clone();
         let flags = SolverFlags {
             budget: Some((text.clone(), *bytes)),
-            ..SolverFlags::with_calibration(Calibration::lavapipe_2core())
+            ..SolverFlags::with_calibration(None)
         };
         let report = make_plan(&mut p, &flags, &[], Some(compute))
             .map_err(|e| Failure::usage(e.context(format!("planning for {text}"))))?

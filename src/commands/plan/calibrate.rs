@@ -14,7 +14,8 @@ use crate::request::{Calibrate, grid_point};
 
 /// The runs `--calibrate` measures (over [`grid_base`]): both layouts, three batch sizes, two
 /// widths and three optimizer pairs, so overhead, matmul work and optimizer traffic vary
-/// independently.
+/// independently; then the sparse layout's 8,000 classes at batch 256 in 4 and 16 class chunks,
+/// so the cost of a chunk does too.
 pub fn calibration_points() -> Vec<Vec<String>> {
     let mut out = Vec::new();
     let pairs = [
@@ -41,6 +42,17 @@ pub fn calibration_points() -> Vec<Vec<String>> {
                 ]);
             }
         }
+    }
+    for chunk in [2000, 500] {
+        out.push(vec![
+            "model.layout=\"sparse\"".to_string(),
+            "data.width=8000".to_string(),
+            "data.n_classes=8000".to_string(),
+            "train.batch_size=256".to_string(),
+            "optim.table=\"adam\"".to_string(),
+            "optim.dense=\"adam\"".to_string(),
+            format!("model.class_chunk={chunk}"),
+        ]);
     }
     out
 }

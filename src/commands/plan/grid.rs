@@ -4,7 +4,6 @@
 use anyhow::Context;
 use serde::Serialize;
 use widebag_config::units::format_bytes;
-use widebag_solver::Calibration;
 
 use super::search::{search, verify};
 use crate::commands::explain::grid::grid_base;
@@ -178,7 +177,7 @@ pub fn run_grid(req: &PlanGrid) -> Outcome {
             adapter = compute.adapter.clone();
             let flags = SolverFlags {
                 budget: Some((budget.to_string(), budget)),
-                ..SolverFlags::with_calibration(Calibration::lavapipe_2core())
+                ..SolverFlags::with_calibration(None)
             };
             let planned =
                 make_plan(&mut prepared, &flags, &[], Some(&compute)).map_err(Failure::usage)?;

@@ -35,7 +35,8 @@ pub fn run(req: &SweepRequest) -> Outcome {
         req.out.display()
     );
     let compute = open_compute(req.device)?;
-    let rows = run_all(sweep, &req.out, &compute, &req.calibration).map_err(Failure::run)?;
+    let rows =
+        run_all(sweep, &req.out, &compute, req.calibration.as_ref()).map_err(Failure::run)?;
     let keys: Vec<String> = sweep.spec.grid.keys().cloned().collect();
     print!("{}", results::markdown(&rows, &keys, &compute.adapter));
     let failed = rows.iter().filter(|r| r.status == Status::Failed).count();
@@ -61,7 +62,7 @@ fn run_point(
     point: &SweepPoint,
     dir: &Path,
     compute: &Compute,
-    calibration: &Calibration,
+    calibration: Option<&Calibration>,
 ) -> anyhow::Result<RunRow> {
     let run_dir = RunDir::create(dir)?;
     let config = &point.config;
@@ -100,7 +101,7 @@ fn run_point(
         .collect();
     match budget(None, &prepared.config, compute.memory_bytes) {
         Ok(_) => {
-            let flags = SolverFlags::with_calibration(calibration.clone());
+            let flags = SolverFlags::with_calibration(calibration.cloned());
             let report = make_plan(&mut prepared, &flags, &[], Some(compute))?.report;
             run_dir.write_json("plan.json", &report)?;
             if !report.fits {
@@ -159,7 +160,7 @@ fn run_all(
     sweep: &Sweep,
     out: &Path,
     compute: &Compute,
-    calibration: &Calibration,
+    calibration: Option<&Calibration>,
 ) -> anyhow::Result<Vec<RunRow>> {
     std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
     let mut rows = Vec::new();
