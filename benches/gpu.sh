@@ -10,14 +10,16 @@
 #      step's device_profile: dispatches, blocking reads, new buffers, kernels compiled after
 #      step 1) and cubecl timing every launch (benches/kernel_profile.py: the top kernels);
 #   4. benches/peers/torch_peer.py --device cuda on the same file and shapes;
-#   5. `widebag plan --calibrate` (the device's throughput model; CALIBRATE=0 skips it) and each
+#   5. each layout but head/tail again with the output layer's products in half precision
+#      (HALF, default f16: `model.output_precision`; HALF= skips it), against the same peer;
+#   6. `widebag plan --calibrate` (the device's throughput model; CALIBRATE=0 skips it) and each
 #      layout planned with it: predicted against measured step time;
 # and writes OUT/gpu.md: one table (examples/s, peak memory, ledger error) naming the GPU and
 # driver, with the step profile's largest stages. Every step has its own time limit and a step
 # that fails is a row that says so; the rest still runs.
 #   cargo build --release && strip -o widebag target/release/widebag     # where Rust is
 #   WIDEBAG_BIN=./widebag bash benches/gpu.sh out-gpu                    # on the GPU machine
-# Env: WIDEBAG_BIN (default ./widebag, else target/release/widebag; a name ending in .xz is
+# Env: HALF (f16; bf16; empty: none), WIDEBAG_BIN (default ./widebag, else target/release/widebag; a name ending in .xz is
 # unpacked into OUT first), VULKAN_DEBS (a folder of the
 # .deb packages libvulkan1 libglvnd0 libgl1 libglx0 libegl1 libopengl0 libgles2, unpacked into
 # OUT/vulkan when the machine has no libvulkan.so.1; default .gl), PYTHON (python3 with torch),
@@ -173,6 +175,18 @@ for layout in $layouts; do
   fi
 done
 
+# The output layer's products in half precision (`model.output_precision`): the tensor cores'
+# operands where the build compiles SPIR-V with cooperative matrices.
+half=${HALF-f16}
+if [ -n "$half" ]; then
+  for layout in $layouts; do
+    [ "$layout" = headtail ] && continue
+    # shellcheck disable=SC2086
+    run "widebag-$layout-$half" "$bin" train --device "$device" "${model[@]}" "${file[@]}" \
+      ${layout_args[$layout]} --set "model.output_precision=\"$half\"" --json
+  done
+fi
+
 # The device's throughput model (`plan --calibrate`: 13 small runs, 4 and 16 class chunks among
 # them), then each layout planned with it (its --set keys pinned: the same run): the step time
 # `plan` predicts against the one measured.
@@ -186,9 +200,9 @@ if [ "${CALIBRATE:-1}" = 1 ]; then
   done
 fi
 
-python3 - "$out" "$layouts" > "$out/gpu.md" <<'PY'
+python3 - "$out" "$layouts" "${half:-}" > "$out/gpu.md" <<'PY'
 import json, sys
-out, layouts = sys.argv[1], sys.argv[2].split()
+out, layouts, half = sys.argv[1], sys.argv[2].split(), sys.argv[3]
 
 ok = {line.split()[0] for line in open(f"{out}/steps.txt") if " rc=0 " in line + " "}
 
@@ -234,9 +248,22 @@ for layout in layouts:
           f"{mib(w.get('peak_in_use_bytes')) if w else '—'} | {mib(t['peak_bytes']) if t else '—'} | "
           f"{mib(e['predicted_sampled_peak_bytes']) if e else '—'} | "
           f"{mib(e.get('measured_peak_bytes')) if e else '—'} | {err} | {loss} |")
+for layout in (l for l in layouts if half and l != "headtail"):
+    w, t = load(f"widebag-{layout}-{half}"), load(f"torch-{layout}")
+    we = w["examples_per_s"] if w else None
+    te = t["examples_per_s"] if t else None
+    ratio = f"{we / te:.2f}×" if we and te else "—"
+    loss = (f"{w['final_loss_mean10']:.3f}" if w else "failed") + " / " + \
+           (f"{t['final_loss_mean10']:.3f}" if t else "—")
+    print(f"| {layout}, {half} products | {num(we) if w else 'failed'} | {num(te)} | {ratio} | "
+          f"{mib(w.get('peak_in_use_bytes')) if w else '—'} | "
+          f"{mib(t['peak_bytes']) if t else '—'} | — | — | — | {loss} |")
 t = next((t for t in (load(f"torch-{l}") for l in layouts) if t), None)
 if t:
     print(f"\ntorch: {t['peer']} on {t['device']}.")
+w = next((w for w in (load(f"widebag-{l}") for l in layouts) if w), None)
+if w:
+    print(f"widebag: compiler {w.get('compiler') or '—'} (`train --json`'s `compiler`).")
 print("\nwidebag's step profile (`--profile`: ms per step, largest stages; each stage boundary "
       "waits for the device), and what a step after the first asks of the device:")
 for layout in layouts:

@@ -30,7 +30,10 @@
 # ROWS (51200), WIDTH (240000), STEPS (200: one pass over the rows), RUNS (3),
 # LAYOUTS ("dense sparse headtail"), LOGITS (keep), and the model: DIM (32), HIDDEN ("64"),
 # BATCH (256); THREADS (every core), CPUS (0-(THREADS-1); empty: unpinned), ALLOCATOR (tuned;
-# glibc, mallopt, jemalloc), ADAM (fused; foreach, single), COMPILE (0).
+# glibc, mallopt, jemalloc), ADAM (fused; foreach, single), COMPILE (0), WIDEBAG_ARGS (more
+# arguments for widebag's side, word-split; e.g. the output layer's products in half precision
+# on flex's tensor path against the f32 peer: WIDEBAG_ARGS='--set train.cpu_kernels="tensor"
+# --set model.output_precision="f16"').
 # Writes OUT_DIR/summary.md (the table it prints: each side's median and range over the runs,
 # and the median and range of the per-run ratios), OUT_DIR/machine.txt, and each invocation's
 # raw output: SIDE-LAYOUT-RUN.json, .log (stderr) and .wall (start and end).
@@ -55,6 +58,7 @@ input_init=${INPUT_INIT:-uniform}
 logits=${LOGITS:-keep}
 adam=${ADAM:-fused}
 compile=${COMPILE:-0}
+read -r -a widebag_args <<< "${WIDEBAG_ARGS:-}"
 # shellcheck source=common.sh
 . "$here/common.sh"
 mkdir -p "$out"
@@ -88,7 +92,7 @@ for run in $(seq 1 "$runs"); do
     # shellcheck disable=SC2086
     timed "$out/widebag-$layout-$run" "$out/widebag-$layout-$run.json" "${widebag_run[@]}" \
       "$bin" train "${model[@]}" "${file[@]}" ${layout_args[$layout]} --set "train.seed=$run" \
-      "${save[@]}" --json
+      "${save[@]}" "${widebag_args[@]}" --json
     cuts=()
     if [ "$layout" = headtail ]; then
       mapfile -t cuts < <("$py" "$here/cutoffs.py" "$out/widebag-$layout-$run.json")

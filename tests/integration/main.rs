@@ -27,6 +27,7 @@ mod modcycles;
 mod mpi;
 mod numerics;
 mod out_of_memory;
+mod output_precision;
 mod plan;
 mod precision;
 mod ranks;

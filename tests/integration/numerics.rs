@@ -7,13 +7,14 @@ use crate::common;
 
 use common::{assert_close, assert_fd, batch, fd_dense, fd_table, flex, wgpu_or_skip, wide};
 use widebag_config::bands::ModelBands;
-use widebag_config::{Activation, Config, DenseOptim, TableOptim, TargetKind};
+use widebag_config::{Activation, Config, DenseOptim, Precision, TableOptim, TargetKind};
 use widebag_csr::CsrBatch;
 use widebag_model::layout::dense::DenseModel;
 use widebag_model::layout::reference::dense_reference;
 use widebag_model::optim::dense::DenseParam;
 use widebag_model::output::softmax::{self, ChunkTargets};
 use widebag_model::params::init::Init;
+use widebag_model::products::Operands;
 use widebag_model::tensors::{floats, to_vec};
 use widebag_model::{Compute, SparseModel};
 
@@ -282,56 +283,87 @@ fn check_chunked_softmax(compute: Compute, label: &str) {
     let dh_ref = to_vec(h_ref.grad(&g).unwrap()).unwrap();
     let dw_ref = to_vec(w_ref.grad(&g).unwrap()).unwrap();
     let db_ref = to_vec(b_ref.grad(&g).unwrap()).unwrap();
-    // Both ways of taking the logits to the backward pass: made again, and kept.
-    for keep in [
-        widebag_config::Logits::Recompute,
-        widebag_config::Logits::Keep,
-    ] {
-        let fwd = softmax::forward(&h_t, &layer, &chunks, &ct, cols, keep, &mut probe);
-        let grads = softmax::backward(&h_t, &layer, &chunks, &ct, &fwd.lse, fwd.kept, &mut probe);
-        assert_close(
-            &format!("{label} {keep:?} loss"),
-            &to_vec(fwd.loss).unwrap(),
-            &loss_ref,
-            1e-5,
-            1e-5,
-        );
-        assert_close(
-            &format!("{label} {keep:?} dh"),
-            &to_vec(grads.dh).unwrap(),
-            &dh_ref,
-            1e-5,
-            1e-5,
-        );
-        assert_eq!(
-            chunks.len(),
-            grads.chunks.len(),
-            "{label}: a gradient per chunk"
-        );
-        for (c, (dw, db)) in chunks.iter().zip(grads.chunks) {
-            let dw = to_vec(dw).unwrap();
-            let mut want = Vec::with_capacity(hidden * c.n);
-            for i in 0..hidden {
-                want.extend_from_slice(
-                    &dw_ref[i * n_classes + c.offset..i * n_classes + c.offset + c.n],
+    // Both ways of taking the logits to the backward pass (made again, and kept), with f32
+    // operands element by element at 1e-5; then half-precision operands where the device has
+    // the dtype (`model.output_precision`): their gap, the largest error over the reference's
+    // largest magnitude, printed and held under a bound.
+    let f32_and_halves = [
+        (Precision::F32, 0.0),
+        (Precision::F16, 5e-3),
+        (Precision::Bf16, 1e-2),
+    ];
+    for (precision, bound) in f32_and_halves {
+        if !precision.is_f32() && !supports(&device, precision) {
+            eprintln!("{label}: no {} on this device", precision.name());
+            continue;
+        }
+        let hidden_in = softmax::Hidden::new(h_t.clone(), Operands(precision));
+        for keep in [
+            widebag_config::Logits::Recompute,
+            widebag_config::Logits::Keep,
+        ] {
+            let what = format!("{label} {} {keep:?}", precision.name());
+            let fwd = softmax::forward(&hidden_in, &layer, &chunks, &ct, cols, keep, &mut probe);
+            let grads = softmax::backward(
+                &hidden_in, &layer, &chunks, &ct, &fwd.lse, fwd.kept, &mut probe,
+            );
+            assert_eq!(
+                chunks.len(),
+                grads.chunks.len(),
+                "{what}: a gradient per chunk"
+            );
+            let mut dw_all = vec![0.0f32; hidden * n_classes];
+            let mut db_all = vec![0.0f32; n_classes];
+            for (c, (dw, db)) in chunks.iter().zip(grads.chunks) {
+                let dw = to_vec(dw).unwrap();
+                for i in 0..hidden {
+                    dw_all[i * n_classes + c.offset..i * n_classes + c.offset + c.n]
+                        .copy_from_slice(&dw[i * c.n..(i + 1) * c.n]);
+                }
+                db_all[c.offset..c.offset + c.n].copy_from_slice(&to_vec(db).unwrap());
+            }
+            let got = [
+                ("loss", to_vec(fwd.loss).unwrap(), &loss_ref),
+                ("dh", to_vec(grads.dh).unwrap(), &dh_ref),
+                ("dW", dw_all, &dw_ref),
+                ("db", db_all, &db_ref),
+            ];
+            for (name, got, want) in got {
+                if precision.is_f32() {
+                    assert_close(&format!("{what} {name}"), &got, want, 1e-5, 1e-5);
+                    continue;
+                }
+                let gap = relative_gap(&got, want);
+                eprintln!("{what} {name}: largest error / largest value {gap:.2e}");
+                assert!(
+                    gap <= bound,
+                    "{what} {name}: gap {gap:.2e} over {bound:.0e}"
                 );
             }
-            assert_close(
-                &format!("{label} {keep:?} dW chunk {}", c.offset),
-                &dw,
-                &want,
-                1e-5,
-                1e-5,
-            );
-            assert_close(
-                &format!("{label} {keep:?} db chunk {}", c.offset),
-                &to_vec(db).unwrap(),
-                &db_ref[c.offset..c.offset + c.n],
-                1e-5,
-                1e-5,
-            );
         }
     }
+}
+
+/// The largest `|got − want|` over the largest `|want|`.
+fn relative_gap(got: &[f32], want: &[f32]) -> f32 {
+    assert_eq!(got.len(), want.len());
+    let err = got
+        .iter()
+        .zip(want)
+        .map(|(a, b)| (a - b).abs())
+        .fold(0.0f32, f32::max);
+    let scale = want.iter().map(|b| b.abs()).fold(0.0f32, f32::max);
+    err / scale.max(f32::MIN_POSITIVE)
+}
+
+/// Whether `device` computes in `precision`'s dtype.
+fn supports(device: &burn::tensor::Device, precision: Precision) -> bool {
+    let dtype = match precision {
+        Precision::F32 => burn::tensor::DType::F32,
+        Precision::F16 => burn::tensor::DType::F16,
+        Precision::Bf16 => burn::tensor::DType::BF16,
+    };
+    device.supports_dtype(dtype)
 }
 
 #[test]

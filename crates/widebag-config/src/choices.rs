@@ -318,6 +318,11 @@ pub enum Precision {
 impl Precision {
     pub const ALL: [Precision; 3] = [Precision::F32, Precision::F16, Precision::Bf16];
 
+    /// Whether this is f32 (the default, left out of a written config).
+    pub fn is_f32(&self) -> bool {
+        *self == Precision::F32
+    }
+
     /// Bytes of one element.
     pub fn bytes(self) -> u64 {
         match self {

@@ -38,6 +38,7 @@ pub fn known_keys() -> Vec<String> {
     full.data.zero_based = Some(true);
     full.optim.table_lr = Some(1.0);
     full.model.last_activation = Some(crate::choices::Activation::Linear);
+    full.model.output_precision = crate::choices::Precision::F16;
     full.train.epochs = Some(1);
     full.train.stop_at_metric = Some("recall@20".to_string());
     full.train.stop_at_value = Some(1.0);

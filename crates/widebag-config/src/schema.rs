@@ -166,6 +166,12 @@ pub struct ModelConfig {
     /// adaptive softmax's `[batch, head]`) kept for the backward pass on flex's host kernels (one
     /// output matmul fewer per step).
     pub logits: Logits,
+    /// The operands of the full softmax's three products (the logits, `dL/dh` and the weight
+    /// gradient) on burn's tensors: `f32` (the default), or `f16`/`bf16` operands summed in f32
+    /// (the products a GPU's tensor cores take, through SPIR-V's cooperative matrices); the
+    /// softmax, the loss and every gradient stay f32. Not on flex's host kernels.
+    #[serde(skip_serializing_if = "Precision::is_f32")]
+    pub output_precision: Precision,
     /// The output objective: `full` softmax, `adaptive` softmax (`output_bands`), or
     /// `multinomial` (a target bag's counts, full or, with `output_bands`, adaptive).
     pub output: OutputKind,
@@ -262,6 +268,7 @@ impl Default for ModelConfig {
             max_buffer_mib: 0,
             checkpointing: Checkpointing::None,
             logits: Logits::Recompute,
+            output_precision: Precision::F32,
             output: OutputKind::Full,
             activation: Activation::Relu,
             last_activation: None,

@@ -4,6 +4,7 @@ use widebag_kinds::{Format, LabelMode, ShuffleMode, TextMode};
 
 use crate::band_keys::BandPlacement;
 use crate::choices::{Checkpointing, Layout, Precision};
+use crate::sampling::Score;
 use crate::schema::{Config, DataConfig, ModelConfig, OutputKind, PLAN_KNOBS};
 use crate::units;
 
@@ -328,7 +329,35 @@ fn check_model(c: &Config) -> Result<(), (&'static str, String)> {
     if c.data.user_vector > 0.0 {
         check_user_vector(m)?;
     }
+    check_output_precision(m)?;
     check_sampled(c)
+}
+
+/// Half-precision output products are the full softmax's (one chunked softmax over every
+/// class, dot scores): the adaptive, sampled, tied and cosine output layers compute in f32.
+fn check_output_precision(m: &ModelConfig) -> Result<(), (&'static str, String)> {
+    if m.output_precision.is_f32() {
+        return Ok(());
+    }
+    let p = m.output_precision.name();
+    let other = if m.output_bands.cutoffs.is_split() {
+        Some("the adaptive softmax (model.output_bands)")
+    } else if m.output.sampled() {
+        Some("a sampled output (model.output)")
+    } else if m.tie_output {
+        Some("a tied output layer (model.tie_output)")
+    } else if m.score != Score::Dot {
+        Some("cosine scores (model.score)")
+    } else {
+        None
+    };
+    match other {
+        Some(what) => Err((
+            "model.output_precision",
+            format!("{p} products are the full softmax's with dot scores; {what} computes in f32"),
+        )),
+        None => Ok(()),
+    }
 }
 
 /// The sampled output losses' keys, and what they cannot be combined with.

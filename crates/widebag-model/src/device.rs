@@ -322,6 +322,45 @@ pub fn check_precisions(
             }
         }
     }
+    check_output_precision(config, compute, host_kernels)
+}
+
+/// An error naming `model.output_precision` unless its half dtype runs where the output layer
+/// runs: on burn's tensors (not flex's host kernels, which compute in f32), on a device that has
+/// the dtype (lavapipe has f16, not bf16).
+fn check_output_precision(
+    config: &widebag_config::Config,
+    compute: &Compute,
+    host_kernels: bool,
+) -> Result<(), ModelError> {
+    use widebag_config::Precision;
+    let key = "model.output_precision";
+    let p = config.model.output_precision;
+    let dtype = match p {
+        Precision::F32 => return Ok(()),
+        Precision::F16 => burn::tensor::DType::F16,
+        Precision::Bf16 => burn::tensor::DType::BF16,
+    };
+    if host_kernels {
+        return Err(ModelError::Unsupported {
+            key,
+            message: format!(
+                "{} products run on burn's tensors: flex's host kernels compute the output layer \
+                 in f32 (set train.cpu_kernels = \"tensor\", or train on wgpu)",
+                p.name()
+            ),
+        });
+    }
+    if !compute.device.supports_dtype(dtype) {
+        return Err(ModelError::Unsupported {
+            key,
+            message: format!(
+                "{} on the device: {} does not support it (f16 or f32 there)",
+                p.name(),
+                compute.adapter
+            ),
+        });
+    }
     Ok(())
 }
 

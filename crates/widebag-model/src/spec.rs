@@ -51,6 +51,8 @@ pub struct ModelSpec {
     pub checkpointing: widebag_config::Checkpointing,
     /// What the host softmax keeps of the full softmax's logits in one process (`model.logits`).
     pub logits: widebag_config::Logits,
+    /// The full softmax's product operands on burn's tensors (`model.output_precision`).
+    pub output_precision: widebag_config::Precision,
     /// The output layer's weight is the input table (`model.tie_output`).
     pub tied: bool,
     /// How the output scores a class (`model.score`), and cosine's temperature.
@@ -119,6 +121,7 @@ impl ModelSpec {
             input_init: config.model.input_init,
             checkpointing: config.model.checkpointing,
             logits: config.model.logits,
+            output_precision: config.model.output_precision,
             tied: config.model.tie_output,
             score: config.model.score,
             temperature: config.model.temperature,

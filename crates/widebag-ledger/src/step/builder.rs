@@ -76,6 +76,29 @@ impl Builder {
         );
     }
 
+    /// Under half-precision output products (`model.output_precision`), `h`'s copy in their
+    /// dtype: made with the first chunk's logits, kept to the output layer's last gradient (the
+    /// weights' and the logit gradients' half copies live within one product, between points).
+    pub(super) fn half_hidden(&mut self, spec: &StepSpec) {
+        let p = spec.output_precision;
+        if p.is_f32() {
+            return;
+        }
+        self.add(
+            format!(
+                "output layer input h in {} (the products' operand)",
+                p.name()
+            ),
+            "output",
+            &[spec.batch.n_rows, spec.last_hidden()],
+            p.bytes(),
+            1,
+            Category::Activations,
+            Pool::Dynamic,
+            Lifetime::span(Point::ForwardLogits, Point::BackwardLogits),
+        );
+    }
+
     /// A dense parameter, its optimizer state and its gradient (alive over `grad`).
     pub(super) fn dense_param(
         &mut self,

@@ -128,6 +128,7 @@ fn forward(b: &mut Builder, spec: &StepSpec) {
         return;
     }
     let rows = spec.batch.n_rows;
+    b.half_hidden(spec);
     b.f32(
         "logits (kept for the backward pass)",
         "output",

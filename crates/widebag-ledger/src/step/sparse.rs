@@ -342,6 +342,7 @@ fn chunked_forward(b: &mut Builder, spec: &StepSpec, cuts: &Cuts) {
     use Point::*;
     let rows = spec.batch.n_rows;
     let first = cuts.chunks[0].n as u64;
+    b.half_hidden(spec);
     b.add(
         "target flat indices per class chunk (i32, for the loss)",
         "output",
@@ -505,6 +506,35 @@ mod tests {
         let dense = ledger(&seed_spec(Layout::Dense, DenseOptim::Adam));
         assert!(dense.largest_allocation().unwrap().1 > 128 << 20);
         assert_eq!(dense.peak(Placement::Host).bytes, 8, "Adam's step count");
+    }
+
+    /// Half-precision output products add `h`'s half copy from the first chunk's logits to the
+    /// last chunk's gradient, in both layouts, and nothing at any other point.
+    #[test]
+    fn half_output_products_price_the_half_copy_of_h() {
+        use widebag_config::Precision;
+
+        use crate::Point;
+        for layout in [Layout::Sparse, Layout::Dense] {
+            let f32_spec = seed_spec(layout, DenseOptim::Adam);
+            let at = |spec: &super::super::spec::StepSpec, p: Point| -> u64 {
+                ledger(spec)
+                    .categories_at(Placement::Device, p)
+                    .values()
+                    .sum()
+            };
+            for (precision, bytes) in [(Precision::F16, 2), (Precision::Bf16, 2)] {
+                let mut half = f32_spec.clone();
+                half.output_precision = precision;
+                let copy = f32_spec.batch.n_rows * f32_spec.last_hidden() * bytes;
+                for p in ledger(&f32_spec).points {
+                    let extra = at(&half, p) - at(&f32_spec, p);
+                    let alive = matches!(p, Point::ForwardLogits | Point::ForwardEnd)
+                        || p == Point::BackwardLogits;
+                    assert_eq!(extra, if alive { copy } else { 0 }, "{layout:?} {p:?}");
+                }
+            }
+        }
     }
 
     #[test]

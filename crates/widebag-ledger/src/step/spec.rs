@@ -172,6 +172,10 @@ pub struct StepSpec {
     /// What flex's host softmax keeps of the full softmax's logits (`model.logits`).
     #[serde(default)]
     pub logits: Logits,
+    /// The full softmax's product operands on burn's tensors (`model.output_precision`): in a
+    /// half dtype, `h` has a half copy for the step.
+    #[serde(default)]
+    pub output_precision: Precision,
     /// Each layer's activation, the bag's then each hidden layer's (`ModelConfig::activations`);
     /// a `linear` layer saves no pre-activation of its own. Empty: none is linear.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -308,6 +312,7 @@ impl StepSpec {
             state_dtype: config.optim.state_dtype,
             checkpointing: config.model.checkpointing,
             logits: config.model.logits,
+            output_precision: config.model.output_precision,
             activations: config.model.activations(),
             ranks: None,
             sampled: SampledFacts::of(config),
@@ -555,6 +560,7 @@ pub(super) fn seed_spec(layout: Layout, dense_optim: DenseOptim) -> StepSpec {
         state_dtype: Precision::F32,
         checkpointing: Checkpointing::None,
         logits: Logits::Recompute,
+        output_precision: Precision::F32,
         activations: Vec::new(),
         ranks: None,
         sampled: None,

@@ -24,7 +24,7 @@ use crate::params::init::{self, Init};
 use crate::params::update::{update_all, update_param};
 use crate::params::{Linear, TrunkParams, n_values};
 use crate::probe::{Point, Stage, StepProbe};
-use crate::products;
+use crate::products::{self, Operands};
 use crate::spec::ModelSpec;
 use crate::step::done::StepDone;
 use crate::tensors::{activate, floats, ints, leaf_grad, scalar, scattered, to_vec};
@@ -46,6 +46,8 @@ pub struct DenseSpec {
     pub compute_path: ComputePath,
     /// Each layer's activation: the input layer's, then each hidden layer's.
     pub activations: Vec<widebag_config::Activation>,
+    /// The output layer's product operands (`model.output_precision`).
+    pub output_precision: widebag_config::Precision,
 }
 
 /// Loss and dense gradients of one batch.
@@ -154,6 +156,7 @@ impl DenseModel {
             reduce_cols: s.reduce_cols,
             compute_path: s.compute_path,
             activations: s.activations.clone(),
+            output_precision: s.output_precision,
         };
         Self {
             spec,
@@ -272,7 +275,8 @@ impl DenseModel {
         //    in blocks on a GPU, `products::matmul_nt`) and the output's gradients.
         let out = &self.output;
         let layer = [(&out.weight.value, &out.bias.value)];
-        let h_value = h.clone().inner();
+        let operands = Operands(s.output_precision);
+        let h_value = softmax::Hidden::new(h.clone().inner(), operands);
         let (cols, keep) = (s.reduce_cols, Logits::Keep);
         let fwd = softmax::forward(&h_value, &layer, &whole, &targets, cols, keep, probe);
         let loss = scalar(fwd.loss)?;

@@ -18,6 +18,7 @@ use crate::output::sampled::{SampledLoss, SampledOutput};
 use crate::output::tied::{TiedSoftmax, refuse};
 use crate::output::{Objective, OutputLayer};
 use crate::params::init::Init;
+use crate::products::Operands;
 use crate::ranks::Ranks;
 use crate::spec::ModelSpec;
 use crate::table::bands::InputBand;
@@ -89,7 +90,7 @@ pub fn build(
             full,
             objective,
             spec.reduce_cols,
-            logits,
+            (logits, Operands(spec.output_precision)),
             device.clone(),
         )));
     }

@@ -14,9 +14,10 @@ use crate::error::ModelError;
 use crate::optim::dense::DenseParam;
 use crate::output::full::FullParams;
 use crate::output::scores::{ScoreKind, Visit};
-use crate::output::softmax::{self, ChunkTargets};
+use crate::output::softmax::{self, ChunkTargets, Hidden};
 use crate::output::{Objective, OutputGrads, OutputLayer, OutputPass, Upstream};
 use crate::probe::StepProbe;
+use crate::products::Operands;
 use crate::ranks::{RankBatch, Ranks};
 use crate::tensors::scalar;
 
@@ -28,12 +29,14 @@ pub struct ChunkedSoftmax {
     reduce_cols: usize,
     /// Whether the forward pass keeps the logits for the backward pass.
     logits: Logits,
+    /// The products' operand dtype (`model.output_precision`).
+    operands: Operands,
     device: Device,
 }
 
 /// What the forward pass keeps for the backward pass.
 struct Saved {
-    h: Tensor<2>,
+    h: Hidden,
     layer: Vec<(Tensor<2>, Tensor<2>)>,
     targets: ChunkTargets,
     lse: Tensor<2>,
@@ -46,7 +49,7 @@ impl ChunkedSoftmax {
         full: FullParams,
         objective: Objective,
         reduce_cols: usize,
-        logits: Logits,
+        (logits, operands): (Logits, Operands),
         device: Device,
     ) -> Self {
         Self {
@@ -54,6 +57,7 @@ impl ChunkedSoftmax {
             objective,
             reduce_cols,
             logits,
+            operands,
             device,
         }
     }
@@ -98,7 +102,7 @@ impl OutputLayer for ChunkedSoftmax {
     ) -> Result<OutputPass, ModelError> {
         let targets = ChunkTargets::new(targets, &self.full.chunks, &self.device);
         let layer = self.full.tensors();
-        let h = h.clone().inner();
+        let h = Hidden::new(h.clone().inner(), self.operands);
         let fwd = softmax::forward(
             &h,
             &refs(&layer),

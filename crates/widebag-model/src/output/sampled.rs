@@ -271,7 +271,10 @@ impl SampledOutput {
         let chunks = self.scoring_chunks();
         let refs: Vec<(&Tensor<2>, &Tensor<2>)> = chunks.iter().map(|(w, b)| (w, b)).collect();
         let targets = ChunkTargets::new(targets, &self.full.chunks, &self.device);
-        let h = self.scoring_h(&h.clone().inner());
+        let h = softmax::Hidden::new(
+            self.scoring_h(&h.clone().inner()),
+            crate::products::Operands::F32,
+        );
         let fwd = softmax::forward(
             &h,
             &refs,

@@ -12,14 +12,17 @@
 //!    `g = (w_r softmax(z) - y) / B` and accumulate `dW = hᵀ g`, `db = sum_r g`, `dh += g Wᵀ`.
 //!
 //! Recomputing, peak temporary memory is a few `[batch, chunk]` tensors, whatever the number of
-//! classes.
+//! classes. Under half-precision products (`model.output_precision`, [`Hidden`]) the three
+//! products take half operands (`h` cast once a step, each chunk's `W` and `g` as they are
+//! used; `g` scaled first, [`Operands::gradient_scale`]) and give f32: the softmax, the loss
+//! and the gradients stay f32.
 
 use burn::tensor::{Device, Int, Tensor};
 use widebag_config::Logits;
 use widebag_csr::Targets;
 
 use crate::probe::{Point, StepProbe};
-use crate::products;
+use crate::products::{self, Operands};
 use crate::tensors::floats;
 
 pub use widebag_ledger::shapes::{ClassChunk, class_chunks, max_chunk_classes};
@@ -120,6 +123,53 @@ pub(crate) fn logits(h: &Tensor<2>, w: &Tensor<2>, b: &Tensor<2>) -> Tensor<2> {
     h.clone().matmul(w.clone()) + b.clone()
 }
 
+/// The output layer's input `h` (f32) with its copy in the products' operand dtype (the same
+/// tensor under f32 operands), made once a step and kept to the end of the backward pass.
+pub struct Hidden {
+    pub h: Tensor<2>,
+    operand: Tensor<2>,
+    operands: Operands,
+}
+
+impl Hidden {
+    pub fn new(h: Tensor<2>, operands: Operands) -> Self {
+        Self {
+            operand: operands.cast(h.clone()),
+            h,
+            operands,
+        }
+    }
+
+    /// One chunk's logits `h W + b` in f32, from operands in the products' dtype.
+    fn logits(&self, w: &Tensor<2>, b: &Tensor<2>) -> Tensor<2> {
+        match self.operands.half() {
+            None => logits(&self.h, w, b),
+            Some(_) => {
+                let w = self.operands.cast(w.clone());
+                products::to_f32(self.operand.clone().matmul(w)) + b.clone()
+            }
+        }
+    }
+
+    /// One chunk's `(dL/dh part g Wᵀ, dW = hᵀ g)` in f32 from its logit gradient `g` (f32): in
+    /// half precision from `g` scaled by [`Operands::gradient_scale`], the products scaled back.
+    fn gradient_products(&self, g: &Tensor<2>, w: &Tensor<2>) -> (Tensor<2>, Tensor<2>) {
+        let ht = self.operand.clone().transpose();
+        if self.operands.half().is_none() {
+            return (
+                products::matmul_nt(g.clone(), w.clone()),
+                ht.matmul(g.clone()),
+            );
+        }
+        let scale = self.operands.gradient_scale(self.h.dims()[0]);
+        let g = self.operands.cast(g.clone().mul_scalar(scale));
+        let w = self.operands.cast(w.clone());
+        let dh = products::matmul_nt(g.clone(), w).mul_scalar(1.0 / scale);
+        let dw = products::to_f32(ht.matmul(g)).mul_scalar(1.0 / scale);
+        (dh, dw)
+    }
+}
+
 pub use crate::spec::{WGPU_REDUCE_COLS, reduce_cols};
 
 /// `t` whole when it has at most `max_cols` columns, else its column pieces of that width.
@@ -206,7 +256,7 @@ pub fn log_probs(h: &Tensor<2>, layer: &[(&Tensor<2>, &Tensor<2>)], max_cols: us
 /// Pass 1: running max and sum over chunks, and the loss; with [`Logits::Keep`] each chunk's
 /// logits kept for pass 2.
 pub fn forward(
-    h: &Tensor<2>,
+    h: &Hidden,
     layer: &[(&Tensor<2>, &Tensor<2>)],
     chunks: &[ClassChunk],
     targets: &ChunkTargets,
@@ -215,7 +265,7 @@ pub fn forward(
     probe: &mut StepProbe,
 ) -> SoftmaxForward {
     let mut kept = Vec::new();
-    let device = h.device();
+    let device = h.h.device();
     let mut lse = RunningLse::new(max_cols);
     // Σ over the batch's targets of weight · logit: the loss needs only the batch's total (its
     // mean over rows), so each chunk's target logits are picked by flat index and summed. (A
@@ -224,7 +274,7 @@ pub fn forward(
     // backward pass's use of it is right.)
     let mut target_sum = Tensor::<1>::zeros([1], &device);
     for (c, (chunk, (w, b))) in chunks.iter().zip(layer).enumerate() {
-        let z = logits(h, w, b);
+        let z = h.logits(w, b);
         if c == 0 {
             // The first chunk is the largest and, classes being sorted by frequency, the one
             // holding targets: its logits and dense targets are alive here.
@@ -254,7 +304,7 @@ pub fn forward(
 
 /// Pass 2: each chunk's logits (`kept` from pass 1, else made again) and the gradients.
 pub fn backward(
-    h: &Tensor<2>,
+    h: &Hidden,
     layer: &[(&Tensor<2>, &Tensor<2>)],
     chunks: &[ClassChunk],
     targets: &ChunkTargets,
@@ -263,26 +313,25 @@ pub fn backward(
     probe: &mut StepProbe,
 ) -> SoftmaxGrads {
     let mut kept = kept.into_iter();
-    let device = h.device();
+    let device = h.h.device();
     let last = chunks.len().saturating_sub(1);
     let inv_rows = 1.0 / targets.n_rows.max(1) as f64;
-    let ht = h.clone().transpose();
     let mut dh: Option<Tensor<2>> = None;
     let mut grads = Vec::with_capacity(chunks.len());
     for (c, (chunk, (w, b))) in chunks.iter().zip(layer).enumerate() {
-        let z = kept.next().unwrap_or_else(|| logits(h, w, b));
+        let z = kept.next().unwrap_or_else(|| h.logits(w, b));
         let p = (z - lse.clone()).exp();
         let mut g = p * targets.row_weight.clone();
         if let Some(y) = targets.dense(c, chunk.n, &device) {
             g = g - y;
         }
         let g = g.mul_scalar(inv_rows);
-        let dh_c = products::matmul_nt(g.clone(), (*w).clone());
+        let (dh_c, dw) = h.gradient_products(&g, w);
         dh = Some(match dh {
             None => dh_c,
             Some(acc) => acc + dh_c,
         });
-        grads.push((ht.clone().matmul(g.clone()), g.clone().sum_dim(0)));
+        grads.push((dw, g.clone().sum_dim(0)));
         if c == last {
             probe.detail(Point::BackwardLogits);
         }
