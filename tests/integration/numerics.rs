@@ -289,8 +289,8 @@ fn check_chunked_softmax(compute: Compute, label: &str) {
     // largest magnitude, printed and held under a bound.
     let f32_and_halves = [
         (Precision::F32, 0.0),
-        (Precision::F16, 5e-3),
-        (Precision::Bf16, 1e-2),
+        (Precision::F16, 1e-3),
+        (Precision::Bf16, 5e-3),
     ];
     for (precision, bound) in f32_and_halves {
         if !precision.is_f32() && !supports(&device, precision) {

@@ -280,6 +280,12 @@ pub fn open_device(choice: DeviceChoice) -> Result<Compute, ModelError> {
     }
 }
 
+/// Whether `compute` runs the output layer's products on tensors that take f16 by default: not
+/// flex (its default host kernels compute in f32).
+pub fn runs_f16_products(compute: &Compute) -> bool {
+    !is_flex(&compute.device) && compute.device.supports_dtype(burn::tensor::DType::F16)
+}
+
 /// Whether the device stores bf16 tensors (lavapipe does not).
 pub fn stores_bf16(compute: &Compute) -> bool {
     compute.device.supports_dtype(burn::tensor::DType::BF16)

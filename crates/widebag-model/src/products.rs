@@ -6,7 +6,8 @@
 //! one batched product, `[s, m, k/s] × [s, k/s, n]`, and the `s` partial products summed. On
 //! flex (`device::is_flex`) the host's own product runs whole. Half-precision operands
 //! ([`Operands`]) give a half product (summed in f32 inside the kernel), cast to f32 before any
-//! partial products are added.
+//! partial products are added; on flex, whose f16 product sums in f16, the half operands are
+//! multiplied in f32 and the result rounded to the half dtype: the GPU's numbers.
 
 use burn::tensor::{DType, FloatDType, Tensor};
 use widebag_config::Precision;
@@ -64,6 +65,21 @@ pub fn to_f32<const D: usize>(t: Tensor<D>) -> Tensor<D> {
     }
 }
 
+/// `a · b` in f32, for operands of one dtype: f32's product; half operands' on a GPU (cubek
+/// sums them in f32 and writes the half dtype), on flex in f32 from the half values, rounded to
+/// the half dtype as the GPU writes it.
+pub fn product<const D: usize>(a: Tensor<D>, b: Tensor<D>) -> Tensor<D> {
+    let dtype = a.dtype();
+    if dtype == DType::F32 || !is_flex(&a.device()) {
+        return to_f32(a.matmul(b));
+    }
+    let half = match dtype {
+        DType::BF16 => FloatDType::BF16,
+        _ => FloatDType::F16,
+    };
+    to_f32(to_f32(a).matmul(to_f32(b)).cast(half))
+}
+
 /// The reduction's blocks for `a` on its device: 1 on flex.
 fn blocks(a: &Tensor<2>, m: usize, n: usize, k: usize) -> usize {
     if is_flex(&a.device()) {
@@ -79,11 +95,11 @@ pub fn matmul(a: Tensor<2>, b: Tensor<2>) -> Tensor<2> {
     let ([m, k], [_, n]) = (a.dims(), b.dims());
     let s = blocks(&a, m, n, k);
     if s <= 1 {
-        return to_f32(a.matmul(b));
+        return product(a, b);
     }
     let a = a.reshape([m, s, k / s]).swap_dims(0, 1);
     let b = b.reshape([s, k / s, n]);
-    to_f32(a.matmul(b)).sum_dim(0).reshape([m, n])
+    product(a, b).sum_dim(0).reshape([m, n])
 }
 
 /// `a · bᵀ` for `a: [m, k]`, `b: [n, k]` (both contiguous, of one dtype), the reduction split
@@ -92,11 +108,11 @@ pub fn matmul_nt(a: Tensor<2>, b: Tensor<2>) -> Tensor<2> {
     let ([m, k], [n, _]) = (a.dims(), b.dims());
     let s = blocks(&a, m, n, k);
     if s <= 1 {
-        return to_f32(a.matmul(b.transpose()));
+        return product(a, b.transpose());
     }
     let a = a.reshape([m, s, k / s]).swap_dims(0, 1);
     let b = b.reshape([n, s, k / s]).swap_dims(0, 1).swap_dims(1, 2);
-    to_f32(a.matmul(b)).sum_dim(0).reshape([m, n])
+    product(a, b).sum_dim(0).reshape([m, n])
 }
 
 #[cfg(test)]

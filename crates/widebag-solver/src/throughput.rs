@@ -3,8 +3,11 @@
 //! softmax move plus a fixed cost per extra class chunk (each chunk is its own launches of the
 //! output layer's kernels, which a GPU pays far more for than it saves),
 //!
-//! `step_s = overhead_s + flops · s_per_gflop / 1e9 + bytes · s_per_gb / 1e9
-//!           + (chunks − 1) · s_per_chunk`,
+//! `step_s = overhead_s + flops · s_per_gflop / 1e9 + half_flops · s_per_half_gflop / 1e9
+//!           + bytes · s_per_gb / 1e9 + (chunks − 1) · s_per_chunk`,
+//!
+//! `half_flops` being the output layer's products under `model.output_precision = "f16"` or
+//! `"bf16"` (a GPU's tensor cores; f32's rate where no half run was measured),
 //!
 //! with coefficients fitted by least squares to measured steps (`widebag plan --calibrate`), one
 //! set per device kind ([`Calibration::built_in`]). Examples/s is `batch / step_s`.
@@ -23,23 +26,30 @@ pub struct Calibration {
     /// Seconds each class chunk after the first adds (older calibration files: 0).
     #[serde(default)]
     pub s_per_chunk: f64,
+    /// Seconds per GFLOP of half-precision output products, where the calibration measured
+    /// some (`None`: at [`Self::s_per_gflop`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub s_per_half_gflop: Option<f64>,
     /// The machine and command the steps were measured with.
     pub measured_on: String,
 }
 
 impl Calibration {
-    /// Fitted with `widebag plan --calibrate --steps 10 --device wgpu` (13 runs: both layouts,
-    /// widths 2,000 and 8,000, batches 64 to 1,024, three optimizer pairs, and 1, 4 and 16 class
-    /// chunks; in relative error: within 10 % of the measured 0.02–0.57 s steps at the median,
-    /// 28 % at worst) on this project's 2-core machine, wgpu on Mesa 22.3.6 lavapipe, 2026-11-30
-    /// (docs/results/calibration-2026-11-30/). Other devices: `plan --calibrate --out FILE`, then
-    /// `plan --calibration FILE`.
+    /// Fitted with `widebag plan --calibrate --steps 10 --device wgpu` (16 runs: both layouts,
+    /// widths 2,000 and 8,000, batches 64 to 1,024, three optimizer pairs, 1, 4 and 16 class
+    /// chunks, and three runs with f16 output products; in relative error: within 5.6 % of the
+    /// measured 0.025–0.81 s steps at the median, 25 % at worst) on this project's 2-core
+    /// machine, wgpu on Mesa 22.3.6 lavapipe, 2026-11-30 (docs/results/calibration-2026-11-30/,
+    /// `lavapipe-half`; an earlier fit the same day, without the half runs, split the same steps
+    /// differently: 24.9 ms/GFLOP, 2.05 s/GB, 12.4 ms a chunk). Other devices: `plan --calibrate
+    /// --out FILE`, then `plan --calibration FILE`.
     pub fn lavapipe_2core() -> Self {
         Self {
-            overhead_s: 0.01417,
-            s_per_gflop: 0.02488,
-            s_per_gb: 2.053,
-            s_per_chunk: 0.01241,
+            overhead_s: 0.01106,
+            s_per_gflop: 0.0,
+            s_per_gb: 2.606,
+            s_per_chunk: 0.03076,
+            s_per_half_gflop: Some(0.04220),
             measured_on:
                 "llvmpipe (LLVM 15.0.6, 256 bits) (Cpu, Vulkan, Mesa 22.3.6 (LLVM 15.0.6)), 2 cores"
                     .to_string(),
@@ -56,6 +66,7 @@ impl Calibration {
             s_per_gflop: 0.007899,
             s_per_gb: 0.0,
             s_per_chunk: 0.00004633,
+            s_per_half_gflop: None,
             measured_on: "flex (CPU), 2 cores".to_string(),
         }
     }
@@ -77,6 +88,7 @@ impl Calibration {
     pub fn step_s(&self, work: &StepWork) -> f64 {
         self.overhead_s
             + work.flops * self.s_per_gflop / 1e9
+            + work.half_flops * self.s_per_half_gflop.unwrap_or(self.s_per_gflop) / 1e9
             + work.bytes * self.s_per_gb / 1e9
             + work.extra_chunks() * self.s_per_chunk
     }
@@ -96,13 +108,21 @@ impl Calibration {
     /// relative error (non-negative: a coefficient the data pushes below zero is dropped and the rest refitted;
     /// one whose feature never varies from zero, such as chunks in runs of one chunk, is 0).
     pub fn fit(samples: &[(StepWork, f64)], measured_on: String) -> Option<Self> {
-        let features = |w: &StepWork| [1.0, w.flops / 1e9, w.bytes / 1e9, w.extra_chunks()];
-        let mut active = [true; 4];
+        let features = |w: &StepWork| {
+            [
+                1.0,
+                w.flops / 1e9,
+                w.bytes / 1e9,
+                w.extra_chunks(),
+                w.half_flops / 1e9,
+            ]
+        };
+        let mut active = [true; 5];
         for (i, a) in active.iter_mut().enumerate().skip(1) {
             *a = samples.iter().any(|(w, _)| features(w)[i] != 0.0);
         }
         loop {
-            let idx: Vec<usize> = (0..4).filter(|&i| active[i]).collect();
+            let idx: Vec<usize> = (0..5).filter(|&i| active[i]).collect();
             // Relative errors: each run's equation divided by its own time, so a 1 ms step is
             // fitted as closely as a 1 s one.
             let coef = least_squares(
@@ -116,22 +136,25 @@ impl Calibration {
                 active[idx[k]] = false;
                 continue;
             }
-            let mut full = [0.0; 4];
+            let mut full = [0.0; 5];
             for (k, &i) in idx.iter().enumerate() {
                 full[i] = coef[k];
             }
+            // No half run measured: half products at f32's rate (not at 0).
+            let half = samples.iter().any(|(w, _)| w.half_flops > 0.0);
             return Some(Self {
                 overhead_s: full[0],
                 s_per_gflop: full[1],
                 s_per_gb: full[2],
                 s_per_chunk: full[3],
+                s_per_half_gflop: half.then_some(full[4]),
                 measured_on,
             });
         }
     }
 }
 
-/// Normal equations solved by Gaussian elimination (n ≤ 4).
+/// Normal equations solved by Gaussian elimination (n ≤ 5).
 #[allow(clippy::needless_range_loop)]
 fn least_squares(rows: impl Iterator<Item = (Vec<f64>, f64)>, n: usize) -> Option<Vec<f64>> {
     if n == 0 {
@@ -173,6 +196,9 @@ pub struct StepWork {
     pub bytes: f64,
     #[serde(default)]
     pub chunks: f64,
+    /// The output layer's products under half-precision operands (else in `flops`).
+    #[serde(default)]
+    pub half_flops: f64,
 }
 
 impl StepWork {
@@ -192,7 +218,7 @@ impl StepWork {
         let mut dense_params: f64 = sizes.windows(2).map(|p| p[0] * p[1] + p[1]).sum();
         dense_params += last * classes + classes;
         let mut flops = 6.0 * b * (sizes.windows(2).map(|p| p[0] * p[1]).sum::<f64>());
-        flops += 6.0 * b * last * classes;
+        let output_flops = 6.0 * b * last * classes;
         let dim = spec.dim as f64;
         let mut bytes = 6.0 * b * classes * f32b; // logits: exp, normalise, gradient passes
         let dense_state = spec.dense_optim.state_per_weight() as f64;
@@ -254,10 +280,17 @@ impl StepWork {
             DenseOptim::Adam | DenseOptim::AdamW => 9.0,
         };
         bytes += dense_params * f32b * (dense_passes + 2.0 * dense_state);
+        // Half operands where the output layer is the full softmax on tensors (the key is
+        // refused elsewhere).
+        let (flops, half_flops) = match spec.output_precision.is_f32() {
+            true => (flops + output_flops, 0.0),
+            false => (flops, output_flops),
+        };
         Self {
             flops,
             bytes,
             chunks,
+            half_flops,
         }
     }
 }
@@ -271,6 +304,7 @@ mod tests {
             flops,
             bytes,
             chunks,
+            half_flops: 0.0,
         }
     }
 
@@ -281,6 +315,7 @@ mod tests {
             s_per_gflop: 0.5,
             s_per_gb: 2.0,
             s_per_chunk: 0.003,
+            s_per_half_gflop: None,
             measured_on: "t".into(),
         };
         let samples: Vec<(StepWork, f64)> = [
@@ -304,6 +339,45 @@ mod tests {
     }
 
     #[test]
+    fn half_runs_fit_their_own_rate_and_without_them_half_products_cost_f32s() {
+        let truth = Calibration {
+            overhead_s: 0.002,
+            s_per_gflop: 0.02,
+            s_per_gb: 0.5,
+            s_per_chunk: 0.001,
+            s_per_half_gflop: Some(0.002),
+            measured_on: "t".into(),
+        };
+        let half = |flops: f64, bytes: f64, half_flops: f64| StepWork {
+            half_flops,
+            ..work(flops, bytes, 1.0)
+        };
+        let mut samples: Vec<(StepWork, f64)> = [
+            work(1e8, 1e7, 1.0),
+            work(4e9, 2e8, 1.0),
+            work(2e9, 9e8, 4.0),
+            work(5e7, 3e9, 1.0),
+            half(1e9, 1e8, 3e9),
+            half(2e8, 4e8, 8e9),
+        ]
+        .into_iter()
+        .map(|w| (w, truth.step_s(&w)))
+        .collect();
+        let fit = Calibration::fit(&samples, "t".into()).unwrap();
+        assert!(
+            (fit.s_per_half_gflop.unwrap() - 0.002).abs() < 1e-9,
+            "{fit:?}"
+        );
+        assert!((fit.s_per_gflop - 0.02).abs() < 1e-9, "{fit:?}");
+        // No half run: no half rate, and a half step is priced at f32's.
+        samples.truncate(4);
+        let fit = Calibration::fit(&samples, "t".into()).unwrap();
+        assert_eq!(fit.s_per_half_gflop, None);
+        let (as_half, as_f32) = (half(1e9, 1e8, 3e9), work(4e9, 1e8, 1.0));
+        assert!((fit.step_s(&as_half) - fit.step_s(&as_f32)).abs() < 1e-12);
+    }
+
+    #[test]
     fn runs_of_one_chunk_fit_no_chunk_cost() {
         // Every run in one chunk: the chunk column is all zeros, so its coefficient is 0 and the
         // other three are fitted as before (no singular system).
@@ -312,6 +386,7 @@ mod tests {
             s_per_gflop: 0.1,
             s_per_gb: 1.0,
             s_per_chunk: 0.0,
+            s_per_half_gflop: None,
             measured_on: "t".into(),
         };
         let samples: Vec<(StepWork, f64)> = [(1e8, 1e7), (4e9, 2e8), (2e9, 9e8), (5e7, 3e9)]

@@ -146,7 +146,7 @@ impl Hidden {
             None => logits(&self.h, w, b),
             Some(_) => {
                 let w = self.operands.cast(w.clone());
-                products::to_f32(self.operand.clone().matmul(w)) + b.clone()
+                products::product(self.operand.clone(), w) + b.clone()
             }
         }
     }
@@ -165,7 +165,7 @@ impl Hidden {
         let g = self.operands.cast(g.clone().mul_scalar(scale));
         let w = self.operands.cast(w.clone());
         let dh = products::matmul_nt(g.clone(), w).mul_scalar(1.0 / scale);
-        let dw = products::to_f32(ht.matmul(g)).mul_scalar(1.0 / scale);
+        let dw = products::product(ht, g).mul_scalar(1.0 / scale);
         (dh, dw)
     }
 }
