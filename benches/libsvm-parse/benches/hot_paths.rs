@@ -63,7 +63,7 @@ fn plan_seed(c: &mut Criterion) {
                         budget_bytes: g << 30,
                         sample: &rows,
                         pins: Pins::default(),
-                        calibration: &calibration,
+                        calibration: Some(&calibration),
                         ranks: 1,
                     })
                     .expect("plans");

@@ -227,7 +227,9 @@ impl Remedy {
                 let m = &config.model;
                 let whole = matches!(m.output, OutputKind::Full | OutputKind::Multinomial);
                 let n_classes = config.data.n_classes();
-                if !whole || m.tie_output || m.output_bands.cutoffs.is_split() {
+                // Half-precision output products are the full softmax's (config validation).
+                let half = !m.output_precision.is_f32();
+                if !whole || m.tie_output || m.output_bands.cutoffs.is_split() || half {
                     return None;
                 }
                 if n_classes < 4 * SAMPLED_NEGATIVES {
@@ -237,7 +239,10 @@ impl Remedy {
                 c.model.sampling.negatives = SAMPLED_NEGATIVES;
             }
             Remedy::AdaptiveOutput => {
-                if config.model.output_bands.cutoffs.is_split() || config.model.output.sampled() {
+                if config.model.output_bands.cutoffs.is_split()
+                    || config.model.output.sampled()
+                    || !config.model.output_precision.is_f32()
+                {
                     return None;
                 }
                 let budget = bands::output_side_bytes(config, &[]) / 5;
@@ -587,6 +592,16 @@ mod tests {
                 vec![chunk, ckpt, host, half, moments, input, sampled],
             ]
         );
+        // Half-precision output products (the full softmax's): neither output remedy is
+        // offered, so no rung is a config its validation refuses.
+        let mut half_products = c.clone();
+        half_products.model.output_precision = Precision::F16;
+        let half_rungs = ladder(&half_products, 1, Pins::default(), false);
+        assert_eq!(half_rungs.len(), rungs.len() - 2);
+        for (remedies, config) in &half_rungs {
+            assert!(!remedies.contains(&adaptive) && !remedies.contains(&sampled));
+            widebag_config::validate(config).unwrap();
+        }
         // The sampled softmax: the output's loss, the parameters whole.
         let cut = &rungs[8].1;
         assert_eq!(cut.model.output, OutputKind::SampledSoftmax);
