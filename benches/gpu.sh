@@ -14,6 +14,9 @@
 #      (HALF, default f16: `model.output_precision`; HALF= skips it), against the same peer;
 #   6. `widebag plan --calibrate` (the device's throughput model; CALIBRATE=0 skips it) and each
 #      layout planned with it: predicted against measured step time;
+#   7. each layout but head/tail again with the full softmax's log-sum-exp and logit gradient
+#      on widebag's CubeCL kernels (`train.gpu_kernels = "cubecl"`) instead of burn's tensor
+#      operations (CUBECL_KERNELS=0 skips it);
 # and writes OUT/gpu.md: one table (examples/s, peak memory, ledger error) naming the GPU and
 # driver, with the step profile's largest stages. Every step has its own time limit and a step
 # that fails is a row that says so; the rest still runs.
@@ -187,6 +190,17 @@ if [ -n "$half" ]; then
   done
 fi
 
+# The full softmax's row log-sum-exp and logit gradient on widebag's CubeCL kernels instead of
+# burn's tensor operations (the default): what the kernels are worth on this device.
+if [ "${CUBECL_KERNELS:-1}" = 1 ]; then
+  for layout in $layouts; do
+    [ "$layout" = headtail ] && continue
+    # shellcheck disable=SC2086
+    run "widebag-$layout-cubecl" "$bin" train --device "$device" "${model[@]}" "${file[@]}" \
+      ${layout_args[$layout]} --set 'train.gpu_kernels="cubecl"' --json
+  done
+fi
+
 # The device's throughput model (`plan --calibrate`: 13 small runs, 4 and 16 class chunks among
 # them), then each layout planned with it (its --set keys pinned: the same run): the step time
 # `plan` predicts against the one measured.
@@ -258,6 +272,15 @@ for layout in (l for l in layouts if half and l != "headtail"):
     print(f"| {layout}, {half} products | {num(we) if w else 'failed'} | {num(te)} | {ratio} | "
           f"{mib(w.get('peak_in_use_bytes')) if w else '—'} | "
           f"{mib(t['peak_bytes']) if t else '—'} | — | — | — | {loss} |")
+for layout in (l for l in layouts if l != "headtail"):
+    w, t = load(f"widebag-{layout}-cubecl"), load(f"torch-{layout}")
+    if not w:
+        continue
+    we, te = w["examples_per_s"], (t["examples_per_s"] if t else None)
+    ratio = f"{we / te:.2f}×" if te else "—"
+    loss = f"{w['final_loss_mean10']:.3f} / " + (f"{t['final_loss_mean10']:.3f}" if t else "—")
+    print(f"| {layout}, CubeCL softmax kernels | {num(we)} | {num(te)} | {ratio} | "
+          f"{mib(w.get('peak_in_use_bytes'))} | {mib(t['peak_bytes']) if t else '—'} | — | — | — | {loss} |")
 t = next((t for t in (load(f"torch-{l}") for l in layouts) if t), None)
 if t:
     print(f"\ntorch: {t['peer']} on {t['device']}.")

@@ -1,7 +1,8 @@
 //! What a training step asks of a wgpu device (`train --profile --json`'s `device_profile`), on
 //! whatever adapter there is (lavapipe in CI): kernel launches per step, reads that block the
 //! host, new device buffers, and kernels compiled after the first step, for the seed model's
-//! layouts at the quickstart's size.
+//! layouts at the quickstart's size, on burn's tensor operations and on widebag's CubeCL
+//! softmax kernels.
 
 use crate::common;
 
@@ -27,9 +28,20 @@ fn sparse_and_dense_steps_compile_nothing_after_the_first_and_block_once_on_the_
     if !has_wgpu("device_profile") {
         return;
     }
+    // Each layout on burn's tensor operations (the default) and on widebag's CubeCL softmax
+    // kernels, whose cube sizes do not follow a step's target count.
     for (layout, sets) in [
         ("sparse", vec![]),
         ("dense", vec!["model.layout=dense", "data.width=20000"]),
+        ("sparse, cubecl", vec!["train.gpu_kernels=cubecl"]),
+        (
+            "dense, cubecl",
+            vec![
+                "model.layout=dense",
+                "data.width=20000",
+                "train.gpu_kernels=cubecl",
+            ],
+        ),
     ] {
         let d = device_profile(&sets);
         assert_eq!(d["steps"], 7, "{layout}: steps 2 to 8 counted: {d}");

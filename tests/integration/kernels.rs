@@ -2,20 +2,22 @@
 //! (`"tensor"`, burn's operations as on wgpu): the same losses and the same weights after
 //! several training steps, for the sparse layout with every table and dense optimizer, the
 //! adaptive softmax over head/tail bands (one of them on the host tier), bag targets with the
-//! multinomial output, and the dense layout.
+//! multinomial output, and the dense layout. And widebag's CubeCL softmax kernels on wgpu
+//! (`train.gpu_kernels = "cubecl"`) against the host kernels.
 
 use crate::common;
 
-use common::{assert_close, batch, flex, wide};
+use common::{assert_close, batch, flex, wgpu_or_skip, wide};
 use widebag_config::bands::ModelBands;
 use widebag_config::{
-    BandPlacement, Config, CpuKernels, Cutoffs, DenseOptim, Layout, OutputKind, TableOptim,
-    TargetKind,
+    BandPlacement, Config, CpuKernels, Cutoffs, DenseOptim, GpuKernels, Layout, OutputKind,
+    TableOptim, TargetKind,
 };
 use widebag_model::layout::dense::DenseModel;
+use widebag_model::output::softmax::SoftmaxKernels;
 use widebag_model::params::init::Init;
 use widebag_model::tensors::to_vec;
-use widebag_model::{SparseModel, StepProbe};
+use widebag_model::{Compute, SparseModel, StepProbe};
 
 fn config(target: TargetKind, output: OutputKind, table: TableOptim, dense: DenseOptim) -> Config {
     let mut c = Config::default();
@@ -47,11 +49,16 @@ fn config(target: TargetKind, output: OutputKind, table: TableOptim, dense: Dens
 fn train_sparse(config: &Config, kernels: CpuKernels, steps: u64) -> (Vec<f32>, Vec<f32>) {
     let mut config = config.clone();
     config.train.cpu_kernels = kernels;
-    let mut model: SparseModel = wide(&config, &flex());
+    train_sparse_on(&config, &flex(), steps)
+}
+
+/// [`train_sparse`] on `compute`, with `config`'s kernels.
+fn train_sparse_on(config: &Config, compute: &Compute, steps: u64) -> (Vec<f32>, Vec<f32>) {
+    let mut model: SparseModel = wide(config, compute);
     let mut probe = StepProbe::new(model.device());
     let losses = (0..steps)
         .map(|s| {
-            let b = batch(&config, s * config.train.batch_size as u64);
+            let b = batch(config, s * config.train.batch_size as u64);
             model.train_step(&b, &mut probe).unwrap().loss
         })
         .collect();
@@ -155,4 +162,71 @@ fn host_kernels_train_the_dense_layout_like_the_tensor_path() {
     let (tensor_loss, tensor_w) = run(CpuKernels::Tensor);
     assert_close("dense losses", &host_loss, &tensor_loss, 1e-5, 1e-5);
     assert_close("dense weights", &host_w, &tensor_w, 1e-4, 1e-4);
+}
+
+/// The dense layout's losses and weights after 4 steps on `compute`, with `c`'s kernels.
+fn train_dense_on(c: &Config, compute: &Compute) -> (Vec<f32>, Vec<f32>) {
+    let bands = ModelBands::resolve(c).unwrap();
+    let mut model = DenseModel::new(c, &bands, compute, Init::Seeded).unwrap();
+    let mut probe = StepProbe::new(model.device());
+    let losses: Vec<f32> = (0..4)
+        .map(|s| {
+            model
+                .train_step(&batch(c, s * 24), &mut probe)
+                .unwrap()
+                .loss
+        })
+        .collect();
+    let mut w = to_vec(model.input_weight.value.clone()).unwrap();
+    for p in model.params.iter() {
+        w.extend(to_vec(p.value.clone()).unwrap());
+    }
+    (losses, w)
+}
+
+/// widebag's CubeCL softmax kernels on wgpu (`train.gpu_kernels = "cubecl"`) against flex's
+/// host kernels: the same losses and weights after 4 steps, for the sparse layout over three
+/// class chunks (next-id targets, and bags with the multinomial output) and the dense layout;
+/// and the model says it ran them.
+#[test]
+fn cubecl_kernels_on_wgpu_train_like_the_host_kernels() {
+    let Some(gpu) = wgpu_or_skip("cubecl_kernels_on_wgpu_train_like_the_host_kernels") else {
+        return;
+    };
+    let cases = [
+        (TargetKind::NextId, OutputKind::Full),
+        (TargetKind::Bag, OutputKind::Multinomial),
+    ];
+    for (target, output) in cases {
+        let mut c = config(target, output, TableOptim::Adam, DenseOptim::Adam);
+        // Three class chunks: each row's log-sum-exp is folded across launches.
+        c.model.class_chunk = 700;
+        c.train.gpu_kernels = GpuKernels::Cubecl;
+        let what = format!("{target:?}/{}", output.name());
+        let model: SparseModel = wide(&c, &gpu);
+        assert_eq!(model.spec().softmax_kernels, SoftmaxKernels::Cube, "{what}");
+        drop(model);
+        let (cube_loss, cube_w) = train_sparse_on(&c, &gpu, 4);
+        let (host_loss, host_w) = train_sparse(&c, CpuKernels::Host, 4);
+        assert_close(
+            &format!("{what} losses"),
+            &cube_loss,
+            &host_loss,
+            1e-5,
+            1e-5,
+        );
+        assert_close(&format!("{what} weights"), &cube_w, &host_w, 1e-4, 1e-4);
+    }
+    let mut c = config(
+        TargetKind::NextId,
+        OutputKind::Full,
+        TableOptim::Adam,
+        DenseOptim::Adam,
+    );
+    c.model.layout = Layout::Dense;
+    c.train.gpu_kernels = GpuKernels::Cubecl;
+    let (cube_loss, cube_w) = train_dense_on(&c, &gpu);
+    let (host_loss, host_w) = train_dense_on(&c, &flex());
+    assert_close("dense losses", &cube_loss, &host_loss, 1e-5, 1e-5);
+    assert_close("dense weights", &cube_w, &host_w, 1e-4, 1e-4);
 }

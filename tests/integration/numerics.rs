@@ -12,7 +12,7 @@ use widebag_csr::CsrBatch;
 use widebag_model::layout::dense::DenseModel;
 use widebag_model::layout::reference::dense_reference;
 use widebag_model::optim::dense::DenseParam;
-use widebag_model::output::softmax::{self, ChunkTargets};
+use widebag_model::output::softmax::{self, ChunkTargets, SoftmaxKernels};
 use widebag_model::params::init::Init;
 use widebag_model::products::Operands;
 use widebag_model::tensors::{floats, to_vec};
@@ -259,7 +259,14 @@ fn check_chunked_softmax(compute: Compute, label: &str) {
     let layer: Vec<_> = w_chunks.iter().map(|(a, b)| (a, b)).collect();
     let ct = ChunkTargets::new(&t, &chunks, &device);
     let mut probe = widebag_model::StepProbe::new(&device);
-    let cols = softmax::reduce_cols(compute.backend);
+    // burn's tensor operations everywhere, and widebag's CubeCL kernels where the device is
+    // a cubecl one (wgpu).
+    let mut kernel_choices = vec![SoftmaxKernels::Tensor {
+        reduce_cols: softmax::reduce_cols(compute.backend),
+    }];
+    if compute.backend == widebag_model::BackendKind::Wgpu {
+        kernel_choices.push(SoftmaxKernels::Cube);
+    }
 
     // The unchunked reference runs on flex: on lavapipe, burn 0.22's own `log_softmax` over
     // 240,000 columns returned a wrong loss (5.61 against 28.75), while widebag's chunked
@@ -283,8 +290,8 @@ fn check_chunked_softmax(compute: Compute, label: &str) {
     let dh_ref = to_vec(h_ref.grad(&g).unwrap()).unwrap();
     let dw_ref = to_vec(w_ref.grad(&g).unwrap()).unwrap();
     let db_ref = to_vec(b_ref.grad(&g).unwrap()).unwrap();
-    // Both ways of taking the logits to the backward pass (made again, and kept), with f32
-    // operands element by element at 1e-5; then half-precision operands where the device has
+    // On each choice of kernels, both ways of taking the logits to the backward pass (made
+    // again, and kept), with f32 operands element by element at 1e-5; then half-precision operands where the device has
     // the dtype (`model.output_precision`): their gap, the largest error over the reference's
     // largest magnitude, printed and held under a bound.
     let f32_and_halves = [
@@ -292,7 +299,10 @@ fn check_chunked_softmax(compute: Compute, label: &str) {
         (Precision::F16, 1e-3),
         (Precision::Bf16, 5e-3),
     ];
-    for (precision, bound) in f32_and_halves {
+    for (kernels, (precision, bound)) in kernel_choices
+        .iter()
+        .flat_map(|&k| f32_and_halves.map(|p| (k, p)))
+    {
         if !precision.is_f32() && !supports(&device, precision) {
             eprintln!("{label}: no {} on this device", precision.name());
             continue;
@@ -302,10 +312,16 @@ fn check_chunked_softmax(compute: Compute, label: &str) {
             widebag_config::Logits::Recompute,
             widebag_config::Logits::Keep,
         ] {
-            let what = format!("{label} {} {keep:?}", precision.name());
-            let fwd = softmax::forward(&hidden_in, &layer, &chunks, &ct, cols, keep, &mut probe);
+            let what = format!("{label} {kernels:?} {} {keep:?}", precision.name());
+            let fwd = softmax::forward(&hidden_in, &layer, &chunks, &ct, kernels, keep, &mut probe);
             let grads = softmax::backward(
-                &hidden_in, &layer, &chunks, &ct, &fwd.lse, fwd.kept, &mut probe,
+                &hidden_in,
+                &layer,
+                &chunks,
+                &ct,
+                &fwd.lse,
+                (fwd.kept, kernels),
+                &mut probe,
             );
             assert_eq!(
                 chunks.len(),

@@ -28,6 +28,20 @@ pub enum CpuKernels {
     Tensor,
 }
 
+/// How wgpu runs the full softmax's row log-sum-exp and logit gradient.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GpuKernels {
+    /// widebag's CubeCL kernels: one pass over each chunk's logits for the log-sum-exp, the
+    /// gradient formed in the logits' buffer.
+    Cubecl,
+    /// burn's tensor operations, fused by burn (the default until the kernels are measured
+    /// faster on a GPU: on lavapipe they ran the seed model's sparse layout at 0.75×, its
+    /// dense layout at 1.04×; docs/gpu.md).
+    #[default]
+    Tensor,
+}
+
 /// Optimizer of the dense layers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -9,8 +9,8 @@ use widebag_kinds::{Format, LabelMode, ShuffleMode, TargetKind, TextMode, TokenF
 
 use crate::band_keys::{InputBands, OutputBands};
 use crate::choices::{
-    Activation, Checkpointing, CpuKernels, DenseOptim, DeviceChoice, InputInit, Layout, Logits,
-    Precision, RecallConvention, Rounding, Schedule, Screening, TableOptim,
+    Activation, Checkpointing, CpuKernels, DenseOptim, DeviceChoice, GpuKernels, InputInit, Layout,
+    Logits, Precision, RecallConvention, Rounding, Schedule, Screening, TableOptim,
 };
 use crate::sampling::{Pooling, SamplingConfig, Score};
 
@@ -311,6 +311,10 @@ pub struct TrainConfig {
     /// host kernels (`"host"`, the default) or as burn's tensor operations (`"tensor"`, the
     /// reference path). No effect on wgpu.
     pub cpu_kernels: CpuKernels,
+    /// On wgpu: the full softmax's row log-sum-exp and logit gradient as burn's tensor
+    /// operations (`"tensor"`, the default) or on widebag's CubeCL kernels (`"cubecl"`). No
+    /// effect on flex.
+    pub gpu_kernels: GpuKernels,
     /// Stop at the first evaluation whose `train.stop_at_metric` reaches `train.stop_at_value`:
     /// the time to a result. The learning-rate schedule stays the configured run's.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -351,6 +355,7 @@ impl Default for TrainConfig {
             eval_every: 0,
             checkpoint_every: 0,
             cpu_kernels: CpuKernels::Host,
+            gpu_kernels: GpuKernels::Tensor,
             stop_at_metric: None,
             stop_at_value: None,
         }

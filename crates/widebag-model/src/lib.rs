@@ -16,7 +16,7 @@
 //!   `params/` (the trunk's parameters, their seeded numbers and updates), `entries` (what a
 //!   checkpoint holds, by name), `spec` (the model's shapes), `ranks` (a rank and its rows of a
 //!   batch), `input` (the input transform).
-//! - `cpu/`: flex's host kernels.
+//! - `cpu/`: flex's host kernels; `cube/`: widebag's CubeCL kernels for wgpu.
 //! - `optim/` (the optimizers' update rules) and `probe/` (the step's instruments: memory
 //!   readings, stage timer, progress).
 //! - At the bottom: the device (`device`), the error type (`error`), tensor helpers (`tensors`)
@@ -28,6 +28,7 @@
 pub mod caught;
 pub mod checkpoint;
 pub mod cpu;
+pub mod cube;
 pub mod device;
 pub mod entries;
 pub mod error;

@@ -26,6 +26,39 @@ pub fn reduce_cols(backend: BackendKind) -> usize {
     }
 }
 
+/// Which kernels form each row's log-sum-exp and each chunk's logit gradient
+/// (`train.gpu_kernels`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SoftmaxKernels {
+    /// burn's tensor operations, no row reduction over more than `reduce_cols` columns.
+    Tensor { reduce_cols: usize },
+    /// widebag's CubeCL kernels (`crate::cube`); on a device that is not a cubecl one
+    /// (flex), burn's tensor operations in pieces of [`WGPU_REDUCE_COLS`].
+    Cube,
+}
+
+impl SoftmaxKernels {
+    /// widebag's CubeCL kernels on wgpu where `choice` asks for them; burn's tensor operations
+    /// otherwise, and always on flex.
+    pub fn choose(backend: BackendKind, choice: widebag_config::GpuKernels) -> Self {
+        match (backend, choice) {
+            (BackendKind::Wgpu, widebag_config::GpuKernels::Cubecl) => SoftmaxKernels::Cube,
+            _ => SoftmaxKernels::Tensor {
+                reduce_cols: reduce_cols(backend),
+            },
+        }
+    }
+
+    /// Columns one tensor-path row reduction spans at most.
+    pub fn reduce_cols(self) -> usize {
+        match self {
+            SoftmaxKernels::Tensor { reduce_cols } => reduce_cols,
+            SoftmaxKernels::Cube => WGPU_REDUCE_COLS,
+        }
+    }
+}
+
 /// Shapes of the model, resolved against the device.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct ModelSpec {
@@ -41,6 +74,9 @@ pub struct ModelSpec {
     pub reduce_cols: usize,
     /// Host kernels (flex) or burn's tensor operations for the softmax and the updates.
     pub compute_path: ComputePath,
+    /// On burn's tensors, which kernels form the full softmax's row log-sum-exp and logit
+    /// gradient (`train.gpu_kernels` on wgpu).
+    pub softmax_kernels: SoftmaxKernels,
     pub seed: u64,
     pub output: OutputKind,
     /// Each layer's activation: the bag's, then each hidden layer's.
@@ -115,6 +151,7 @@ impl ModelSpec {
             max_buffer_bytes,
             reduce_cols: reduce_cols(compute.backend),
             compute_path: ComputePath::choose(&compute.device, config.train.cpu_kernels),
+            softmax_kernels: SoftmaxKernels::choose(compute.backend, config.train.gpu_kernels),
             seed: config.train.seed,
             output: config.model.output,
             activations: config.model.activations(),

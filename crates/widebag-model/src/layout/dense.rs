@@ -42,6 +42,8 @@ pub struct DenseSpec {
     pub class_chunk: usize,
     /// Columns one row reduction spans at most ([`softmax::reduce_cols`]).
     pub reduce_cols: usize,
+    /// Which kernels form the row log-sum-exp and the logit gradient.
+    pub softmax_kernels: softmax::SoftmaxKernels,
     /// Host kernels (flex) or burn's tensor operations for the softmax and the updates.
     pub compute_path: ComputePath,
     /// Each layer's activation: the input layer's, then each hidden layer's.
@@ -154,6 +156,7 @@ impl DenseModel {
             max_buffer_bytes: s.max_buffer_bytes,
             class_chunk: s.class_chunk,
             reduce_cols: s.reduce_cols,
+            softmax_kernels: s.softmax_kernels,
             compute_path: s.compute_path,
             activations: s.activations.clone(),
             output_precision: s.output_precision,
@@ -277,13 +280,21 @@ impl DenseModel {
         let layer = [(&out.weight.value, &out.bias.value)];
         let operands = Operands(s.output_precision);
         let h_value = softmax::Hidden::new(h.clone().inner(), operands);
-        let (cols, keep) = (s.reduce_cols, Logits::Keep);
-        let fwd = softmax::forward(&h_value, &layer, &whole, &targets, cols, keep, probe);
+        let (kernels, keep) = (s.softmax_kernels, Logits::Keep);
+        let fwd = softmax::forward(&h_value, &layer, &whole, &targets, kernels, keep, probe);
         let loss = scalar(fwd.loss)?;
         probe.lap(Stage::OutputForward);
         probe.sample(Point::ForwardEnd);
         let (lse, kept) = (fwd.lse, fwd.kept);
-        let back = softmax::backward(&h_value, &layer, &whole, &targets, &lse, kept, probe);
+        let back = softmax::backward(
+            &h_value,
+            &layer,
+            &whole,
+            &targets,
+            &lse,
+            (kept, kernels),
+            probe,
+        );
         drop((lse, h_value));
         probe.lap(Stage::OutputBackward);
         // 5. the trunk and input layer's gradients from dL/dh.

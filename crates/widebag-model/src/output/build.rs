@@ -89,7 +89,7 @@ pub fn build(
         return Ok(Box::new(ChunkedSoftmax::new(
             full,
             objective,
-            spec.reduce_cols,
+            spec.softmax_kernels,
             (logits, Operands(spec.output_precision)),
             device.clone(),
         )));

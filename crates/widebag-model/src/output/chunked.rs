@@ -14,7 +14,7 @@ use crate::error::ModelError;
 use crate::optim::dense::DenseParam;
 use crate::output::full::FullParams;
 use crate::output::scores::{ScoreKind, Visit};
-use crate::output::softmax::{self, ChunkTargets, Hidden};
+use crate::output::softmax::{self, ChunkTargets, Hidden, SoftmaxKernels};
 use crate::output::{Objective, OutputGrads, OutputLayer, OutputPass, Upstream};
 use crate::probe::StepProbe;
 use crate::products::Operands;
@@ -25,8 +25,8 @@ use crate::tensors::scalar;
 pub struct ChunkedSoftmax {
     pub(crate) full: FullParams,
     objective: Objective,
-    /// Columns one row reduction spans at most ([`crate::spec::reduce_cols`]).
-    reduce_cols: usize,
+    /// Which kernels form the row log-sum-exp and the logit gradient.
+    kernels: SoftmaxKernels,
     /// Whether the forward pass keeps the logits for the backward pass.
     logits: Logits,
     /// The products' operand dtype (`model.output_precision`).
@@ -48,14 +48,14 @@ impl ChunkedSoftmax {
     pub fn new(
         full: FullParams,
         objective: Objective,
-        reduce_cols: usize,
+        kernels: SoftmaxKernels,
         (logits, operands): (Logits, Operands),
         device: Device,
     ) -> Self {
         Self {
             full,
             objective,
-            reduce_cols,
+            kernels,
             logits,
             operands,
             device,
@@ -108,7 +108,7 @@ impl OutputLayer for ChunkedSoftmax {
             &refs(&layer),
             &self.full.chunks,
             &targets,
-            self.reduce_cols,
+            self.kernels,
             self.logits,
             probe,
         );
@@ -137,7 +137,15 @@ impl OutputLayer for ChunkedSoftmax {
             kept,
         } = pass.into_saved();
         let chunks = &self.full.chunks;
-        let out = softmax::backward(&h, &refs(&layer), chunks, &targets, &lse, kept, probe);
+        let out = softmax::backward(
+            &h,
+            &refs(&layer),
+            chunks,
+            &targets,
+            &lse,
+            (kept, self.kernels),
+            probe,
+        );
         probe.lap(crate::probe::Stage::OutputBackward);
         let params = out.chunks.into_iter().flat_map(|(w, b)| [w, b]).collect();
         Ok(OutputGrads {
@@ -165,7 +173,7 @@ impl OutputLayer for ChunkedSoftmax {
     }
 
     fn log_probs(&self, h: &Tensor<2>) -> Tensor<2> {
-        softmax::log_probs(h, &refs(&self.full.tensors()), self.reduce_cols)
+        softmax::log_probs(h, &refs(&self.full.tensors()), self.kernels.reduce_cols())
     }
 
     fn splits_classes(&self) -> bool {

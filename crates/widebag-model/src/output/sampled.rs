@@ -280,7 +280,9 @@ impl SampledOutput {
             &refs,
             &self.full.chunks,
             &targets,
-            self.reduce_cols,
+            softmax::SoftmaxKernels::Tensor {
+                reduce_cols: self.reduce_cols,
+            },
             widebag_config::Logits::Recompute,
             probe,
         );

@@ -16,11 +16,17 @@
 //! products take half operands (`h` cast once a step, each chunk's `W` and `g` as they are
 //! used; `g` scaled first, [`Operands::gradient_scale`]) and give f32: the softmax, the loss
 //! and the gradients stay f32.
+//!
+//! The row log-sum-exp and the logit gradient run as burn's tensor operations
+//! ([`SoftmaxKernels::Tensor`]) or as widebag's CubeCL kernels on wgpu
+//! ([`SoftmaxKernels::Cube`], [`crate::cube`]: one pass over each chunk's logits for the
+//! log-sum-exp, the gradient formed in the logits' buffer with no dense targets).
 
 use burn::tensor::{Device, Int, Tensor};
 use widebag_config::Logits;
 use widebag_csr::Targets;
 
+use crate::cube;
 use crate::probe::{Point, StepProbe};
 use crate::products::{self, Operands};
 use crate::tensors::floats;
@@ -87,6 +93,15 @@ impl ChunkTargets {
             flat,
             row_weight: floats(row_weight, [n_rows, 1], device),
         }
+    }
+
+    /// Chunk `c`'s targets as the CubeCL gradient takes them: `[M]` flat positions
+    /// `row · n + class` (each once: a batch's targets hold each class once a row) and `[M]`
+    /// weights times `scale`; `None` when it holds none.
+    fn scaled(&self, c: usize, scale: f64) -> Option<(Tensor<1, Int>, Tensor<1>)> {
+        let flat = self.flat[c].as_ref()?;
+        let (_, weights) = self.per_chunk[c].as_ref()?;
+        Some((flat.clone(), weights.clone().mul_scalar(scale)))
     }
 
     /// Dense `[B, n]` targets of chunk `c`, or `None` when it holds none.
@@ -170,7 +185,41 @@ impl Hidden {
     }
 }
 
-pub use crate::spec::{WGPU_REDUCE_COLS, reduce_cols};
+pub use crate::spec::{SoftmaxKernels, WGPU_REDUCE_COLS, reduce_cols};
+
+/// Each row's running log-sum-exp, on the kernels chosen.
+enum ChunkLse {
+    Tensor(RunningLse),
+    Cube(cube::row_lse::RowLse),
+}
+
+impl ChunkLse {
+    fn new(kernels: SoftmaxKernels, device: &Device) -> Self {
+        match kernels {
+            SoftmaxKernels::Cube if cube::bridge::on_cubecl(device) => {
+                ChunkLse::Cube(cube::row_lse::RowLse::new())
+            }
+            other => ChunkLse::Tensor(RunningLse::new(other.reduce_cols())),
+        }
+    }
+
+    fn add(&mut self, z: Tensor<2>) {
+        match self {
+            ChunkLse::Tensor(lse) => lse.add(z),
+            ChunkLse::Cube(lse) => {
+                let on_device = lse.add(z);
+                debug_assert!(on_device, "the logits live on the cubecl device checked");
+            }
+        }
+    }
+
+    fn finish(self) -> Tensor<2> {
+        match self {
+            ChunkLse::Tensor(lse) => lse.finish(),
+            ChunkLse::Cube(lse) => lse.finish().expect("at least one class chunk"),
+        }
+    }
+}
 
 /// `t` whole when it has at most `max_cols` columns, else its column pieces of that width.
 fn column_pieces(t: Tensor<2>, max_cols: usize) -> Vec<Tensor<2>> {
@@ -260,13 +309,13 @@ pub fn forward(
     layer: &[(&Tensor<2>, &Tensor<2>)],
     chunks: &[ClassChunk],
     targets: &ChunkTargets,
-    max_cols: usize,
+    kernels: SoftmaxKernels,
     keep: Logits,
     probe: &mut StepProbe,
 ) -> SoftmaxForward {
     let mut kept = Vec::new();
     let device = h.h.device();
-    let mut lse = RunningLse::new(max_cols);
+    let mut lse = ChunkLse::new(kernels, &device);
     // Σ over the batch's targets of weight · logit: the loss needs only the batch's total (its
     // mean over rows), so each chunk's target logits are picked by flat index and summed. (A
     // dense `[B, n]` target tensor built by `scatter_nd` into zeros and reduced with the logits
@@ -302,6 +351,24 @@ pub fn forward(
     SoftmaxForward { lse, loss, kept }
 }
 
+/// One chunk's logit gradient `(w_r softmax(z) − y) / B` as burn's tensor operations, `y`
+/// the chunk's dense targets.
+fn tensor_gradient(
+    z: Tensor<2>,
+    lse: &Tensor<2>,
+    targets: &ChunkTargets,
+    (c, n): (usize, usize),
+    inv_rows: f64,
+) -> Tensor<2> {
+    let device = z.device();
+    let p = (z - lse.clone()).exp();
+    let mut g = p * targets.row_weight.clone();
+    if let Some(y) = targets.dense(c, n, &device) {
+        g = g - y;
+    }
+    g.mul_scalar(inv_rows)
+}
+
 /// Pass 2: each chunk's logits (`kept` from pass 1, else made again) and the gradients.
 pub fn backward(
     h: &Hidden,
@@ -309,23 +376,33 @@ pub fn backward(
     chunks: &[ClassChunk],
     targets: &ChunkTargets,
     lse: &Tensor<2>,
-    kept: Vec<Tensor<2>>,
+    (kept, kernels): (Vec<Tensor<2>>, SoftmaxKernels),
     probe: &mut StepProbe,
 ) -> SoftmaxGrads {
     let mut kept = kept.into_iter();
     let device = h.h.device();
     let last = chunks.len().saturating_sub(1);
     let inv_rows = 1.0 / targets.n_rows.max(1) as f64;
+    let cube = kernels == SoftmaxKernels::Cube && cube::bridge::on_cubecl(&device);
+    let row_scale = cube.then(|| targets.row_weight.clone().mul_scalar(inv_rows));
     let mut dh: Option<Tensor<2>> = None;
     let mut grads = Vec::with_capacity(chunks.len());
     for (c, (chunk, (w, b))) in chunks.iter().zip(layer).enumerate() {
         let z = kept.next().unwrap_or_else(|| h.logits(w, b));
-        let p = (z - lse.clone()).exp();
-        let mut g = p * targets.row_weight.clone();
-        if let Some(y) = targets.dense(c, chunk.n, &device) {
-            g = g - y;
-        }
-        let g = g.mul_scalar(inv_rows);
+        let g = match &row_scale {
+            Some(row_scale) => {
+                let scaled = targets.scaled(c, inv_rows);
+                let chunk_targets = scaled
+                    .as_ref()
+                    .map(|(flat, weight)| cube::logit_gradient::ScaledTargets { flat, weight });
+                // `None` only off a cubecl device or past the grid's limit: the logits made
+                // again and the gradient formed by tensor operations.
+                cube::logit_gradient::in_place(z, lse, row_scale, chunk_targets).unwrap_or_else(
+                    || tensor_gradient(h.logits(w, b), lse, targets, (c, chunk.n), inv_rows),
+                )
+            }
+            None => tensor_gradient(z, lse, targets, (c, chunk.n), inv_rows),
+        };
         let (dh_c, dw) = h.gradient_products(&g, w);
         dh = Some(match dh {
             None => dh_c,

@@ -1,0 +1,12 @@
+//! widebag's own CubeCL kernels for the full softmax on wgpu (`train.gpu_kernels = "cubecl"`),
+//! called off autodiff as flex's host kernels are: each row's log-sum-exp folded chunk by chunk
+//! in one pass over the logits ([`row_lse`]), and the logit gradient formed in place in the
+//! logits' own buffer, the targets subtracted at their entries ([`logit_gradient`]). No dense
+//! `[batch, classes]` target tensor exists, and no reduction is cut into column pieces. Both
+//! reduce in shared memory, without plane (subgroup) operations, so they run on any adapter
+//! (lavapipe advertises none). [`bridge`] hands burn's wgpu tensors to the kernels and their
+//! outputs back.
+
+pub mod bridge;
+pub mod logit_gradient;
+pub mod row_lse;

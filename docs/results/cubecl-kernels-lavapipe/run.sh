@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# widebag's CubeCL softmax kernels (`train.gpu_kernels = "cubecl"`, the default) against the same
+# softmax as burn's tensor operations (`"tensor"`) on lavapipe: the seed model's sparse and dense
+# layouts at gpu.sh's small shapes, one synthetic file, each layout run on both kernels in turn
+# (ROUNDS times, alternating), `--profile --json` (each stage boundary waits for the device:
+# device_profile counts dispatches, blocking reads, new buffers, kernels compiled after step 1),
+# then `explain --measure` on both (the ledger's error at the peak).
+# Run from the repository root after `cargo build --release`:
+#   bash docs/results/cubecl-kernels-lavapipe/run.sh [OUT]
+set -euo pipefail
+out=${1:-docs/results/cubecl-kernels-lavapipe}
+bin=${WIDEBAG_BIN:-target/release/widebag}
+rounds=${ROUNDS:-2}
+model=(--set data.width=24000 --set data.n_classes=24000 --set model.dim=32 --set 'model.hidden=[64]'
+  --set train.batch_size=128 --set train.steps=20 --set optim.table=adam --set optim.dense=adam
+  --set optim.lr=0.001)
+mkdir -p "$out"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+"$bin" data synth --rows 5120 --to libsvm "$tmp/data.svm" "${model[@]}" 2> "$out/synth.log"
+file=(--set "data.path=$tmp/data.svm" --set data.format=libsvm)
+for round in $(seq 1 "$rounds"); do
+  for layout in sparse dense; do
+    for kernels in cubecl tensor; do
+      name="$layout-$kernels-$round"
+      echo "== $name" >&2
+      "$bin" train --device wgpu "${model[@]}" "${file[@]}" --set "model.layout=\"$layout\"" \
+        --set "train.gpu_kernels=\"$kernels\"" --profile --json > "$out/$name.json" 2> "$out/$name.log"
+    done
+  done
+done
+# The ledger against burn's allocator on both kernels (3 steps, the same shapes).
+for layout in sparse dense; do
+  for kernels in cubecl tensor; do
+    "$bin" explain --device wgpu "${model[@]}" --set "model.layout=\"$layout\"" \
+      --set "train.gpu_kernels=\"$kernels\"" --measure --steps 3 --json \
+      > "$out/explain-$layout-$kernels.json" 2> "$out/explain-$layout-$kernels.log"
+  done
+done
+python3 - "$out" "$rounds" <<'PY'
+import json, sys
+out, rounds = sys.argv[1], int(sys.argv[2])
+print("| layout | kernels | examples/s (each round) | ms/step | dispatches/step | blocking reads | "
+      "compiled after step 1 | final loss |")
+print("|---|---|---|---|---|---|---|---|")
+for layout in ("sparse", "dense"):
+    for kernels in ("cubecl", "tensor"):
+        runs = [json.load(open(f"{out}/{layout}-{kernels}-{r}.json")) for r in range(1, rounds + 1)]
+        p = runs[-1]["profile"]
+        d = p["device_profile"]
+        eps = ", ".join(f"{r['examples_per_s']:,.0f}" for r in runs)
+        print(f"| {layout} | {kernels} | {eps} | {p['ms_per_step']:.1f} | {d['dispatches_per_step']:.1f} "
+              f"| {d['reads_per_step']:.1f} | {d['compiled_after_step_1']} | "
+              f"{runs[-1]['final_loss_mean10']:.4f} |")
+for layout in ("sparse", "dense"):
+    ratios = []
+    for r in range(1, rounds + 1):
+        c = json.load(open(f"{out}/{layout}-cubecl-{r}.json"))["examples_per_s"]
+        t = json.load(open(f"{out}/{layout}-tensor-{r}.json"))["examples_per_s"]
+        ratios.append(c / t)
+    print(f"\n{layout}: cubecl / tensor examples/s, each round: " + ", ".join(f"{x:.2f}×" for x in ratios))
+PY
