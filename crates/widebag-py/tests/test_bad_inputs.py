@@ -59,7 +59,10 @@ def test_a_run_that_does_not_fit_is_refused_before_it_starts(interactions, tmp_p
 
 
 CHILD = r"""
-import sys, numpy as np, scipy.sparse as sp, widebag
+import signal, sys, numpy as np, scipy.sparse as sp, widebag
+# Ctrl-C raises KeyboardInterrupt even where the launching shell ignores SIGINT (a background
+# job without job control), which Python would otherwise inherit and keep.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 rng = np.random.default_rng(0)
 x = sp.random(2000, 3000, density=0.01, format="csr", random_state=1, dtype=np.float32)
 x.data[:] = 1
