@@ -141,22 +141,7 @@ fn host_kernels_train_the_dense_layout_like_the_tensor_path() {
         );
         c.model.layout = Layout::Dense;
         c.train.cpu_kernels = kernels;
-        let bands = ModelBands::resolve(&c).unwrap();
-        let mut model = DenseModel::new(&c, &bands, &flex(), Init::Seeded).unwrap();
-        let mut probe = StepProbe::new(model.device());
-        let losses: Vec<f32> = (0..4)
-            .map(|s| {
-                model
-                    .train_step(&batch(&c, s * 24), &mut probe)
-                    .unwrap()
-                    .loss
-            })
-            .collect();
-        let mut w = to_vec(model.input_weight.value.clone()).unwrap();
-        for p in model.params.iter() {
-            w.extend(to_vec(p.value.clone()).unwrap());
-        }
-        (losses, w)
+        train_dense_on(&c, &flex())
     };
     let (host_loss, host_w) = run(CpuKernels::Host);
     let (tensor_loss, tensor_w) = run(CpuKernels::Tensor);

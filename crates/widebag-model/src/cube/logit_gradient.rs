@@ -10,10 +10,7 @@ use burn_cubecl::cubecl;
 use burn_cubecl::cubecl::calculate_cube_count_elemwise;
 use burn_cubecl::cubecl::prelude::*;
 
-use super::bridge;
-
-/// burn's tensor (the kernels' `Tensor` is cubecl's).
-type BurnTensor<const D: usize, K = burn::tensor::Float> = burn::tensor::Tensor<D, K>;
+use super::{BurnTensor, block_units, bridge};
 
 /// `z ← scale_r · e^(z − lse_r)` over `z` (`[rows, n]`), `lse` and `scale` `[rows, 1]`: cube
 /// `(x, r)` takes row `r`'s columns `x · units ..` (no division per logit).
@@ -100,7 +97,7 @@ pub fn in_place(
     let dtype = g.dtype;
     // One cube size whatever the counts (a kernel is compiled per cube size: a size chosen from
     // a step's target count would compile new kernels after the first step).
-    let units = super::row_lse::block_units(&g);
+    let units = block_units(&g);
     let dim = CubeDim::new_1d(units as u32);
     softmax_in_place::launch(
         &client,

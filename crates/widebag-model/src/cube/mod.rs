@@ -10,3 +10,14 @@
 pub mod bridge;
 pub mod logit_gradient;
 pub mod row_lse;
+
+use burn_cubecl::tensor::CubeTensor;
+
+/// burn's tensor (the kernels' `Tensor` is cubecl's).
+type BurnTensor<const D: usize, K = burn::tensor::Float> = burn::tensor::Tensor<D, K>;
+
+/// Units per cube: a power of two, at most 256 and the adapter's limit.
+fn block_units(z: &CubeTensor) -> usize {
+    let limit = z.client.properties().hardware.max_units_per_cube.min(256) as usize;
+    1 << (usize::BITS - 1 - limit.max(1).leading_zeros())
+}

@@ -11,16 +11,7 @@ use burn_cubecl::cubecl::prelude::*;
 use burn_cubecl::ops::numeric::empty_device_contiguous_dtype;
 use burn_cubecl::tensor::CubeTensor;
 
-use super::bridge;
-
-/// burn's tensor (the kernels' `Tensor` is cubecl's).
-type BurnTensor<const D: usize, K = burn::tensor::Float> = burn::tensor::Tensor<D, K>;
-
-/// Units per cube: a power of two, at most 256 and the adapter's limit.
-pub(super) fn block_units(z: &CubeTensor) -> usize {
-    let limit = z.client.properties().hardware.max_units_per_cube.min(256) as usize;
-    1 << (usize::BITS - 1 - limit.max(1).leading_zeros())
-}
+use super::{BurnTensor, block_units, bridge};
 
 /// The max of `m1` and `m2`.
 #[cube]

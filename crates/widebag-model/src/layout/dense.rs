@@ -40,9 +40,8 @@ pub struct DenseSpec {
     pub max_buffer_bytes: u64,
     /// Classes per chunk of the log-softmax's reductions (as the sparse layout's chunks).
     pub class_chunk: usize,
-    /// Columns one row reduction spans at most ([`softmax::reduce_cols`]).
-    pub reduce_cols: usize,
-    /// Which kernels form the row log-sum-exp and the logit gradient.
+    /// Which kernels form the row log-sum-exp and the logit gradient (on the tensor path, the
+    /// columns one row reduction spans at most).
     pub softmax_kernels: softmax::SoftmaxKernels,
     /// Host kernels (flex) or burn's tensor operations for the softmax and the updates.
     pub compute_path: ComputePath,
@@ -155,7 +154,6 @@ impl DenseModel {
             batch_size: s.batch_size,
             max_buffer_bytes: s.max_buffer_bytes,
             class_chunk: s.class_chunk,
-            reduce_cols: s.reduce_cols,
             softmax_kernels: s.softmax_kernels,
             compute_path: s.compute_path,
             activations: s.activations.clone(),
