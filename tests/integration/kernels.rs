@@ -171,25 +171,46 @@ fn train_dense_on(c: &Config, compute: &Compute) -> (Vec<f32>, Vec<f32>) {
 
 /// widebag's CubeCL softmax kernels on wgpu (`train.gpu_kernels = "cubecl"`) against flex's
 /// host kernels: the same losses and weights after 4 steps, for the sparse layout over three
-/// class chunks (next-id targets, and bags with the multinomial output) and the dense layout;
-/// and the model says it ran them.
+/// class chunks (next-id targets, and bags with the multinomial output; the output layer's
+/// step fused into its backward pass with every dense optimizer, and over a last hidden layer
+/// wider than one of the kernel's 64-unit tiles) and the dense layout; and the model says it
+/// ran them.
 #[test]
 fn cubecl_kernels_on_wgpu_train_like_the_host_kernels() {
     let Some(gpu) = wgpu_or_skip("cubecl_kernels_on_wgpu_train_like_the_host_kernels") else {
         return;
     };
+    use widebag_ledger::step::OutputUpdate;
     let cases = [
-        (TargetKind::NextId, OutputKind::Full),
-        (TargetKind::Bag, OutputKind::Multinomial),
+        (TargetKind::NextId, OutputKind::Full, DenseOptim::Adam, 12),
+        (
+            TargetKind::Bag,
+            OutputKind::Multinomial,
+            DenseOptim::Adam,
+            12,
+        ),
+        (TargetKind::NextId, OutputKind::Full, DenseOptim::AdamW, 70),
+        (TargetKind::NextId, OutputKind::Full, DenseOptim::Sgd, 12),
+        (
+            TargetKind::NextId,
+            OutputKind::Full,
+            DenseOptim::Momentum,
+            12,
+        ),
     ];
-    for (target, output) in cases {
-        let mut c = config(target, output, TableOptim::Adam, DenseOptim::Adam);
+    for (target, output, dense, last) in cases {
+        let mut c = config(target, output, TableOptim::Adam, dense);
+        c.model.hidden = vec![last];
+        c.optim.momentum = 0.9;
+        c.optim.weight_decay = 0.1;
         // Three class chunks: each row's log-sum-exp is folded across launches.
         c.model.class_chunk = 700;
         c.train.gpu_kernels = GpuKernels::Cubecl;
-        let what = format!("{target:?}/{}", output.name());
+        let what = format!("{target:?}/{}/{dense:?}/{last}", output.name());
         let model: SparseModel = wide(&c, &gpu);
         assert_eq!(model.spec().softmax_kernels, SoftmaxKernels::Cube, "{what}");
+        let fused = model.output().update_priced_as();
+        assert_eq!(fused, OutputUpdate::InBackward, "{what}");
         drop(model);
         let (cube_loss, cube_w) = train_sparse_on(&c, &gpu, 4);
         let (host_loss, host_w) = train_sparse(&c, CpuKernels::Host, 4);

@@ -52,6 +52,6 @@ pub use checkpoint::{CheckpointEffect, checkpoint_effect};
 pub use eval::{EvalPeak, eval_peak};
 pub use exchange::{Traffic, names as collective_names, traffic};
 pub use spec::{
-    BatchFacts, DeviceFacts, EvalScores, OutputLayerKind, RankFacts, SampledFacts, SampledLossKind,
-    Sampling, StepSpec,
+    BatchFacts, DeviceFacts, EvalScores, OutputLayerKind, OutputUpdate, RankFacts, SampledFacts,
+    SampledLossKind, Sampling, StepSpec,
 };

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# widebag's CubeCL softmax kernels (`train.gpu_kernels = "cubecl"`, the default) against the same
-# softmax as burn's tensor operations (`"tensor"`) on lavapipe: the seed model's sparse and dense
+# widebag's CubeCL softmax kernels (`train.gpu_kernels = "cubecl"`: the softmax's two passes and,
+# in the sparse layout, the output layer's Adam step inside its backward pass) against the same
+# step as burn's tensor operations (`"tensor"`, the default) on lavapipe: the seed model's sparse and dense
 # layouts at gpu.sh's small shapes, one synthetic file, each layout run on both kernels in turn
 # (ROUNDS times, alternating), `--profile --json` (each stage boundary waits for the device:
 # device_profile counts dispatches, blocking reads, new buffers, kernels compiled after step 1),
-# then `explain --measure` on both (the ledger's error at the peak).
+# then `explain --measure` on both (the measured peak and the ledger's error at it).
 # Run from the repository root after `cargo build --release`:
 #   bash docs/results/cubecl-kernels-lavapipe/run.sh [OUT]
 set -euo pipefail
@@ -41,17 +42,19 @@ python3 - "$out" "$rounds" <<'PY'
 import json, sys
 out, rounds = sys.argv[1], int(sys.argv[2])
 print("| layout | kernels | examples/s (each round) | ms/step | dispatches/step | blocking reads | "
-      "compiled after step 1 | final loss |")
-print("|---|---|---|---|---|---|---|---|")
+      "compiled after step 1 | final loss | measured peak (MB) | ledger error at peak |")
+print("|---|---|---|---|---|---|---|---|---|---|")
 for layout in ("sparse", "dense"):
     for kernels in ("cubecl", "tensor"):
         runs = [json.load(open(f"{out}/{layout}-{kernels}-{r}.json")) for r in range(1, rounds + 1)]
         p = runs[-1]["profile"]
         d = p["device_profile"]
         eps = ", ".join(f"{r['examples_per_s']:,.0f}" for r in runs)
+        x = json.load(open(f"{out}/explain-{layout}-{kernels}.json"))
         print(f"| {layout} | {kernels} | {eps} | {p['ms_per_step']:.1f} | {d['dispatches_per_step']:.1f} "
               f"| {d['reads_per_step']:.1f} | {d['compiled_after_step_1']} | "
-              f"{runs[-1]['final_loss_mean10']:.4f} |")
+              f"{runs[-1]['final_loss_mean10']:.4f} | {x['measured_peak_bytes'] / 1e6:.2f} | "
+              f"{x['error_pct']:.3f} % |")
 for layout in ("sparse", "dense"):
     ratios = []
     for r in range(1, rounds + 1):

@@ -9,7 +9,7 @@ use widebag_config::bands::Band;
 use widebag_config::{BandPlacement, TableOptim};
 
 use super::builder::Builder;
-use super::spec::{OutputLayerKind, StepSpec};
+use super::spec::{OutputLayerKind, OutputUpdate, StepSpec};
 use super::{adaptive, host, sampled, trunk};
 use crate::shapes::{self, ClassChunk, F32_BYTES, I32_BYTES};
 use crate::{Category, Entry, Ledger, Lifetime, Placement, Point, Pool};
@@ -227,23 +227,18 @@ fn setup_dense(b: &mut Builder, spec: &StepSpec, cuts: &Cuts) {
         return;
     }
     let last = spec.last_hidden();
+    // Stepped inside the backward pass, a chunk's gradient is never whole.
+    let in_backward = spec.output_update() == OutputUpdate::InBackward;
     for c in &cuts.chunks {
         let n = c.n as u64;
         let layer = format!("output.{}", c.offset / cuts.chunk_classes);
-        b.dense_param(
-            &format!("{layer}.weight"),
-            &layer,
-            &[last, n],
-            spec.dense_optim,
-            output_grad,
-        );
-        b.dense_param(
-            &format!("{layer}.bias"),
-            &layer,
-            &[1, n],
-            spec.dense_optim,
-            output_grad,
-        );
+        for (what, shape) in [("weight", [last, n]), ("bias", [1, n])] {
+            let name = format!("{layer}.{what}");
+            match in_backward {
+                true => b.param_with_state(&name, &layer, &shape, spec.dense_optim),
+                false => b.dense_param(&name, &layer, &shape, spec.dense_optim, output_grad),
+            }
+        }
     }
 }
 

@@ -5,8 +5,8 @@
 use serde::{Deserialize, Serialize};
 use widebag_config::bands::{Band, ModelBands};
 use widebag_config::{
-    Activation, BandPlacement, Checkpointing, Config, CpuKernels, DenseOptim, Layout, Logits,
-    Precision, Screening, TableOptim, TaskKind,
+    Activation, BandPlacement, Checkpointing, Config, CpuKernels, DenseOptim, GpuKernels, Layout,
+    Logits, Precision, Screening, TableOptim, TaskKind,
 };
 
 use crate::shapes;
@@ -31,6 +31,20 @@ pub enum OutputLayerKind {
     /// A sampled loss on autodiff over the batch's positives and the drawn negatives (one
     /// process, on either path).
     Sampled,
+}
+
+/// Where the full softmax's class chunks take their optimizer step in the sparse layout.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OutputUpdate {
+    /// After the backward pass, from each chunk's whole weight and bias gradient (alive from
+    /// the output's backward pass to the dense updates).
+    #[default]
+    AfterBackward,
+    /// Inside the backward pass, each chunk's gradient formed tile by tile and applied at once
+    /// (widebag's CubeCL kernels, `train.gpu_kernels = "cubecl"`, on a device of its own): no
+    /// output gradient buffer.
+    InBackward,
 }
 
 /// What the ledger needs to know about the device.
@@ -176,6 +190,10 @@ pub struct StepSpec {
     /// half dtype, `h` has a half copy for the step.
     #[serde(default)]
     pub output_precision: Precision,
+    /// Where the full softmax's weights take their step (`train.gpu_kernels`, with
+    /// [`Self::output_update`] the sparse step's resolution).
+    #[serde(default)]
+    pub gpu_output_update: OutputUpdate,
     /// Each layer's activation, the bag's then each hidden layer's (`ModelConfig::activations`);
     /// a `linear` layer saves no pre-activation of its own. Empty: none is linear.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -313,6 +331,11 @@ impl StepSpec {
             checkpointing: config.model.checkpointing,
             logits: config.model.logits,
             output_precision: config.model.output_precision,
+            // widebag's CubeCL kernels run on a device of its own (wgpu), not on flex.
+            gpu_output_update: match (config.train.gpu_kernels, device.host_memory) {
+                (GpuKernels::Cubecl, false) => OutputUpdate::InBackward,
+                _ => OutputUpdate::AfterBackward,
+            },
             activations: config.model.activations(),
             ranks: None,
             sampled: SampledFacts::of(config),
@@ -453,6 +476,18 @@ impl StepSpec {
             )
     }
 
+    /// Where the sparse step's output layer takes its optimizer step: inside the backward pass
+    /// only for the chunked full softmax on tensors, in one process or many, with the CubeCL
+    /// kernels on a device of its own.
+    pub fn output_update(&self) -> OutputUpdate {
+        match self.output_layer() {
+            OutputLayerKind::ChunkedSoftmax if self.layout == Layout::Sparse => {
+                self.gpu_output_update
+            }
+            _ => OutputUpdate::AfterBackward,
+        }
+    }
+
     /// Whether the sampled step runs on flex's host kernels (the sampled softmax with the
     /// batch's positives as negatives: the host softmax's kernel over the gathered columns).
     pub fn sampled_on_host(&self) -> bool {
@@ -561,6 +596,7 @@ pub(super) fn seed_spec(layout: Layout, dense_optim: DenseOptim) -> StepSpec {
         checkpointing: Checkpointing::None,
         logits: Logits::Recompute,
         output_precision: Precision::F32,
+        gpu_output_update: OutputUpdate::AfterBackward,
         activations: Vec::new(),
         ranks: None,
         sampled: None,

@@ -11,7 +11,8 @@ use crate::error::ModelError;
 use crate::optim::dense::{DenseParam, DenseState};
 
 use super::access::{HostMatrix, update_in_place};
-use super::dense_update::{AdamScalars, momentum, with_adam_buffers};
+use super::dense_update::{momentum, with_adam_buffers};
+use crate::optim::adam::AdamScalars;
 
 /// One optimizer step of `p`'s columns `cols` (distinct, each below `p`'s width) with their
 /// gradient `grad` (`[rows, cols.len()]`, column `j` that of `cols[j]`), in place.

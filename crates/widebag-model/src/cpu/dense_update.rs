@@ -6,59 +6,13 @@ use rayon::prelude::*;
 use widebag_config::OptimConfig;
 
 use crate::error::ModelError;
-use crate::optim::adam::AdamStep;
+use crate::optim::adam::AdamScalars;
 use crate::optim::dense::{DenseParam, DenseState, Moments};
 
 use super::access::{HostMatrix, update_in_place};
 
 /// Elements per parallel task.
 const TASK: usize = 1 << 14;
-
-/// Adam(W)'s scalars for one step, as one element's update uses them.
-#[derive(Clone, Copy)]
-pub(crate) struct AdamScalars {
-    b1: f32,
-    c1: f32,
-    b2: f32,
-    c2: f32,
-    inv_sqrt_bc2: f32,
-    eps: f32,
-    step_size: f32,
-    decay: f32,
-}
-
-impl AdamScalars {
-    /// Step `step`'s scalars (`decoupled_decay`: AdamW's decay of the value).
-    pub(crate) fn new(config: &OptimConfig, step: u64, decoupled_decay: bool) -> Self {
-        let lr = config.lr_at(step);
-        let a = AdamStep::new(config, lr, step);
-        let (bc1, bc2) = a.bias_corrections();
-        let (b1, b2) = (a.beta1 as f32, a.beta2 as f32);
-        Self {
-            b1,
-            c1: 1.0 - b1,
-            b2,
-            c2: 1.0 - b2,
-            inv_sqrt_bc2: (1.0 / bc2.sqrt()) as f32,
-            eps: a.eps as f32,
-            step_size: (-a.lr / bc1) as f32,
-            decay: if decoupled_decay && config.weight_decay > 0.0 {
-                (1.0 - lr * config.weight_decay) as f32
-            } else {
-                1.0
-            },
-        }
-    }
-
-    /// One element: both moments, then the value.
-    #[inline]
-    pub(crate) fn apply(&self, v: &mut f32, m: &mut f32, s: &mut f32, g: f32) {
-        *m = self.b1 * *m + self.c1 * g;
-        *s = self.b2 * *s + self.c2 * (g * g);
-        let denom = s.sqrt() * self.inv_sqrt_bc2 + self.eps;
-        *v = *v * self.decay + self.step_size * (*m / denom);
-    }
-}
 
 /// `f` on a value's buffer and its Adam moments' (`m`, `v`), each in place.
 pub(crate) fn with_adam_buffers<R>(

@@ -2,13 +2,16 @@
 //! called off autodiff as flex's host kernels are: each row's log-sum-exp folded chunk by chunk
 //! in one pass over the logits ([`row_lse`]), and the logit gradient formed in place in the
 //! logits' own buffer, the targets subtracted at their entries ([`logit_gradient`]). No dense
-//! `[batch, classes]` target tensor exists, and no reduction is cut into column pieces. Both
-//! reduce in shared memory, without plane (subgroup) operations, so they run on any adapter
-//! (lavapipe advertises none). [`bridge`] hands burn's wgpu tensors to the kernels and their
-//! outputs back.
+//! `[batch, classes]` target tensor exists, and no reduction is cut into column pieces; and
+//! each chunk's optimizer step fused into the backward pass ([`output_step`]: the weight
+//! gradient formed tile by tile and applied at once, no `[hidden, classes]` gradient buffer).
+//! They reduce in shared memory, without plane (subgroup) operations, so they run on any
+//! adapter (lavapipe advertises none). [`bridge`] hands burn's wgpu tensors to the kernels and
+//! their outputs back.
 
 pub mod bridge;
 pub mod logit_gradient;
+pub mod output_step;
 pub mod row_lse;
 
 use burn_cubecl::tensor::CubeTensor;

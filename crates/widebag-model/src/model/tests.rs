@@ -186,6 +186,8 @@ fn the_model_builds_the_output_layer_the_ledger_prices() {
                 c.train.cpu_kernels = kernels;
                 c.model.tie_output = tied;
                 c.model.sampling.negatives = 3;
+                // On flex the CubeCL kernels fall back: the output layer steps after backward.
+                c.train.gpu_kernels = widebag_config::GpuKernels::Cubecl;
                 if output == OutputKind::Adaptive {
                     c.model.output_bands.cutoffs = Cutoffs::Ids(vec![3]);
                 }
@@ -215,6 +217,11 @@ fn the_model_builds_the_output_layer_the_ledger_prices() {
                 assert_eq!(
                     kind,
                     spec.output_layer(),
+                    "{output:?} {kernels:?} tied {tied}"
+                );
+                assert_eq!(
+                    model.output().update_priced_as(),
+                    spec.output_update(),
                     "{output:?} {kernels:?} tied {tied}"
                 );
                 seen.push(kind);

@@ -2,20 +2,24 @@
 //! autodiff: the forward pass keeps each row's log-sum-exp ([`softmax::forward`]), the backward
 //! pass recomputes each chunk's logits (or, with `model.logits = "keep"` in one process, takes
 //! them kept from the forward pass) and forms `dL/dh` and the chunks' gradients
-//! ([`softmax::backward`]); recomputing, no `[batch, classes]` buffer is ever whole.
+//! ([`softmax::backward`]); recomputing, no `[batch, classes]` buffer is ever whole. With
+//! widebag's CubeCL kernels on wgpu a training step's backward pass also takes each chunk's
+//! optimizer step as its logit gradient is formed ([`crate::cube::output_step`]): no chunk's
+//! weight gradient is ever whole either.
 
 use burn::tensor::{Device, Tensor};
 use widebag_config::Logits;
 use widebag_csr::Targets;
 use widebag_ledger::shapes::ClassChunk;
-use widebag_ledger::step::OutputLayerKind;
+use widebag_ledger::step::{OutputLayerKind, OutputUpdate};
 
+use crate::cube;
 use crate::error::ModelError;
 use crate::optim::dense::DenseParam;
 use crate::output::full::FullParams;
 use crate::output::scores::{ScoreKind, Visit};
 use crate::output::softmax::{self, ChunkTargets, Hidden, SoftmaxKernels};
-use crate::output::{Objective, OutputGrads, OutputLayer, OutputPass, Upstream};
+use crate::output::{Objective, OutputGrads, OutputLayer, OutputPass, UpdateNow, Upstream};
 use crate::probe::StepProbe;
 use crate::products::Operands;
 use crate::ranks::{RankBatch, Ranks};
@@ -60,6 +64,14 @@ impl ChunkedSoftmax {
             operands,
             device,
         }
+    }
+}
+
+impl ChunkedSoftmax {
+    /// Whether a training step's backward pass takes the chunks' optimizer step (widebag's
+    /// CubeCL kernels, on a cubecl device).
+    fn steps_in_backward(&self) -> bool {
+        self.kernels == SoftmaxKernels::Cube && cube::bridge::on_cubecl(&self.device)
     }
 }
 
@@ -152,6 +164,67 @@ impl OutputLayer for ChunkedSoftmax {
             upstream: Upstream::Dh(out.dh),
             params,
         })
+    }
+
+    fn backward_updating(
+        &mut self,
+        pass: OutputPass,
+        batch: &RankBatch<'_>,
+        now: UpdateNow<'_>,
+        probe: &mut StepProbe,
+    ) -> Result<OutputGrads, ModelError> {
+        let first_state = &self.full.layer[0].weight.state;
+        let rule = match self.steps_in_backward() {
+            true => {
+                cube::output_step::ChunkStep::new(first_state, (now.optim, now.step), &self.device)
+            }
+            false => None,
+        };
+        let Some(rule) = rule else {
+            return self.backward(pass, batch, probe);
+        };
+        let Saved {
+            h,
+            layer,
+            targets,
+            lse,
+            kept,
+        } = pass.into_saved();
+        let FullParams {
+            chunks,
+            layer: params,
+        } = &mut self.full;
+        // Each chunk stepped in place by the kernel; past the grid's limit, from its gradient's
+        // tensors.
+        let mut apply = |c: usize, g: &Tensor<2>| {
+            let lin = &mut params[c];
+            if !rule.apply(&h.h, g, (&mut lin.weight, &mut lin.bias)) {
+                lin.weight.update(h.dw_product(g), now.optim, now.step);
+                lin.bias.update(g.clone().sum_dim(0), now.optim, now.step);
+            }
+        };
+        let dh = softmax::backward_applying(
+            &h,
+            layer,
+            chunks,
+            &targets,
+            &lse,
+            (kept, self.kernels),
+            &mut apply,
+            probe,
+        );
+        probe.lap(crate::probe::Stage::OutputBackward);
+        Ok(OutputGrads {
+            upstream: Upstream::Dh(dh),
+            params: Vec::new(),
+        })
+    }
+
+    fn update_priced_as(&self) -> OutputUpdate {
+        match self.steps_in_backward() {
+            true => OutputUpdate::InBackward,
+            false => OutputUpdate::AfterBackward,
+        }
     }
 
     fn end_pass(&mut self, _pass: OutputPass) {}

@@ -43,7 +43,7 @@ use widebag_collective::Collective;
 use widebag_config::OptimConfig;
 use widebag_csr::Targets;
 use widebag_ledger::shapes::ClassChunk;
-use widebag_ledger::step::OutputLayerKind;
+use widebag_ledger::step::{OutputLayerKind, OutputUpdate};
 
 use crate::device::ComputePath;
 use crate::error::ModelError;
@@ -140,6 +140,15 @@ impl OutputGrads {
     }
 }
 
+/// The optimizer step of a training step, which an output layer's backward pass may apply as
+/// it forms its parameters' gradients ([`OutputLayer::backward_updating`]).
+#[derive(Clone, Copy)]
+pub struct UpdateNow<'a> {
+    pub optim: &'a OptimConfig,
+    /// The training step's 1-based count.
+    pub step: u64,
+}
+
 /// An output layer: forward to the loss, backward to `dL/dh` and its parameters' gradients, its
 /// updates, and its class scores.
 pub trait OutputLayer: Send {
@@ -190,6 +199,26 @@ pub trait OutputLayer: Send {
         batch: &RankBatch<'_>,
         probe: &mut StepProbe,
     ) -> Result<OutputGrads, ModelError>;
+
+    /// [`Self::backward`] in a training step whose optimizer step is `now`. A layer whose
+    /// parameters take their step inside the backward pass ([`Self::update_priced_as`]) applies
+    /// it as each gradient is formed and returns no gradient for them; the others return
+    /// [`Self::backward`]'s, which [`Self::update`] applies after the row updates.
+    fn backward_updating(
+        &mut self,
+        pass: OutputPass,
+        batch: &RankBatch<'_>,
+        _now: UpdateNow<'_>,
+        probe: &mut StepProbe,
+    ) -> Result<OutputGrads, ModelError> {
+        self.backward(pass, batch, probe)
+    }
+
+    /// Where this layer's parameters take a training step's optimizer step, as the ledger
+    /// prices it: after the backward pass (the default), or inside it.
+    fn update_priced_as(&self) -> OutputUpdate {
+        OutputUpdate::AfterBackward
+    }
 
     /// Ends a forward pass without its backward (a loss alone): what it lent is put back.
     fn end_pass(&mut self, pass: OutputPass);

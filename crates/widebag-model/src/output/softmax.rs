@@ -9,7 +9,9 @@
 //!    `sum_j y_rj z_rj`; then `lse = m + ln s`;
 //! 2. backward: per chunk, recompute `z` (or take it kept from pass 1, `Logits::Keep`: one
 //!    output product fewer, the `[batch, classes]` logits alive in between), form
-//!    `g = (w_r softmax(z) - y) / B` and accumulate `dW = hᵀ g`, `db = sum_r g`, `dh += g Wᵀ`.
+//!    `g = (w_r softmax(z) - y) / B` and accumulate `dW = hᵀ g`, `db = sum_r g`, `dh += g Wᵀ`
+//!    ([`backward`]); or take `dh += g Wᵀ` and hand `g` to the caller, which takes the chunk's
+//!    optimizer step from it at once ([`backward_applying`]: the CubeCL kernels' fused step).
 //!
 //! Recomputing, peak temporary memory is a few `[batch, chunk]` tensors, whatever the number of
 //! classes. Under half-precision products (`model.output_precision`, [`Hidden`]) the three
@@ -169,19 +171,29 @@ impl Hidden {
     /// One chunk's `(dL/dh part g Wᵀ, dW = hᵀ g)` in f32 from its logit gradient `g` (f32): in
     /// half precision from `g` scaled by [`Operands::gradient_scale`], the products scaled back.
     fn gradient_products(&self, g: &Tensor<2>, w: &Tensor<2>) -> (Tensor<2>, Tensor<2>) {
-        let ht = self.operand.clone().transpose();
+        (self.dh_product(g, w), self.dw_product(g))
+    }
+
+    /// One chunk's part of `dL/dh`, `g Wᵀ`, alone (as [`Self::gradient_products`] forms it).
+    pub fn dh_product(&self, g: &Tensor<2>, w: &Tensor<2>) -> Tensor<2> {
         if self.operands.half().is_none() {
-            return (
-                products::matmul_nt(g.clone(), w.clone()),
-                ht.matmul(g.clone()),
-            );
+            return products::matmul_nt(g.clone(), w.clone());
         }
         let scale = self.operands.gradient_scale(self.h.dims()[0]);
         let g = self.operands.cast(g.clone().mul_scalar(scale));
         let w = self.operands.cast(w.clone());
-        let dh = products::matmul_nt(g.clone(), w).mul_scalar(1.0 / scale);
-        let dw = products::product(ht, g).mul_scalar(1.0 / scale);
-        (dh, dw)
+        products::matmul_nt(g, w).mul_scalar(1.0 / scale)
+    }
+
+    /// One chunk's weight gradient `hᵀ g` alone (as [`Self::gradient_products`] forms it).
+    pub fn dw_product(&self, g: &Tensor<2>) -> Tensor<2> {
+        let ht = self.operand.clone().transpose();
+        if self.operands.half().is_none() {
+            return ht.matmul(g.clone());
+        }
+        let scale = self.operands.gradient_scale(self.h.dims()[0]);
+        let g = self.operands.cast(g.clone().mul_scalar(scale));
+        products::product(ht, g).mul_scalar(1.0 / scale)
     }
 }
 
@@ -369,6 +381,66 @@ fn tensor_gradient(
     g.mul_scalar(inv_rows)
 }
 
+/// What pass 2 reads for every chunk's logit gradient.
+struct Pass2<'a> {
+    h: &'a Hidden,
+    targets: &'a ChunkTargets,
+    lse: &'a Tensor<2>,
+    /// `w_r / B` per row, where the CubeCL kernels form the gradient.
+    row_scale: Option<Tensor<2>>,
+    inv_rows: f64,
+}
+
+impl<'a> Pass2<'a> {
+    fn new(
+        h: &'a Hidden,
+        targets: &'a ChunkTargets,
+        lse: &'a Tensor<2>,
+        kernels: SoftmaxKernels,
+    ) -> Self {
+        let inv_rows = 1.0 / targets.n_rows.max(1) as f64;
+        let cube = kernels == SoftmaxKernels::Cube && cube::bridge::on_cubecl(&h.h.device());
+        Self {
+            h,
+            targets,
+            lse,
+            row_scale: cube.then(|| targets.row_weight.clone().mul_scalar(inv_rows)),
+            inv_rows,
+        }
+    }
+
+    /// Chunk `c`'s logit gradient from its logits (`kept`, else made again from `w`, `b`).
+    fn gradient(
+        &self,
+        (c, chunk): (usize, &ClassChunk),
+        kept: Option<Tensor<2>>,
+        (w, b): (&Tensor<2>, &Tensor<2>),
+    ) -> Tensor<2> {
+        let (h, targets, lse, inv_rows) = (self.h, self.targets, self.lse, self.inv_rows);
+        let z = kept.unwrap_or_else(|| h.logits(w, b));
+        let Some(row_scale) = &self.row_scale else {
+            return tensor_gradient(z, lse, targets, (c, chunk.n), inv_rows);
+        };
+        let scaled = targets.scaled(c, inv_rows);
+        let chunk_targets = scaled
+            .as_ref()
+            .map(|(flat, weight)| cube::logit_gradient::ScaledTargets { flat, weight });
+        // `None` only off a cubecl device or past the grid's limit: the logits made again and
+        // the gradient formed by tensor operations.
+        cube::logit_gradient::in_place(z, lse, row_scale, chunk_targets).unwrap_or_else(|| {
+            tensor_gradient(h.logits(w, b), lse, targets, (c, chunk.n), inv_rows)
+        })
+    }
+}
+
+/// `acc + part`, or `part` first.
+fn accumulate(acc: Option<Tensor<2>>, part: Tensor<2>) -> Option<Tensor<2>> {
+    Some(match acc {
+        None => part,
+        Some(acc) => acc + part,
+    })
+}
+
 /// Pass 2: each chunk's logits (`kept` from pass 1, else made again) and the gradients.
 pub fn backward(
     h: &Hidden,
@@ -380,34 +452,14 @@ pub fn backward(
     probe: &mut StepProbe,
 ) -> SoftmaxGrads {
     let mut kept = kept.into_iter();
-    let device = h.h.device();
     let last = chunks.len().saturating_sub(1);
-    let inv_rows = 1.0 / targets.n_rows.max(1) as f64;
-    let cube = kernels == SoftmaxKernels::Cube && cube::bridge::on_cubecl(&device);
-    let row_scale = cube.then(|| targets.row_weight.clone().mul_scalar(inv_rows));
+    let pass = Pass2::new(h, targets, lse, kernels);
     let mut dh: Option<Tensor<2>> = None;
     let mut grads = Vec::with_capacity(chunks.len());
-    for (c, (chunk, (w, b))) in chunks.iter().zip(layer).enumerate() {
-        let z = kept.next().unwrap_or_else(|| h.logits(w, b));
-        let g = match &row_scale {
-            Some(row_scale) => {
-                let scaled = targets.scaled(c, inv_rows);
-                let chunk_targets = scaled
-                    .as_ref()
-                    .map(|(flat, weight)| cube::logit_gradient::ScaledTargets { flat, weight });
-                // `None` only off a cubecl device or past the grid's limit: the logits made
-                // again and the gradient formed by tensor operations.
-                cube::logit_gradient::in_place(z, lse, row_scale, chunk_targets).unwrap_or_else(
-                    || tensor_gradient(h.logits(w, b), lse, targets, (c, chunk.n), inv_rows),
-                )
-            }
-            None => tensor_gradient(z, lse, targets, (c, chunk.n), inv_rows),
-        };
+    for (c, (chunk, &(w, b))) in chunks.iter().zip(layer).enumerate() {
+        let g = pass.gradient((c, chunk), kept.next(), (w, b));
         let (dh_c, dw) = h.gradient_products(&g, w);
-        dh = Some(match dh {
-            None => dh_c,
-            Some(acc) => acc + dh_c,
-        });
+        dh = accumulate(dh, dh_c);
         grads.push((dw, g.clone().sum_dim(0)));
         if c == last {
             probe.detail(Point::BackwardLogits);
@@ -418,4 +470,35 @@ pub fn backward(
         dh: dh.expect("at least one class chunk"),
         chunks: grads,
     }
+}
+
+/// Pass 2 with each chunk's gradient applied as it is formed: chunk `c`'s logit gradient `g`
+/// handed to `apply(c, g)` once its part of `dL/dh` is taken and the chunk's own handles in
+/// `layer` are dropped (so `apply` may write the chunk's weight in place). No chunk's weight
+/// gradient is returned: `dL/dh` alone.
+#[allow(clippy::too_many_arguments)]
+pub fn backward_applying(
+    h: &Hidden,
+    layer: Vec<(Tensor<2>, Tensor<2>)>,
+    chunks: &[ClassChunk],
+    targets: &ChunkTargets,
+    lse: &Tensor<2>,
+    (kept, kernels): (Vec<Tensor<2>>, SoftmaxKernels),
+    apply: &mut dyn FnMut(usize, &Tensor<2>),
+    probe: &mut StepProbe,
+) -> Tensor<2> {
+    let mut kept = kept.into_iter();
+    let last = chunks.len().saturating_sub(1);
+    let pass = Pass2::new(h, targets, lse, kernels);
+    let mut dh: Option<Tensor<2>> = None;
+    for (c, (chunk, (w, b))) in chunks.iter().zip(layer).enumerate() {
+        let g = pass.gradient((c, chunk), kept.next(), (&w, &b));
+        dh = accumulate(dh, h.dh_product(&g, &w));
+        drop((w, b));
+        if c == last {
+            probe.detail(Point::BackwardLogits);
+        }
+        apply(c, &g);
+    }
+    dh.expect("at least one class chunk")
 }

@@ -18,7 +18,7 @@ use crate::error::ModelError;
 use crate::model::SparseModel;
 use crate::model::bag::BagInputs;
 use crate::optim::dense::DenseParam;
-use crate::output::{OutputPass, Upstream};
+use crate::output::{OutputPass, UpdateNow, Upstream};
 use crate::params::TrunkParams;
 use crate::params::update::update_all;
 use crate::probe::{Point, Stage, StepProbe};
@@ -71,6 +71,15 @@ pub(crate) struct Forward {
     h: Tensor<2>,
     /// The output layer's forward pass.
     pub(crate) pass: OutputPass,
+}
+
+/// What a backward pass is for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Backward {
+    /// A training step: the output layer may take its optimizer step as it goes.
+    Training,
+    /// Gradients alone, every weight left as it is.
+    GradientsOnly,
 }
 
 impl SparseModel {
@@ -126,8 +135,9 @@ impl SparseModel {
         let sent = forward.pass.sent.clone();
         // 4. backward: the output layer's gradients and dL/dh, then autodiff through the MLP
         //    and the bag. Both are of the global batch's mean. A tied table's row gradients
-        //    join the output weight's, which the dense update applies.
-        let mut grads = self.backward(forward, ids, &part, probe)?;
+        //    join the output weight's, which the dense update applies. An output layer that
+        //    steps its parameters as it forms their gradients (the CubeCL kernels) does so here.
+        let mut grads = self.backward(forward, ids, &part, Backward::Training, probe)?;
         self.tie_gradients(&mut grads)?;
         if !part.alone() {
             self.count_output_traffic(&part, batch, &sent);
@@ -168,7 +178,7 @@ impl SparseModel {
         let (inputs, rows) = self.upload_and_gather(batch, &ids)?;
         let part = RankBatch::new(self.ranks, &Local, batch.n_rows(), batch.n_rows())?;
         let forward = self.forward(batch, &part, inputs, rows, &mut unused)?;
-        self.backward(forward, ids, &part, &mut unused)
+        self.backward(forward, ids, &part, Backward::GradientsOnly, &mut unused)
     }
 
     /// What the step does to [`Self::gradients`]' output before the updates: a tied layer's
@@ -236,12 +246,13 @@ impl SparseModel {
     }
 
     /// Step 4: the backward pass, to the gradients of the rows `ids` and of every dense
-    /// parameter.
+    /// parameter (in a training step, but those the output layer steps itself).
     pub(crate) fn backward(
         &mut self,
         forward: Forward,
         ids: BandIds,
         part: &RankBatch<'_>,
+        mode: Backward,
         probe: &mut StepProbe,
     ) -> Result<Grads, ModelError> {
         let Forward {
@@ -253,7 +264,16 @@ impl SparseModel {
             pass,
         } = forward;
         let h_leaf = self.recomputes_trunk().then(|| h.clone());
-        let out = self.output.backward(pass, part, probe)?;
+        let out = match mode {
+            Backward::Training => {
+                let now = UpdateNow {
+                    optim: &self.optim,
+                    step: self.step,
+                };
+                self.output.backward_updating(pass, part, now, probe)?
+            }
+            Backward::GradientsOnly => self.output.backward(pass, part, probe)?,
+        };
         // The trunk's gradients: from dL/dh, or those autodiff already has (the output layer on
         // the trunk's graph keeps `h` until the end, as the ledger counts it).
         let (ad_grads, h) = match out.upstream {
