@@ -16,7 +16,7 @@
 #      layout planned with it: predicted against measured step time;
 #   7. each layout but head/tail again with the full softmax's log-sum-exp and logit gradient
 #      on widebag's CubeCL kernels (`train.gpu_kernels = "cubecl"`) instead of burn's tensor
-#      operations (CUBECL_KERNELS=0 skips it);
+#      operations, each with `explain --measure` (CUBECL_KERNELS=0 skips it);
 # and writes OUT/gpu.md: one table (examples/s, peak memory, ledger error) naming the GPU and
 # driver, with the step profile's largest stages. Every step has its own time limit and a step
 # that fails is a row that says so; the rest still runs.
@@ -198,6 +198,11 @@ if [ "${CUBECL_KERNELS:-1}" = 1 ]; then
     # shellcheck disable=SC2086
     run "widebag-$layout-cubecl" "$bin" train --device "$device" "${model[@]}" "${file[@]}" \
       ${layout_args[$layout]} --set 'train.gpu_kernels="cubecl"' --json
+    # The ledger against the allocator with the kernels (the sparse layout's output step inside
+    # its backward pass keeps no output gradient).
+    # shellcheck disable=SC2086
+    run "explain-$layout-cubecl" "$bin" explain --device "$device" "${model[@]}" "${file[@]}" \
+      ${layout_args[$layout]} --set 'train.gpu_kernels="cubecl"' --measure --steps 3 --json
   done
 fi
 
@@ -274,13 +279,17 @@ for layout in (l for l in layouts if half and l != "headtail"):
           f"{mib(t['peak_bytes']) if t else '—'} | — | — | — | {loss} |")
 for layout in (l for l in layouts if l != "headtail"):
     w, t = load(f"widebag-{layout}-cubecl"), load(f"torch-{layout}")
+    e = load(f"explain-{layout}-cubecl")
     if not w:
         continue
     we, te = w["examples_per_s"], (t["examples_per_s"] if t else None)
     ratio = f"{we / te:.2f}×" if te else "—"
+    err = f"{e['error_pct']:.1f} %" if e and e.get("error_pct") is not None else "—"
     loss = f"{w['final_loss_mean10']:.3f} / " + (f"{t['final_loss_mean10']:.3f}" if t else "—")
     print(f"| {layout}, CubeCL softmax kernels | {num(we)} | {num(te)} | {ratio} | "
-          f"{mib(w.get('peak_in_use_bytes'))} | {mib(t['peak_bytes']) if t else '—'} | — | — | — | {loss} |")
+          f"{mib(w.get('peak_in_use_bytes'))} | {mib(t['peak_bytes']) if t else '—'} | "
+          f"{mib(e['predicted_sampled_peak_bytes']) if e else '—'} | "
+          f"{mib(e.get('measured_peak_bytes')) if e else '—'} | {err} | {loss} |")
 t = next((t for t in (load(f"torch-{l}") for l in layouts) if t), None)
 if t:
     print(f"\ntorch: {t['peer']} on {t['device']}.")
