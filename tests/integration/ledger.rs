@@ -133,22 +133,26 @@ fn explain_measure_reports_json_and_writes_svg_on_wgpu() {
     std::fs::remove_dir_all(&dir).ok();
 }
 
-/// The output layer's step inside its backward pass (`train.gpu_kernels = "cubecl"` on wgpu):
-/// the ledger lists no output gradient, the allocator agrees within 1 % at every point, and
-/// the peak is lower than the tensor path's by the weight gradient the step no longer keeps.
+/// The output layer's step inside its backward pass (`train.gpu_kernels = "cubecl"` on wgpu),
+/// in both layouts: the ledger lists no output gradient, the allocator agrees within 1 % at
+/// every point, and the peak is lower than the tensor path's by the weight gradient the step
+/// no longer keeps.
 #[test]
 fn explain_measure_prices_the_output_step_inside_backward_on_wgpu() {
     if !has_wgpu("explain_measure_output_step") {
         return;
     }
     let [hidden, classes] = [64u64, 30_000];
-    let run = |kernels: &str| {
-        let kernels = format!("train.gpu_kernels=\"{kernels}\"");
-        let (hidden_set, classes_set) = (
+    let run = |layout: &str, kernels: &str| {
+        let sets = [
+            format!("model.layout=\"{layout}\""),
+            format!("train.gpu_kernels=\"{kernels}\""),
             format!("model.hidden=[{hidden}]"),
             format!("data.n_classes={classes}"),
-        );
-        json(&widebag(&[
+            "data.width=20000".to_string(),
+            "train.batch_size=64".to_string(),
+        ];
+        let mut args = vec![
             "explain",
             "--device",
             "wgpu",
@@ -156,19 +160,12 @@ fn explain_measure_prices_the_output_step_inside_backward_on_wgpu() {
             "--steps",
             "2",
             "--json",
-            "--set",
-            "data.width=20000",
-            "--set",
-            &classes_set,
-            "--set",
-            &hidden_set,
-            "--set",
-            "train.batch_size=64",
-            "--set",
-            &kernels,
-        ]))
+        ];
+        for set in &sets {
+            args.extend(["--set", set]);
+        }
+        json(&widebag(&args))
     };
-    let (tensor, cube) = (run("tensor"), run("cubecl"));
     let output_grads = |v: &serde_json::Value| {
         v["ledger"]["entries"]
             .as_array()
@@ -176,31 +173,37 @@ fn explain_measure_prices_the_output_step_inside_backward_on_wgpu() {
             .iter()
             .filter(|e| {
                 let name = e["name"].as_str().unwrap();
-                name.starts_with("output.") && name.ends_with(".grad")
+                name.starts_with("output") && name.ends_with(".grad")
             })
             .count()
     };
-    assert!(output_grads(&tensor) > 0, "the tensor path keeps them");
-    assert_eq!(output_grads(&cube), 0, "stepped inside backward");
-    for (what, v) in [("tensor", &tensor), ("cubecl", &cube)] {
-        for p in v["points"].as_array().unwrap() {
-            let (Some(predicted), Some(measured)) =
-                (p["predicted_bytes"].as_u64(), p["measured_bytes"].as_u64())
-            else {
-                continue;
-            };
-            let err = (predicted as f64 - measured as f64).abs() / measured as f64;
-            assert!(err <= 0.01, "{what}: {p}");
+    for layout in ["sparse", "dense"] {
+        let (tensor, cube) = (run(layout, "tensor"), run(layout, "cubecl"));
+        assert!(
+            output_grads(&tensor) > 0,
+            "{layout}: the tensor path keeps them"
+        );
+        assert_eq!(output_grads(&cube), 0, "{layout}: stepped inside backward");
+        for (what, v) in [("tensor", &tensor), ("cubecl", &cube)] {
+            for p in v["points"].as_array().unwrap() {
+                let (Some(predicted), Some(measured)) =
+                    (p["predicted_bytes"].as_u64(), p["measured_bytes"].as_u64())
+                else {
+                    continue;
+                };
+                let err = (predicted as f64 - measured as f64).abs() / measured as f64;
+                assert!(err <= 0.01, "{layout}, {what}: {p}");
+            }
         }
+        let peak = |v: &serde_json::Value| v["measured_peak_bytes"].as_u64().unwrap();
+        let weight_grad_bytes = hidden * classes * 4;
+        assert!(
+            peak(&cube) + weight_grad_bytes * 9 / 10 <= peak(&tensor),
+            "{layout}: cubecl {} against tensor {}",
+            peak(&cube),
+            peak(&tensor)
+        );
     }
-    let peak = |v: &serde_json::Value| v["measured_peak_bytes"].as_u64().unwrap();
-    let weight_grad_bytes = hidden * classes * 4;
-    assert!(
-        peak(&cube) + weight_grad_bytes * 9 / 10 <= peak(&tensor),
-        "cubecl {} against tensor {}",
-        peak(&cube),
-        peak(&tensor)
-    );
 }
 
 #[test]

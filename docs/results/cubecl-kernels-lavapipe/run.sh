@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# widebag's CubeCL softmax kernels (`train.gpu_kernels = "cubecl"`: the softmax's two passes and,
-# in the sparse layout, the output layer's Adam step inside its backward pass) against the same
+# widebag's CubeCL softmax kernels (`train.gpu_kernels = "cubecl"`: the softmax's two passes and
+# the output layer's Adam step inside its backward pass) against the same
 # step as burn's tensor operations (`"tensor"`, the default) on lavapipe: the seed model's sparse and dense
 # layouts at gpu.sh's small shapes, one synthetic file, each layout run on both kernels in turn
 # (ROUNDS times, alternating), `--profile --json` (each stage boundary waits for the device:

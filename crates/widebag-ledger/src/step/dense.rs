@@ -5,7 +5,7 @@
 
 use super::builder::Builder;
 use super::host;
-use super::spec::StepSpec;
+use super::spec::{OutputUpdate, StepSpec};
 use crate::shapes::I32_BYTES;
 use crate::{Category, Ledger, Lifetime, Point, Pool};
 
@@ -59,20 +59,17 @@ fn setup(b: &mut Builder, spec: &StepSpec) {
     b.hidden_params(spec, early);
     let last = spec.last_hidden();
     let out = Lifetime::span(BackwardLogits, DenseUpdate);
-    b.dense_param(
-        "output.weight",
-        "output",
-        &[last, spec.n_classes],
-        spec.dense_optim,
-        out,
-    );
-    b.dense_param(
-        "output.bias",
-        "output",
-        &[1, spec.n_classes],
-        spec.dense_optim,
-        out,
-    );
+    // Stepped inside the backward pass, the output layer's gradient is never whole.
+    let in_backward = spec.output_update() == OutputUpdate::InBackward;
+    for (name, shape) in [
+        ("output.weight", [last, spec.n_classes]),
+        ("output.bias", [1, spec.n_classes]),
+    ] {
+        match in_backward {
+            true => b.param_with_state(name, "output", &shape, spec.dense_optim),
+            false => b.dense_param(name, "output", &shape, spec.dense_optim, out),
+        }
+    }
 }
 
 /// Data: the dense input (saved by the first matmul until the first layer's gradient is

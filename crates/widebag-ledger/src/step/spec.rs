@@ -476,14 +476,13 @@ impl StepSpec {
             )
     }
 
-    /// Where the sparse step's output layer takes its optimizer step: inside the backward pass
-    /// only for the chunked full softmax on tensors, in one process or many, with the CubeCL
-    /// kernels on a device of its own.
+    /// Where the step's output layer takes its optimizer step: inside the backward pass only
+    /// for the full softmax on tensors (the sparse layout's chunked softmax, the dense layout's
+    /// one chunk) with the CubeCL kernels on a device of its own.
     pub fn output_update(&self) -> OutputUpdate {
-        match self.output_layer() {
-            OutputLayerKind::ChunkedSoftmax if self.layout == Layout::Sparse => {
-                self.gpu_output_update
-            }
+        match (self.layout, self.output_layer()) {
+            (Layout::Sparse, OutputLayerKind::ChunkedSoftmax) => self.gpu_output_update,
+            (Layout::Dense, _) if !self.host_kernels() => self.gpu_output_update,
             _ => OutputUpdate::AfterBackward,
         }
     }

@@ -4,6 +4,9 @@
 //! gradient and the dense optimizer. Same parameters, initial numbers and loss as the sparse
 //! layout, so the two give the same numbers on the same batch. The log-softmax is reduced one
 //! class chunk at a time (burn 0.22's `log_softmax` over 240,000 columns was wrong on lavapipe).
+//! With widebag's CubeCL kernels on wgpu the output layer takes its optimizer step inside the
+//! backward pass, as the sparse layout's does ([`crate::cube::output_step`]), and its gradient
+//! is never whole.
 
 use burn::tensor::{Device, Tensor};
 use widebag_config::bands::ModelBands;
@@ -13,11 +16,13 @@ use widebag_csr::CsrBatch;
 use crate::cpu::access::HostMatrix;
 use crate::cpu::host_layer::HostLayer;
 use crate::cpu::softmax_ce::{self, HostTargets, Logits};
+use crate::cube::output_step::ChunkStep;
 use crate::device::{Compute, ComputePath};
 use crate::entries::{CheckpointEntry, dense_entries};
 use crate::error::ModelError;
-use crate::optim::dense::DenseParam;
+use crate::optim::dense::{DenseParam, DenseState};
 use crate::optim::scheduled;
+use crate::output::UpdateNow;
 use crate::output::scores::{ScoreKind, Visit};
 use crate::output::softmax::{self, ChunkTargets};
 use crate::params::init::{self, Init};
@@ -58,8 +63,20 @@ pub struct DenseGrads {
     pub input_weight: Tensor<2>,
     /// Gradients of the input bias and the hidden layers.
     pub trunk: TrunkParams<Tensor<2>>,
-    /// Gradients of the output layer's weight and bias.
-    pub output: Linear<Tensor<2>>,
+    /// Gradients of the output layer's weight and bias; `None` where a training step took
+    /// their step inside the backward pass ([`DenseOutput::Stepped`]).
+    pub output: Option<Linear<Tensor<2>>>,
+}
+
+/// The output layer as the dense layout's forward and backward passes use it.
+enum DenseOutput<'a> {
+    /// Read on flex's host kernel (lent without a copy).
+    Host(&'a HostLayer),
+    /// Read as tensors; its gradients are returned.
+    Tensors(&'a Linear<DenseParam>),
+    /// Read as tensors and stepped inside the backward pass by widebag's CubeCL kernels (taken
+    /// out of the model for the step, so it is written in place): no gradient is returned.
+    Stepped(&'a mut Linear<DenseParam>, UpdateNow<'a>),
 }
 
 /// The dense-layout model.
@@ -205,7 +222,11 @@ impl DenseModel {
             }
             ComputePath::Tensor => None,
         };
-        self.forward_backward(batch, host.as_ref(), &mut unused)
+        let output = match &host {
+            Some(layer) => DenseOutput::Host(layer),
+            None => DenseOutput::Tensors(&self.output),
+        };
+        self.forward_backward(batch, output, &mut unused)
     }
 
     /// Mean loss over held-out batches (weighted by rows); `None` without any.
@@ -236,18 +257,20 @@ impl DenseModel {
         Ok(h.matmul(out.weight.value.clone()) + out.bias.value.clone())
     }
 
-    /// Loss and gradients; with `host` (flex), the output layer runs on the host kernel,
-    /// keeping the full logits as the tensor path does.
+    /// Loss and gradients; on flex ([`DenseOutput::Host`]) the output layer runs on the host
+    /// kernel, keeping the full logits as the tensor path does.
     fn forward_backward(
         &self,
         batch: &CsrBatch,
-        host: Option<&HostLayer>,
+        output: DenseOutput<'_>,
         probe: &mut StepProbe,
     ) -> Result<DenseGrads, ModelError> {
         self.check_batch(batch)?;
-        if let Some(layer) = host {
-            return self.forward_backward_host(batch, layer, probe);
-        }
+        let out = match output {
+            DenseOutput::Host(layer) => return self.forward_backward_host(batch, layer, probe),
+            DenseOutput::Tensors(out) => (out.weight.value.clone(), out.bias.value.clone()),
+            DenseOutput::Stepped(ref out, ..) => (out.weight.value.clone(), out.bias.value.clone()),
+        };
         let s = &self.spec;
         let ad = self.device.clone().autodiff();
         // 1. data: the dense input built on the device from the nonzeros; the targets stay
@@ -274,8 +297,7 @@ impl DenseModel {
         //    log-sum-exp, the logits kept (as on the host kernel: the dense layout's peak comes
         //    later, at its first layer's gradient), then dL/dh (its reduction over the classes
         //    in blocks on a GPU, `products::matmul_nt`) and the output's gradients.
-        let out = &self.output;
-        let layer = [(&out.weight.value, &out.bias.value)];
+        let layer = [(&out.0, &out.1)];
         let operands = Operands(s.output_precision);
         let h_value = softmax::Hidden::new(h.clone().inner(), operands);
         let (kernels, keep) = (s.softmax_kernels, Logits::Keep);
@@ -284,27 +306,62 @@ impl DenseModel {
         probe.lap(Stage::OutputForward);
         probe.sample(Point::ForwardEnd);
         let (lse, kept) = (fwd.lse, fwd.kept);
-        let back = softmax::backward(
-            &h_value,
-            &layer,
-            &whole,
-            &targets,
-            &lse,
-            (kept, kernels),
-            probe,
-        );
+        let (dh, output) = match output {
+            DenseOutput::Stepped(params, now) => {
+                // The layer stepped as its gradient is formed; past the grid's limit, from the
+                // gradient's tensors.
+                let rule =
+                    ChunkStep::new(&params.weight.state, (now.optim, now.step), &self.device);
+                let mut apply = |_: usize, g: &Tensor<2>| {
+                    let stepped = rule.as_ref().is_some_and(|rule| {
+                        rule.apply(&h_value.h, g, (&mut params.weight, &mut params.bias))
+                    });
+                    if !stepped {
+                        params
+                            .weight
+                            .update(h_value.dw_product(g), now.optim, now.step);
+                        params
+                            .bias
+                            .update(g.clone().sum_dim(0), now.optim, now.step);
+                    }
+                };
+                let dh = softmax::backward_applying(
+                    &h_value,
+                    vec![out],
+                    &whole,
+                    &targets,
+                    &lse,
+                    (kept, kernels),
+                    &mut apply,
+                    probe,
+                );
+                (dh, None)
+            }
+            _ => {
+                let back = softmax::backward(
+                    &h_value,
+                    &layer,
+                    &whole,
+                    &targets,
+                    &lse,
+                    (kept, kernels),
+                    probe,
+                );
+                let (weight, bias) = back.chunks.into_iter().next().expect("one output chunk");
+                (back.dh, Some(Linear { weight, bias }))
+            }
+        };
         drop((lse, h_value));
         probe.lap(Stage::OutputBackward);
         // 5. the trunk and input layer's gradients from dL/dh.
-        let ad_grads = (h * Tensor::from_inner(back.dh)).sum().backward();
+        let ad_grads = (h * Tensor::from_inner(dh)).sum().backward();
         probe.lap(Stage::TrunkBackward);
         let grad = |l: &Tensor<2>| leaf_grad(l, &ad_grads);
-        let (weight, bias) = back.chunks.into_iter().next().expect("one output chunk");
         let grads = DenseGrads {
             loss,
             input_weight: grad(&input_weight),
             trunk: leaves.map(grad),
-            output: Linear { weight, bias },
+            output,
         };
         drop(ad_grads);
         probe.sample(Point::BackwardEnd);
@@ -355,10 +412,10 @@ impl DenseModel {
         let trunk = leaves.map(grad);
         let g = out.into_iter().next().expect("one output chunk");
         let n = g.db.len();
-        let output = Linear {
+        let output = Some(Linear {
             weight: floats(g.dw, [hidden, n], &self.device),
             bias: floats(g.db, [1, n], &self.device),
-        };
+        });
         let grads = DenseGrads {
             loss,
             input_weight: grad(&input_weight),
@@ -370,13 +427,15 @@ impl DenseModel {
         Ok(grads)
     }
 
-    /// One training step: data → forward → backward → dense updates → measure.
+    /// One training step: data → forward → backward → dense updates → measure. With widebag's
+    /// CubeCL kernels on wgpu the output layer takes its step inside the backward pass.
     pub fn train_step(
         &mut self,
         batch: &CsrBatch,
         probe: &mut StepProbe,
     ) -> Result<StepDone, ModelError> {
         probe.detail(Point::Setup);
+        let step = self.step + 1;
         // On flex the output layer leaves its tensors for the host kernel (no copy) until its
         // gradients are out.
         let out = &mut self.output;
@@ -384,13 +443,34 @@ impl DenseModel {
             ComputePath::Host => Some(HostLayer::take(vec![(&mut out.weight, &mut out.bias)])?),
             ComputePath::Tensor => None,
         };
-        let grads = self.forward_backward(batch, host.as_ref(), probe);
+        // Stepped inside backward, the output layer leaves the model for the pass.
+        let grads = match self.steps_output_in_backward() {
+            true => {
+                let stand_in = self.stand_in();
+                let mut taken = std::mem::replace(&mut self.output, stand_in);
+                let now = UpdateNow {
+                    optim: &self.optim,
+                    step,
+                };
+                let output = DenseOutput::Stepped(&mut taken, now);
+                let grads = self.forward_backward(batch, output, probe);
+                self.output = taken;
+                grads
+            }
+            false => {
+                let output = match &host {
+                    Some(layer) => DenseOutput::Host(layer),
+                    None => DenseOutput::Tensors(&self.output),
+                };
+                self.forward_backward(batch, output, probe)
+            }
+        };
         if let Some(host) = host {
             let out = &mut self.output;
             host.restore(vec![(&mut out.weight, &mut out.bias)], &self.device);
         }
         let grads = grads?;
-        self.step += 1;
+        self.step = step;
         update_param(
             &mut self.input_weight,
             grads.input_weight,
@@ -400,15 +480,39 @@ impl DenseModel {
         )?;
         let path = self.spec.compute_path;
         let mut rest = grads.trunk.into_vec();
-        rest.extend([grads.output.weight, grads.output.bias]);
+        let stepped = grads.output.is_none();
+        rest.extend(grads.output.into_iter().flat_map(|o| [o.weight, o.bias]));
+        let output = [&mut self.output.weight, &mut self.output.bias];
         let params = self
             .params
             .iter_mut()
-            .chain([&mut self.output.weight, &mut self.output.bias]);
+            .chain(output.into_iter().filter(|_| !stepped));
         update_all(params, rest, &self.optim, self.step, path)?;
         probe.lap(Stage::DenseUpdate);
         probe.sample(Point::StepEnd);
         Ok(StepDone::new(self.step, grads.loss, batch))
+    }
+
+    /// Whether a training step's backward pass takes the output layer's step (widebag's CubeCL
+    /// kernels, on a cubecl device).
+    fn steps_output_in_backward(&self) -> bool {
+        self.spec.compute_path == ComputePath::Tensor
+            && self.spec.softmax_kernels == softmax::SoftmaxKernels::Cube
+            && crate::cube::bridge::on_cubecl(&self.device)
+    }
+
+    /// An output layer standing in while the model's own is stepped: handles of the input
+    /// weight, no optimizer state (no new buffer).
+    fn stand_in(&self) -> Linear<DenseParam> {
+        let one = || DenseParam {
+            name: String::new(),
+            value: self.input_weight.value.clone(),
+            state: DenseState::Sgd,
+        };
+        Linear {
+            weight: one(),
+            bias: one(),
+        }
     }
 
     pub fn device(&self) -> &Device {

@@ -89,10 +89,14 @@ pub fn dense_reference(
         dense_grads.push(to_vec(l.weight)?);
         dense_grads.push(to_vec(l.bias)?);
     }
+    let output = out
+        .output
+        .as_ref()
+        .expect("gradients() returns the output layer's");
     for chunk in model.output.class_chunks() {
         let part = |t: &Tensor<2>| to_vec(t.clone().narrow(1, chunk.offset, chunk.n));
-        dense_grads.push(part(&out.output.weight)?);
-        dense_grads.push(part(&out.output.bias)?);
+        dense_grads.push(part(&output.weight)?);
+        dense_grads.push(part(&output.bias)?);
     }
     Ok(DenseReference {
         loss: out.loss,
