@@ -23,6 +23,7 @@ use crate::error::ModelError;
 use crate::optim::dense::{DenseParam, DenseState};
 use crate::optim::scheduled;
 use crate::output::UpdateNow;
+use crate::output::chunked::step_chunk;
 use crate::output::scores::{ScoreKind, Visit};
 use crate::output::softmax::{self, ChunkTargets};
 use crate::params::init::{self, Init};
@@ -312,19 +313,8 @@ impl DenseModel {
                 // gradient's tensors.
                 let rule =
                     ChunkStep::new(&params.weight.state, (now.optim, now.step), &self.device);
-                let mut apply = |_: usize, g: &Tensor<2>| {
-                    let stepped = rule.as_ref().is_some_and(|rule| {
-                        rule.apply(&h_value.h, g, (&mut params.weight, &mut params.bias))
-                    });
-                    if !stepped {
-                        params
-                            .weight
-                            .update(h_value.dw_product(g), now.optim, now.step);
-                        params
-                            .bias
-                            .update(g.clone().sum_dim(0), now.optim, now.step);
-                    }
-                };
+                let mut apply =
+                    |_: usize, g: &Tensor<2>| step_chunk(rule.as_ref(), &h_value, g, params, now);
                 let dh = softmax::backward_applying(
                     &h_value,
                     vec![out],

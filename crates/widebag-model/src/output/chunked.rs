@@ -20,6 +20,7 @@ use crate::output::full::FullParams;
 use crate::output::scores::{ScoreKind, Visit};
 use crate::output::softmax::{self, ChunkTargets, Hidden, SoftmaxKernels};
 use crate::output::{Objective, OutputGrads, OutputLayer, OutputPass, UpdateNow, Upstream};
+use crate::params::Linear;
 use crate::probe::StepProbe;
 use crate::products::Operands;
 use crate::ranks::{RankBatch, Ranks};
@@ -72,6 +73,23 @@ impl ChunkedSoftmax {
     /// CubeCL kernels, on a cubecl device).
     fn steps_in_backward(&self) -> bool {
         self.kernels == SoftmaxKernels::Cube && cube::bridge::on_cubecl(&self.device)
+    }
+}
+
+/// One class chunk's optimizer step `now` from its logit gradient `g` as the backward pass forms
+/// it: in place by `rule`'s kernel; without one (or past its grid's limit), from the gradient's
+/// tensors.
+pub(crate) fn step_chunk(
+    rule: Option<&cube::output_step::ChunkStep>,
+    h: &Hidden,
+    g: &Tensor<2>,
+    lin: &mut Linear<DenseParam>,
+    now: UpdateNow<'_>,
+) {
+    let stepped = rule.is_some_and(|rule| rule.apply(&h.h, g, (&mut lin.weight, &mut lin.bias)));
+    if !stepped {
+        lin.weight.update(h.dw_product(g), now.optim, now.step);
+        lin.bias.update(g.clone().sum_dim(0), now.optim, now.step);
     }
 }
 
@@ -194,15 +212,8 @@ impl OutputLayer for ChunkedSoftmax {
             chunks,
             layer: params,
         } = &mut self.full;
-        // Each chunk stepped in place by the kernel; past the grid's limit, from its gradient's
-        // tensors.
-        let mut apply = |c: usize, g: &Tensor<2>| {
-            let lin = &mut params[c];
-            if !rule.apply(&h.h, g, (&mut lin.weight, &mut lin.bias)) {
-                lin.weight.update(h.dw_product(g), now.optim, now.step);
-                lin.bias.update(g.clone().sum_dim(0), now.optim, now.step);
-            }
-        };
+        let mut apply =
+            |c: usize, g: &Tensor<2>| step_chunk(Some(&rule), &h, g, &mut params[c], now);
         let dh = softmax::backward_applying(
             &h,
             layer,
