@@ -14,9 +14,10 @@
 #      (HALF, default f16: `model.output_precision`; HALF= skips it), against the same peer;
 #   6. `widebag plan --calibrate` (the device's throughput model; CALIBRATE=0 skips it) and each
 #      layout planned with it: predicted against measured step time;
-#   7. each layout but head/tail again with the full softmax's log-sum-exp and logit gradient
-#      on widebag's CubeCL kernels (`train.gpu_kernels = "cubecl"`) instead of burn's tensor
-#      operations, each with `explain --measure` (CUBECL_KERNELS=0 skips it);
+#   7. each layout again with the softmax's log-sum-exp and logit gradient on widebag's CubeCL
+#      kernels (`train.gpu_kernels = "cubecl"`) instead of burn's tensor operations, the output
+#      layer stepped inside its backward pass (head/tail: the adaptive softmax off autodiff
+#      through the same kernels), each with `explain --measure` (CUBECL_KERNELS=0 skips it);
 # and writes OUT/gpu.md: one table (examples/s, peak memory, ledger error) naming the GPU and
 # driver, with the step profile's largest stages. Every step has its own time limit and a step
 # that fails is a row that says so; the rest still runs.
@@ -191,10 +192,11 @@ if [ -n "$half" ]; then
 fi
 
 # The full softmax's row log-sum-exp and logit gradient on widebag's CubeCL kernels instead of
-# burn's tensor operations (the default): what the kernels are worth on this device.
+# burn's tensor operations (the default), the output layer stepped inside its backward pass (the
+# head/tail layout's adaptive softmax off autodiff through the same kernels): what the kernels
+# are worth on this device.
 if [ "${CUBECL_KERNELS:-1}" = 1 ]; then
   for layout in $layouts; do
-    [ "$layout" = headtail ] && continue
     # shellcheck disable=SC2086
     run "widebag-$layout-cubecl" "$bin" train --device "$device" "${model[@]}" "${file[@]}" \
       ${layout_args[$layout]} --set 'train.gpu_kernels="cubecl"' --json
@@ -277,7 +279,7 @@ for layout in (l for l in layouts if half and l != "headtail"):
     print(f"| {layout}, {half} products | {num(we) if w else 'failed'} | {num(te)} | {ratio} | "
           f"{mib(w.get('peak_in_use_bytes')) if w else '—'} | "
           f"{mib(t['peak_bytes']) if t else '—'} | — | — | — | {loss} |")
-for layout in (l for l in layouts if l != "headtail"):
+for layout in layouts:
     w, t = load(f"widebag-{layout}-cubecl"), load(f"torch-{layout}")
     e = load(f"explain-{layout}-cubecl")
     if not w:

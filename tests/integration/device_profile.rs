@@ -75,6 +75,23 @@ fn sparse_and_dense_steps_compile_nothing_after_the_first_and_block_once_on_the_
             .sum();
         assert!(named > 0.0 && named <= dispatches, "{layout}: {d}");
     }
+    // The adaptive softmax: a step's tail clusters take the rows whose targets fall in them
+    // (on the CubeCL kernels, padded to a power of two) and their targets, so its shapes
+    // follow the batch and kernels are still compiled after step 1, fewer on the kernels than
+    // on autodiff (7 against 16 when written); the loss, summed on the device over the
+    // clusters, is the one read.
+    let adaptive = |kernels: &str| {
+        let kernels = format!("train.gpu_kernels={kernels}");
+        device_profile(&[
+            "model.output=adaptive",
+            "model.output_bands.cutoffs=auto",
+            &kernels,
+        ])
+    };
+    let (cube, autodiff) = (adaptive("cubecl"), adaptive("tensor"));
+    let compiled = |d: &serde_json::Value| d["compiled_after_step_1"].as_u64().unwrap();
+    assert!(compiled(&cube) < compiled(&autodiff), "{cube}\n{autodiff}");
+    assert_eq!(cube["reads_per_step"], 1.0, "adaptive, cubecl: {cube}");
 }
 
 #[test]

@@ -13,6 +13,7 @@ use widebag_config::{
     BandPlacement, Config, CpuKernels, Cutoffs, DenseOptim, GpuKernels, Layout, OutputKind,
     TableOptim, TargetKind,
 };
+use widebag_ledger::step::OutputLayerKind;
 use widebag_model::layout::dense::DenseModel;
 use widebag_model::output::softmax::SoftmaxKernels;
 use widebag_model::params::init::Init;
@@ -197,6 +198,19 @@ fn cubecl_kernels_on_wgpu_train_like_the_host_kernels() {
             DenseOptim::Momentum,
             12,
         ),
+        // The adaptive softmax: the head and both tail clusters through the same kernels.
+        (
+            TargetKind::NextId,
+            OutputKind::Adaptive,
+            DenseOptim::AdamW,
+            12,
+        ),
+        (
+            TargetKind::Bag,
+            OutputKind::Adaptive,
+            DenseOptim::Momentum,
+            70,
+        ),
     ];
     for (target, output, dense, last) in cases {
         let mut c = config(target, output, TableOptim::Adam, dense);
@@ -211,6 +225,10 @@ fn cubecl_kernels_on_wgpu_train_like_the_host_kernels() {
         assert_eq!(model.spec().softmax_kernels, SoftmaxKernels::Cube, "{what}");
         let fused = model.output().update_priced_as();
         assert_eq!(fused, OutputUpdate::InBackward, "{what}");
+        if output == OutputKind::Adaptive {
+            let kind = model.output().priced_as();
+            assert_eq!(kind, OutputLayerKind::CubeAdaptiveSoftmax, "{what}");
+        }
         drop(model);
         let (cube_loss, cube_w) = train_sparse_on(&c, &gpu, 4);
         let (host_loss, host_w) = train_sparse(&c, CpuKernels::Host, 4);
@@ -235,4 +253,125 @@ fn cubecl_kernels_on_wgpu_train_like_the_host_kernels() {
     let (host_loss, host_w) = train_dense_on(&c, &flex());
     assert_close("dense losses", &cube_loss, &host_loss, 1e-5, 1e-5);
     assert_close("dense weights", &cube_w, &host_w, 1e-4, 1e-4);
+}
+
+/// The adaptive softmax on widebag's CubeCL kernels, its gradients without a step
+/// (`SparseModel::gradients`: finite differences, parity, the held-out loss) against the
+/// autodiff layer's on wgpu: the loss, the row gradients and every dense gradient in the same
+/// order, zeros for a tail cluster no target of the batch reached.
+#[test]
+fn cubecl_adaptive_softmax_gradients_match_autodiff_on_wgpu() {
+    let Some(gpu) = wgpu_or_skip("cubecl_adaptive_softmax_gradients_match_autodiff_on_wgpu") else {
+        return;
+    };
+    for target in [TargetKind::NextId, TargetKind::Bag] {
+        let mut c = config(
+            target,
+            OutputKind::Adaptive,
+            TableOptim::Adam,
+            DenseOptim::Adam,
+        );
+        // A third tail past every class the batch draws: its gradients are zeros.
+        c.model.output_bands.cutoffs = Cutoffs::Ids(vec![300, 900, 1_990]);
+        let run = |kernels: GpuKernels| {
+            let mut c = c.clone();
+            c.train.gpu_kernels = kernels;
+            let mut model: SparseModel = wide(&c, &gpu);
+            let grads = model.gradients(&batch(&c, 0)).unwrap();
+            let dense: Vec<Vec<f32>> = grads
+                .dense()
+                .into_iter()
+                .map(|g| to_vec(g.clone()).unwrap())
+                .collect();
+            let names: Vec<String> = model
+                .dense_params()
+                .iter()
+                .map(|p| p.name.clone())
+                .collect();
+            (
+                grads.loss,
+                grads.rows_to_vec().unwrap(),
+                dense,
+                names,
+                model.output().priced_as(),
+            )
+        };
+        let (cube_loss, cube_rows, cube, names, kind) = run(GpuKernels::Cubecl);
+        assert_eq!(kind, OutputLayerKind::CubeAdaptiveSoftmax);
+        let (ad_loss, ad_rows, ad, ad_names, ad_kind) = run(GpuKernels::Tensor);
+        assert_eq!(ad_kind, OutputLayerKind::AdaptiveSoftmax);
+        assert_eq!(names, ad_names);
+        let what = format!("{target:?}");
+        assert_close(
+            &format!("{what} loss"),
+            &[cube_loss],
+            &[ad_loss],
+            1e-5,
+            1e-5,
+        );
+        assert_close(&format!("{what} rows"), &cube_rows, &ad_rows, 1e-5, 1e-4);
+        assert_eq!(cube.len(), ad.len(), "{what}");
+        for ((g, r), name) in cube.iter().zip(&ad).zip(&names) {
+            assert_close(&format!("{what} {name}"), g, r, 1e-5, 1e-4);
+        }
+        let reached = batch(&c, 0).targets().classes.iter().any(|&x| x >= 1_990);
+        let last_tail = &cube[cube.len() - 3..];
+        let zeros = last_tail.iter().flatten().all(|&x| x == 0.0);
+        assert_eq!(zeros, !reached, "{what}: the last tail, reached {reached}");
+    }
+}
+
+/// The row log-sum-exp's two merges of a cube's pairs: in shared memory alone (the fallback,
+/// and what a CPU adapter such as lavapipe gets: cubecl gives it no plane operations) and by
+/// plane operations first where asked and the adapter's plane size allows; both against a
+/// reference in f64 over two chunks of uneven width.
+#[test]
+fn row_lse_merges_in_shared_memory_without_plane_operations() {
+    use widebag_model::cube::row_lse::{Merge, RowLse};
+    let Some(gpu) = wgpu_or_skip("row_lse_merges_in_shared_memory_without_plane_operations") else {
+        return;
+    };
+    let merge = Merge::on(&gpu.device).expect("a cubecl device");
+    if gpu.adapter.contains("Cpu") {
+        assert_eq!(merge, Merge::Shared, "{}", gpu.adapter);
+    }
+    let (rows, widths) = (5usize, [1_000usize, 2_999]);
+    let mut rng = 7u64;
+    let mut next = || {
+        rng = rng
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        ((rng >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 40.0
+    };
+    let chunks: Vec<Vec<f32>> = widths
+        .iter()
+        .map(|&w| (0..rows * w).map(|_| next()).collect())
+        .collect();
+    let reference: Vec<f32> = (0..rows)
+        .map(|r| {
+            let row: Vec<f64> = chunks
+                .iter()
+                .zip(widths)
+                .flat_map(|(c, w)| c[r * w..(r + 1) * w].iter().map(|&x| x as f64))
+                .collect();
+            let m = row.iter().cloned().fold(f64::MIN, f64::max);
+            (m + row.iter().map(|x| (x - m).exp()).sum::<f64>().ln()) as f32
+        })
+        .collect();
+    for asked in [Merge::Shared, Merge::Planes] {
+        let mut lse = RowLse::with_merge(asked);
+        for (c, &w) in chunks.iter().zip(&widths) {
+            let z = widebag_model::tensors::floats(c.clone(), [rows, w], &gpu.device);
+            assert!(lse.add(z));
+        }
+        let ran = lse.merged_by().unwrap();
+        // lavapipe (Mesa 22.3.6) runs plane operations at one fixed size when asked: both
+        // merges run there, so neither passes by falling back.
+        if asked == Merge::Shared || gpu.adapter.contains("llvmpipe") {
+            assert_eq!(ran, asked, "{}", gpu.adapter);
+        }
+        eprintln!("asked {asked:?}, ran {ran:?} on {}", gpu.adapter);
+        let got = to_vec(lse.finish().unwrap()).unwrap();
+        assert_close(&format!("{asked:?}/{ran:?}"), &got, &reference, 1e-5, 1e-6);
+    }
 }

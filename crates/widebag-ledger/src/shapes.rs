@@ -134,9 +134,27 @@ pub fn rows_per_piece(n_cols: usize, max_buffer_bytes: u64) -> usize {
     ((max_buffer_bytes / (F32_BYTES * n_cols.max(1) as u64)) as usize).max(1)
 }
 
+/// Rows a tail cluster of the adaptive softmax on the CubeCL kernels is computed on when `rows`
+/// of a batch of `batch_rows` have targets in it: the next power of two, at least 8 and at most
+/// the batch (the padding rows have no target and weigh nothing), so that a run's tails take a
+/// few shapes and the kernels they launch are compiled in the first steps, not at every new
+/// row count.
+pub fn tail_rows_bucket(rows: usize, batch_rows: usize) -> usize {
+    rows.max(8).next_power_of_two().min(batch_rows.max(rows))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tail_rows_take_power_of_two_buckets_within_the_batch() {
+        assert_eq!(tail_rows_bucket(1, 128), 8);
+        assert_eq!(tail_rows_bucket(9, 128), 16);
+        assert_eq!(tail_rows_bucket(64, 128), 64);
+        assert_eq!(tail_rows_bucket(65, 100), 100);
+        assert_eq!(tail_rows_bucket(3, 5), 5);
+    }
 
     #[test]
     fn chunks_and_shards_cover_everything() {

@@ -326,6 +326,7 @@ fn forward(b: &mut Builder, spec: &StepSpec, cuts: &Cuts) {
         }
         OutputLayerKind::HostSoftmax => host::full_softmax(b, spec, cuts.chunks[0].n as u64),
         OutputLayerKind::AdaptiveSoftmax => adaptive::activations(b, spec),
+        OutputLayerKind::CubeAdaptiveSoftmax => adaptive::cube_activations(b, spec),
         OutputLayerKind::ChunkedSoftmax => chunked_forward(b, spec, cuts),
         OutputLayerKind::Sampled => sampled::forward(b, spec),
     }

@@ -25,6 +25,10 @@ pub enum OutputLayerKind {
     HostSoftmax,
     /// The adaptive softmax on autodiff.
     AdaptiveSoftmax,
+    /// The adaptive softmax off autodiff on widebag's CubeCL kernels (wgpu with
+    /// `train.gpu_kernels = "cubecl"`, one process): the head and each tail cluster through the
+    /// full softmax's passes, each stepped inside the backward pass.
+    CubeAdaptiveSoftmax,
     /// The adaptive softmax on flex's host kernels (across ranks: each tail cluster at its
     /// owner).
     HostAdaptiveSoftmax,
@@ -477,11 +481,13 @@ impl StepSpec {
     }
 
     /// Where the step's output layer takes its optimizer step: inside the backward pass only
-    /// for the full softmax on tensors (the sparse layout's chunked softmax, the dense layout's
-    /// one chunk) with the CubeCL kernels on a device of its own.
+    /// with the CubeCL kernels on a device of its own, for the full softmax on tensors (the
+    /// sparse layout's chunked softmax, the dense layout's one chunk) and the adaptive softmax
+    /// on the kernels.
     pub fn output_update(&self) -> OutputUpdate {
         match (self.layout, self.output_layer()) {
             (Layout::Sparse, OutputLayerKind::ChunkedSoftmax) => self.gpu_output_update,
+            (_, OutputLayerKind::CubeAdaptiveSoftmax) => OutputUpdate::InBackward,
             (Layout::Dense, _) if !self.host_kernels() => self.gpu_output_update,
             _ => OutputUpdate::AfterBackward,
         }
@@ -510,7 +516,10 @@ impl StepSpec {
         match (self.adaptive(), self.host_kernels()) {
             (false, false) => OutputLayerKind::ChunkedSoftmax,
             (false, true) => OutputLayerKind::HostSoftmax,
-            (true, false) => OutputLayerKind::AdaptiveSoftmax,
+            (true, false) => match (self.gpu_output_update, self.ranks.is_none()) {
+                (OutputUpdate::InBackward, true) => OutputLayerKind::CubeAdaptiveSoftmax,
+                _ => OutputLayerKind::AdaptiveSoftmax,
+            },
             (true, true) => OutputLayerKind::HostAdaptiveSoftmax,
         }
     }

@@ -5,9 +5,12 @@
 //! `[batch, classes]` target tensor exists, and no reduction is cut into column pieces; and
 //! each chunk's optimizer step fused into the backward pass ([`output_step`]: the weight
 //! gradient formed tile by tile and applied at once, no `[hidden, classes]` gradient buffer).
-//! They reduce in shared memory, without plane (subgroup) operations, so they run on any
-//! adapter (lavapipe advertises none). [`bridge`] hands burn's wgpu tensors to the kernels and
-//! their outputs back.
+//! The adaptive softmax's head and tail clusters run through the same kernels
+//! (`crate::output::adaptive_cube`).
+//! The row log-sum-exp merges a cube's pairs by plane (subgroup) operations where the adapter
+//! has them ([`row_lse::Merge`]), else in shared memory alone (lavapipe advertises none); the
+//! others need none. [`bridge`] hands burn's wgpu tensors to the kernels and their outputs
+//! back.
 
 pub mod bridge;
 pub mod logit_gradient;

@@ -1,12 +1,17 @@
 //! Each row's log-sum-exp over class chunks, one CubeCL launch a chunk: one cube per row
 //! reads the chunk's logits once, each unit keeping a running `(max, Σ e^(z − max))` over its
-//! columns, the cube merging its units' pairs in shared memory (a tree, no plane operations),
-//! and the row's pair folded into the running pair of the chunks before. `ln` of the sum is
-//! taken once, after the last chunk ([`RowLse::finish`]).
+//! columns, the cube merging its units' pairs, and the row's pair folded into the running pair
+//! of the chunks before. `ln` of the sum is taken once, after the last chunk
+//! ([`RowLse::finish`]). The merge runs on plane (subgroup) operations where the adapter has
+//! them at one fixed plane size ([`Merge::of`]: each plane's pairs by `plane_max` and
+//! `plane_sum`, then the planes' by a tree in shared memory), else as a tree in shared memory
+//! over every unit's pair (lavapipe, a CPU adapter, advertises none: cubecl gives a CPU adapter
+//! no plane operations).
 
 use burn_backend::cubecl::dtype_to_storage_type;
 use burn_cubecl::cubecl;
 use burn_cubecl::cubecl::calculate_cube_count_elemwise;
+use burn_cubecl::cubecl::features::Plane;
 use burn_cubecl::cubecl::prelude::*;
 use burn_cubecl::ops::numeric::empty_device_contiguous_dtype;
 use burn_cubecl::tensor::CubeTensor;
@@ -31,6 +36,7 @@ fn fold_rows<F: Float>(
     running: &mut Tensor<F>,
     #[comptime] first: bool,
     #[comptime] units: usize,
+    #[comptime] planes: bool,
     #[define(F)] _dtype: ElemType,
 ) {
     let row = CUBE_POS;
@@ -57,11 +63,25 @@ fn fold_rows<F: Float>(
     }
     let mut maxes = Shared::<[F]>::new_slice(units);
     let mut sums = Shared::<[F]>::new_slice(units);
-    maxes[unit] = m;
-    sums[unit] = s;
+    // Each plane's pairs merged by plane operations (with `planes`) into one slot a plane,
+    // else each unit's pair in its own slot; then the slots by a tree in shared memory, the
+    // result in slot 0.
+    let mut slots = CUBE_DIM as usize;
+    if planes {
+        let pm = plane_max(m);
+        let ps = plane_sum(s * (m - pm).exp());
+        if UNIT_POS_PLANE == 0 {
+            maxes[unit / PLANE_DIM as usize] = pm;
+            sums[unit / PLANE_DIM as usize] = ps;
+        }
+        slots = (CUBE_DIM / PLANE_DIM) as usize;
+    } else {
+        maxes[unit] = m;
+        sums[unit] = s;
+    }
     sync_cube();
     // A runtime value (`units` is a compile-time one, which a loop cannot step).
-    let mut half = CUBE_DIM as usize / 2;
+    let mut half = slots / 2;
     while half > 0 {
         if unit < half {
             let m1 = maxes[unit];
@@ -93,15 +113,70 @@ fn fold_rows<F: Float>(
     }
 }
 
+/// How a cube merges its units' `(max, sum)` pairs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Merge {
+    /// Plane (subgroup) operations within each plane (`plane_max`, `plane_sum`), then a tree
+    /// in shared memory over the planes' pairs.
+    Planes,
+    /// A tree in shared memory over every unit's pair, a barrier a level: any adapter.
+    Shared,
+}
+
+impl Merge {
+    /// Plane operations where the adapter of `client` has them at one fixed plane size that
+    /// divides `units`; else the shared-memory tree alone.
+    /// `WIDEBAG_CUBE_MERGE=shared` asks for the tree everywhere.
+    fn of(client: &Client, units: usize) -> Self {
+        let has = client.properties().features.plane.contains(Plane::Ops);
+        let asked_shared = std::env::var("WIDEBAG_CUBE_MERGE").is_ok_and(|v| v == "shared");
+        match has && plane_fits(client, units) && !asked_shared {
+            true => Merge::Planes,
+            false => Merge::Shared,
+        }
+    }
+
+    /// The merge the row log-sum-exp runs on `device`'s adapter (`None` off a cubecl device).
+    pub fn on(device: &burn::tensor::Device) -> Option<Self> {
+        let probe = BurnTensor::<2>::zeros([1, 1], device);
+        let z = bridge::float_in(probe)?;
+        let units = block_units(&z);
+        Some(Self::of(&z.client, units))
+    }
+}
+
+/// Whether the adapter of `client` has one fixed plane size, a power of two that divides
+/// `units`.
+fn plane_fits(client: &Client, units: usize) -> bool {
+    let hardware = &client.properties().hardware;
+    let (min, max) = (hardware.plane_size_min, hardware.plane_size_max);
+    let plane = min as usize;
+    min == max && plane > 1 && plane.is_power_of_two() && units.is_multiple_of(plane)
+}
+
 /// The running `(max, sum)` of each row over the chunks added so far.
 #[derive(Default)]
 pub struct RowLse {
     running: Option<CubeTensor>,
+    /// The merge asked for; `None`: the adapter's ([`Merge::of`]).
+    merge: Option<Merge>,
+    /// The merge the last chunk ran.
+    ran: Option<Merge>,
 }
 
 impl RowLse {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// A running log-sum-exp merging by `merge` where the adapter's plane size allows it
+    /// (whatever cubecl says of the adapter's plane operations: tests), else in shared memory.
+    pub fn with_merge(merge: Merge) -> Self {
+        Self {
+            running: None,
+            merge: Some(merge),
+            ran: None,
+        }
     }
 
     /// Folds in one chunk's `[rows, n]` logits; `false`, with nothing done, when `z` is not
@@ -122,6 +197,11 @@ impl RowLse {
         });
         let units = block_units(&z);
         let client = z.client.clone();
+        let planes = match self.merge {
+            None => Merge::of(&client, units) == Merge::Planes,
+            Some(merge) => merge == Merge::Planes && plane_fits(&client, units),
+        };
+        self.ran = Some(if planes { Merge::Planes } else { Merge::Shared });
         let dtype = z.dtype;
         // One cube a row: `rows · units` units in cubes of `units`.
         let dim = CubeDim::new_1d(units as u32);
@@ -133,10 +213,16 @@ impl RowLse {
             running.clone().into_tensor_arg(),
             first,
             units,
+            planes,
             dtype_to_storage_type(dtype),
         );
         self.running = Some(running);
         true
+    }
+
+    /// The merge the last chunk added ran (`None` before the first).
+    pub fn merged_by(&self) -> Option<Merge> {
+        self.ran
     }
 
     /// `[rows, 1]` log-sum-exp of every chunk added (`None` before the first).

@@ -313,8 +313,10 @@ impl DenseModel {
                 // gradient's tensors.
                 let rule =
                     ChunkStep::new(&params.weight.state, (now.optim, now.step), &self.device);
-                let mut apply =
-                    |_: usize, g: &Tensor<2>| step_chunk(rule.as_ref(), &h_value, g, params, now);
+                let mut apply = |_: usize, g: &Tensor<2>| {
+                    let (w, b) = (&mut params.weight, &mut params.bias);
+                    step_chunk(rule.as_ref(), &h_value, g, (w, b), now)
+                };
                 let dh = softmax::backward_applying(
                     &h_value,
                     vec![out],

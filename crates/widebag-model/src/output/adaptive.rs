@@ -218,17 +218,6 @@ impl OutputLayer for AdaptiveSoftmax {
         Ok(OutputGrads::by_autodiff(loss, &leaves, probe))
     }
 
-    fn end_pass(&mut self, _pass: OutputPass) {}
-
-    fn traffic(
-        &self,
-        _batch: &RankBatch<'_>,
-        _n_targets: usize,
-        _pass_sent: &[(&'static str, u64)],
-    ) -> Vec<(&'static str, u64)> {
-        Vec::new()
-    }
-
     fn scores(&self, h: &Tensor<2>, visit: &mut Visit<'_>) -> Result<ScoreKind, ModelError> {
         self.params.scores(h, visit)
     }

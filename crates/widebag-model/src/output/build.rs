@@ -8,6 +8,7 @@ use widebag_config::{DenseOptim, OutputKind, Score};
 use crate::device::ComputePath;
 use crate::error::ModelError;
 use crate::output::adaptive::AdaptiveSoftmax;
+use crate::output::adaptive_cube::CubeAdaptiveSoftmax;
 use crate::output::adaptive_host::HostAdaptiveSoftmax;
 use crate::output::chunked::ChunkedSoftmax;
 use crate::output::clusters::AdaptiveParams;
@@ -15,6 +16,7 @@ use crate::output::full::FullParams;
 use crate::output::host::HostSoftmax;
 use crate::output::negatives::NegativeStream;
 use crate::output::sampled::{SampledLoss, SampledOutput};
+use crate::output::softmax::SoftmaxKernels;
 use crate::output::tied::{TiedSoftmax, refuse};
 use crate::output::{Objective, OutputLayer};
 use crate::params::init::Init;
@@ -76,6 +78,11 @@ pub fn build(
                 spec.logits,
                 device.clone(),
             )),
+            // Off autodiff on the CubeCL kernels in one process (the ledger's
+            // `OutputLayerKind::CubeAdaptiveSoftmax`), else on autodiff.
+            false if spec.softmax_kernels == SoftmaxKernels::Cube && ranks.size == 1 => {
+                Box::new(CubeAdaptiveSoftmax::new(params, objective, device.clone()))
+            }
             false => Box::new(AdaptiveSoftmax::new(params, objective)),
         });
     }

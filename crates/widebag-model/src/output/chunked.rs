@@ -83,13 +83,13 @@ pub(crate) fn step_chunk(
     rule: Option<&cube::output_step::ChunkStep>,
     h: &Hidden,
     g: &Tensor<2>,
-    lin: &mut Linear<DenseParam>,
+    (weight, bias): (&mut DenseParam, &mut DenseParam),
     now: UpdateNow<'_>,
 ) {
-    let stepped = rule.is_some_and(|rule| rule.apply(&h.h, g, (&mut lin.weight, &mut lin.bias)));
+    let stepped = rule.is_some_and(|rule| rule.apply(&h.h, g, (&mut *weight, &mut *bias)));
     if !stepped {
-        lin.weight.update(h.dw_product(g), now.optim, now.step);
-        lin.bias.update(g.clone().sum_dim(0), now.optim, now.step);
+        weight.update(h.dw_product(g), now.optim, now.step);
+        bias.update(g.clone().sum_dim(0), now.optim, now.step);
     }
 }
 
@@ -212,8 +212,10 @@ impl OutputLayer for ChunkedSoftmax {
             chunks,
             layer: params,
         } = &mut self.full;
-        let mut apply =
-            |c: usize, g: &Tensor<2>| step_chunk(Some(&rule), &h, g, &mut params[c], now);
+        let mut apply = |c: usize, g: &Tensor<2>| {
+            let Linear { weight, bias } = &mut params[c];
+            step_chunk(Some(&rule), &h, g, (weight, bias), now)
+        };
         let dh = softmax::backward_applying(
             &h,
             layer,
@@ -236,17 +238,6 @@ impl OutputLayer for ChunkedSoftmax {
             true => OutputUpdate::InBackward,
             false => OutputUpdate::AfterBackward,
         }
-    }
-
-    fn end_pass(&mut self, _pass: OutputPass) {}
-
-    fn traffic(
-        &self,
-        _batch: &RankBatch<'_>,
-        _n_targets: usize,
-        _pass_sent: &[(&'static str, u64)],
-    ) -> Vec<(&'static str, u64)> {
-        Vec::new()
     }
 
     fn scores(&self, h: &Tensor<2>, visit: &mut Visit<'_>) -> Result<ScoreKind, ModelError> {

@@ -8,6 +8,9 @@
 //! - [`host::HostSoftmax`]: the same on flex's host kernels by cache-sized class block, for one
 //!   process or split by classes across ranks;
 //! - [`adaptive::AdaptiveSoftmax`]: the adaptive softmax (head and tail clusters) on autodiff;
+//! - [`adaptive_cube::CubeAdaptiveSoftmax`]: the same off autodiff on widebag's CubeCL kernels
+//!   (wgpu, one process), each cluster through the full softmax's passes and stepped inside
+//!   the backward pass;
 //! - [`adaptive_host::HostAdaptiveSoftmax`]: the same on flex's host kernels, for one process or
 //!   many (`clusters`: the head and tail clusters both read, and which rank holds each);
 //! - [`tied::TiedSoftmax`]: the host softmax whose weight is the input table
@@ -23,6 +26,7 @@
 //! kernels below it; the model, the step and the loop use it.
 
 pub mod adaptive;
+pub mod adaptive_cube;
 pub mod adaptive_host;
 pub mod build;
 pub mod chunked;
@@ -220,8 +224,9 @@ pub trait OutputLayer: Send {
         OutputUpdate::AfterBackward
     }
 
-    /// Ends a forward pass without its backward (a loss alone): what it lent is put back.
-    fn end_pass(&mut self, pass: OutputPass);
+    /// Ends a forward pass without its backward (a loss alone): what it lent is put back
+    /// (nothing, for a layer that lends nothing).
+    fn end_pass(&mut self, _pass: OutputPass) {}
 
     /// The training step the next forward passes belong to (a sampled layer draws that
     /// step's negatives). Others: nothing.
@@ -262,12 +267,15 @@ pub trait OutputLayer: Send {
 
     /// What this step's output collectives sent other ranks, by the ledger's names: `batch`'s
     /// rows, its `n_targets` target entries, and what the forward pass counted (`pass_sent`).
+    /// Nothing for a layer that trains in one process or sends nothing of its own.
     fn traffic(
         &self,
-        batch: &RankBatch<'_>,
-        n_targets: usize,
-        pass_sent: &[(&'static str, u64)],
-    ) -> Vec<(&'static str, u64)>;
+        _batch: &RankBatch<'_>,
+        _n_targets: usize,
+        _pass_sent: &[(&'static str, u64)],
+    ) -> Vec<(&'static str, u64)> {
+        Vec::new()
+    }
 
     /// Visits the scores of every class this rank holds for the rows of `h` (off autodiff),
     /// chunk by chunk.

@@ -514,8 +514,6 @@ impl OutputLayer for SampledOutput {
         }
     }
 
-    fn end_pass(&mut self, _pass: OutputPass) {}
-
     /// The candidates' columns of each chunk, by their gradient columns (`grads`: the gathered
     /// weight's and bias's, `[hidden, C]` and `[1, C]`); nothing else moves.
     fn update(
@@ -558,15 +556,6 @@ impl OutputLayer for SampledOutput {
             }
         }
         Ok(())
-    }
-
-    fn traffic(
-        &self,
-        _batch: &RankBatch<'_>,
-        _n_targets: usize,
-        _pass_sent: &[(&'static str, u64)],
-    ) -> Vec<(&'static str, u64)> {
-        Vec::new()
     }
 
     fn scores(&self, h: &Tensor<2>, visit: &mut Visit<'_>) -> Result<ScoreKind, ModelError> {

@@ -38,6 +38,9 @@ pub use widebag_ledger::shapes::{ClassChunk, class_chunks, max_chunk_classes};
 /// Targets laid out per chunk, on the device.
 pub struct ChunkTargets {
     n_rows: usize,
+    /// The rows the loss is the mean over: the batch's (the adaptive softmax's tail clusters
+    /// hold some of its rows and divide by all of them, [`Self::over_rows`]).
+    loss_rows: usize,
     /// Per chunk: `([M, 2] (row, local class) indices, [M] weights)`, or `None` when no target of
     /// the batch falls in the chunk.
     per_chunk: Vec<Option<(Tensor<2, Int>, Tensor<1>)>>,
@@ -91,10 +94,18 @@ impl ChunkTargets {
         let row_weight = (0..n_rows).map(|r| targets.row_weight(r)).collect();
         Self {
             n_rows,
+            loss_rows: n_rows,
             per_chunk,
             flat,
             row_weight: floats(row_weight, [n_rows, 1], device),
         }
+    }
+
+    /// The same targets with the loss (and its gradient) the mean over `loss_rows` rows, of
+    /// which these targets' rows are some.
+    pub fn over_rows(mut self, loss_rows: usize) -> Self {
+        self.loss_rows = loss_rows;
+        self
     }
 
     /// Chunk `c`'s targets as the CubeCL gradient takes them: `[M]` flat positions
@@ -354,12 +365,12 @@ pub fn forward(
         lse.add(z);
     }
     let lse = lse.finish();
-    let n_rows = targets.n_rows.max(1) as f64;
+    let loss_rows = targets.loss_rows.max(1) as f64;
     let loss = ((lse.clone() * targets.row_weight.clone())
         .sum()
         .reshape([1])
         - target_sum)
-        .div_scalar(n_rows);
+        .div_scalar(loss_rows);
     SoftmaxForward { lse, loss, kept }
 }
 
@@ -398,7 +409,7 @@ impl<'a> Pass2<'a> {
         lse: &'a Tensor<2>,
         kernels: SoftmaxKernels,
     ) -> Self {
-        let inv_rows = 1.0 / targets.n_rows.max(1) as f64;
+        let inv_rows = 1.0 / targets.loss_rows.max(1) as f64;
         let cube = kernels == SoftmaxKernels::Cube && cube::bridge::on_cubecl(&h.h.device());
         Self {
             h,
