@@ -208,15 +208,21 @@ if [ "${CUBECL_KERNELS:-1}" = 1 ]; then
   done
 fi
 
-# The device's throughput model (`plan --calibrate`: 13 small runs, 4 and 16 class chunks among
-# them), then each layout planned with it (its --set keys pinned: the same run): the step time
-# `plan` predicts against the one measured.
+# The device's throughput model (`plan --calibrate`: 19 small runs, 4 and 16 class chunks, f16
+# output products and the CubeCL kernels among them), then each layout planned with it (its
+# --set keys pinned: the same run), on burn's tensor operations and on the kernels: the step
+# time `plan` predicts against the one measured.
 if [ "${CALIBRATE:-1}" = 1 ]; then
   run calibrate "$bin" plan --calibrate --device "$device" --steps 6 --out "$out/calibration.json"
   for layout in $layouts; do
     [ -s "$out/calibration.json" ] || break
     # shellcheck disable=SC2086
     run "plan-$layout" "$bin" plan --device "$device" "${model[@]}" "${file[@]}" ${layout_args[$layout]} \
+      --calibration "$out/calibration.json" --json
+    [ "${CUBECL_KERNELS:-1}" = 1 ] || continue
+    # shellcheck disable=SC2086
+    run "plan-$layout-cubecl" "$bin" plan --device "$device" "${model[@]}" "${file[@]}" \
+      ${layout_args[$layout]} --set 'train.gpu_kernels="cubecl"' \
       --calibration "$out/calibration.json" --json
   done
 fi
@@ -330,13 +336,18 @@ try:
 except (OSError, ValueError):
     pass
 if cal:
+    rate = lambda key: f"{cal[key] * 1e3:.3f}" if cal.get(key) is not None else "f32's"
     print(f"\nThroughput model (`plan --calibrate`): {cal['overhead_s'] * 1e3:.2f} ms + "
           f"{cal['s_per_gflop'] * 1e3:.3f} ms/GFLOP + {cal['s_per_gb'] * 1e3:.3f} ms/GB + "
-          f"{cal.get('s_per_chunk', 0) * 1e3:.3f} ms per extra class chunk; the seed model "
-          f"planned with it against the measured step:\n")
+          f"{cal.get('s_per_chunk', 0) * 1e3:.3f} ms per extra class chunk; half-precision "
+          f"products {rate('s_per_half_gflop')} ms/GFLOP, the CubeCL kernels' fused product "
+          f"{rate('s_per_cube_gflop')} ms/GFLOP; the seed model planned with it against the "
+          f"measured step:\n")
     print("| layout | predicted ms/step | measured ms/step | predicted / measured |\n|---|---|---|---|")
-    for layout in layouts:
+    for layout in [v for l in layouts for v in (l, f"{l}-cubecl")]:
         p, w = load(f"plan-{layout}"), load(f"widebag-{layout}")
+        if not p and not w:
+            continue
         pred = p and p.get("predicted_step_s")
         meas = w and w["batch_size"] / w["examples_per_s"]
         ratio = f"{pred / meas:.2f}" if pred and meas else "—"

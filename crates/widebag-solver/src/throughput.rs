@@ -4,10 +4,14 @@
 //! output layer's kernels, which a GPU pays far more for than it saves),
 //!
 //! `step_s = overhead_s + flops · s_per_gflop / 1e9 + half_flops · s_per_half_gflop / 1e9
-//!           + bytes · s_per_gb / 1e9 + (chunks − 1) · s_per_chunk`,
+//!           + cube_flops · s_per_cube_gflop / 1e9 + bytes · s_per_gb / 1e9
+//!           + (chunks − 1) · s_per_chunk`,
 //!
 //! `half_flops` being the output layer's products under `model.output_precision = "f16"` or
-//! `"bf16"` (a GPU's tensor cores; f32's rate where no half run was measured),
+//! `"bf16"` (a GPU's tensor cores; f32's rate where no half run was measured), and `cube_flops`
+//! the output layer's weight-gradient product where widebag's CubeCL kernels form it inside the
+//! step they fuse into the backward pass (`train.gpu_kernels = "cubecl"`: their own tile
+//! product, not burn's matmul; f32's rate where no such run was measured),
 //!
 //! with coefficients fitted by least squares to measured steps (`widebag plan --calibrate`), one
 //! set per device kind ([`Calibration::built_in`]). Examples/s is `batch / step_s`.
@@ -15,7 +19,7 @@
 use serde::{Deserialize, Serialize};
 use widebag_config::{Checkpointing, DenseOptim, Layout, TableOptim};
 use widebag_ledger::shapes::{self, F32_BYTES};
-use widebag_ledger::step::{OutputLayerKind, StepSpec};
+use widebag_ledger::step::{OutputLayerKind, OutputUpdate, StepSpec};
 
 /// Fitted coefficients, and where they were measured.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -30,6 +34,10 @@ pub struct Calibration {
     /// some (`None`: at [`Self::s_per_gflop`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub s_per_half_gflop: Option<f64>,
+    /// Seconds per GFLOP of the weight-gradient product in widebag's CubeCL kernels' fused
+    /// output step, where the calibration measured some (`None`: at [`Self::s_per_gflop`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub s_per_cube_gflop: Option<f64>,
     /// The machine and command the steps were measured with.
     pub measured_on: String,
 }
@@ -50,6 +58,7 @@ impl Calibration {
             s_per_gb: 2.606,
             s_per_chunk: 0.03076,
             s_per_half_gflop: Some(0.04220),
+            s_per_cube_gflop: None,
             measured_on:
                 "llvmpipe (LLVM 15.0.6, 256 bits) (Cpu, Vulkan, Mesa 22.3.6 (LLVM 15.0.6)), 2 cores"
                     .to_string(),
@@ -67,6 +76,7 @@ impl Calibration {
             s_per_gb: 0.0,
             s_per_chunk: 0.00004633,
             s_per_half_gflop: None,
+            s_per_cube_gflop: None,
             measured_on: "flex (CPU), 2 cores".to_string(),
         }
     }
@@ -89,6 +99,7 @@ impl Calibration {
         self.overhead_s
             + work.flops * self.s_per_gflop / 1e9
             + work.half_flops * self.s_per_half_gflop.unwrap_or(self.s_per_gflop) / 1e9
+            + work.cube_flops * self.s_per_cube_gflop.unwrap_or(self.s_per_gflop) / 1e9
             + work.bytes * self.s_per_gb / 1e9
             + work.extra_chunks() * self.s_per_chunk
     }
@@ -104,7 +115,7 @@ impl Calibration {
         }
     }
 
-    /// Least-squares fit of the four coefficients to `(work, measured step seconds)` pairs, in
+    /// Least-squares fit of the coefficients to `(work, measured step seconds)` pairs, in
     /// relative error (non-negative: a coefficient the data pushes below zero is dropped and the rest refitted;
     /// one whose feature never varies from zero, such as chunks in runs of one chunk, is 0).
     pub fn fit(samples: &[(StepWork, f64)], measured_on: String) -> Option<Self> {
@@ -115,14 +126,15 @@ impl Calibration {
                 w.bytes / 1e9,
                 w.extra_chunks(),
                 w.half_flops / 1e9,
+                w.cube_flops / 1e9,
             ]
         };
-        let mut active = [true; 5];
+        let mut active = [true; 6];
         for (i, a) in active.iter_mut().enumerate().skip(1) {
             *a = samples.iter().any(|(w, _)| features(w)[i] != 0.0);
         }
         loop {
-            let idx: Vec<usize> = (0..5).filter(|&i| active[i]).collect();
+            let idx: Vec<usize> = (0..6).filter(|&i| active[i]).collect();
             // Relative errors: each run's equation divided by its own time, so a 1 ms step is
             // fitted as closely as a 1 s one.
             let coef = least_squares(
@@ -136,25 +148,27 @@ impl Calibration {
                 active[idx[k]] = false;
                 continue;
             }
-            let mut full = [0.0; 5];
+            let mut full = [0.0; 6];
             for (k, &i) in idx.iter().enumerate() {
                 full[i] = coef[k];
             }
-            // No half run measured: half products at f32's rate (not at 0).
+            // No half (kernel) run measured: half (kernel) products at f32's rate (not at 0).
             let half = samples.iter().any(|(w, _)| w.half_flops > 0.0);
+            let cube = samples.iter().any(|(w, _)| w.cube_flops > 0.0);
             return Some(Self {
                 overhead_s: full[0],
                 s_per_gflop: full[1],
                 s_per_gb: full[2],
                 s_per_chunk: full[3],
                 s_per_half_gflop: half.then_some(full[4]),
+                s_per_cube_gflop: cube.then_some(full[5]),
                 measured_on,
             });
         }
     }
 }
 
-/// Normal equations solved by Gaussian elimination (n ≤ 5).
+/// Normal equations solved by Gaussian elimination (n ≤ 6).
 #[allow(clippy::needless_range_loop)]
 fn least_squares(rows: impl Iterator<Item = (Vec<f64>, f64)>, n: usize) -> Option<Vec<f64>> {
     if n == 0 {
@@ -199,6 +213,10 @@ pub struct StepWork {
     /// The output layer's products under half-precision operands (else in `flops`).
     #[serde(default)]
     pub half_flops: f64,
+    /// The output layer's weight-gradient product inside the CubeCL kernels' fused step (else
+    /// in `flops` or `half_flops`).
+    #[serde(default)]
+    pub cube_flops: f64,
 }
 
 impl StepWork {
@@ -280,6 +298,12 @@ impl StepWork {
             DenseOptim::Adam | DenseOptim::AdamW => 9.0,
         };
         bytes += dense_params * f32b * (dense_passes + 2.0 * dense_state);
+        // The weight-gradient product, one of the three, in the kernels' fused step (f32).
+        let cube_flops = match spec.output_update() {
+            OutputUpdate::InBackward => output_flops / 3.0,
+            OutputUpdate::AfterBackward => 0.0,
+        };
+        let output_flops = output_flops - cube_flops;
         // Half operands where the output layer is the full softmax on tensors (the key is
         // refused elsewhere).
         let (flops, half_flops) = match spec.output_precision.is_f32() {
@@ -291,6 +315,7 @@ impl StepWork {
             bytes,
             chunks,
             half_flops,
+            cube_flops,
         }
     }
 }
@@ -305,7 +330,85 @@ mod tests {
             bytes,
             chunks,
             half_flops: 0.0,
+            cube_flops: 0.0,
         }
+    }
+
+    #[test]
+    fn kernel_runs_fit_their_own_rate_and_without_them_kernel_products_cost_f32s() {
+        let truth = Calibration {
+            overhead_s: 0.002,
+            s_per_gflop: 0.02,
+            s_per_gb: 0.5,
+            s_per_chunk: 0.001,
+            s_per_half_gflop: None,
+            s_per_cube_gflop: Some(0.3),
+            measured_on: "t".into(),
+        };
+        let cube = |flops: f64, bytes: f64, cube_flops: f64| StepWork {
+            cube_flops,
+            ..work(flops, bytes, 1.0)
+        };
+        let mut samples: Vec<(StepWork, f64)> = [
+            work(1e8, 1e7, 1.0),
+            work(4e9, 2e8, 1.0),
+            work(2e9, 9e8, 4.0),
+            work(5e7, 3e9, 1.0),
+            cube(1e9, 1e8, 5e8),
+            cube(2e8, 4e8, 2e9),
+        ]
+        .into_iter()
+        .map(|w| (w, truth.step_s(&w)))
+        .collect();
+        let fit = Calibration::fit(&samples, "t".into()).unwrap();
+        assert!(
+            (fit.s_per_cube_gflop.unwrap() - 0.3).abs() < 1e-9,
+            "{fit:?}"
+        );
+        assert!((fit.s_per_gflop - 0.02).abs() < 1e-9, "{fit:?}");
+        samples.truncate(4);
+        let fit = Calibration::fit(&samples, "t".into()).unwrap();
+        assert_eq!(fit.s_per_cube_gflop, None);
+        let (as_cube, as_f32) = (cube(1e9, 1e8, 5e8), work(1.5e9, 1e8, 1.0));
+        assert!((fit.step_s(&as_cube) - fit.step_s(&as_f32)).abs() < 1e-12);
+    }
+
+    #[test]
+    fn the_kernels_fused_step_moves_the_weight_gradient_product_to_its_own_rate() {
+        use widebag_config::bands::ModelBands;
+        use widebag_config::{Config, GpuKernels};
+        use widebag_ledger::step::{BatchFacts, DeviceFacts};
+        let device = DeviceFacts {
+            max_buffer_bytes: 128 << 20,
+            alignment_bytes: 32,
+            host_threads: 0,
+            bf16: false,
+            host_memory: false,
+        };
+        let spec = |kernels: GpuKernels| {
+            let mut c = Config::default();
+            c.train.gpu_kernels = kernels;
+            let bands = ModelBands::resolve(&c).unwrap();
+            let batch = BatchFacts {
+                n_rows: 128,
+                nnz: 1_000,
+                n_unique: 900,
+                n_targets: 128,
+            };
+            StepSpec::from_config(&c, &bands, device, batch)
+        };
+        let (tensor, kernels) = (spec(GpuKernels::Tensor), spec(GpuKernels::Cubecl));
+        assert_eq!(kernels.output_update(), OutputUpdate::InBackward);
+        let (t, k) = (StepWork::of(&tensor), StepWork::of(&kernels));
+        assert_eq!(t.cube_flops, 0.0);
+        let s = &kernels;
+        let last = s.hidden.last().copied().unwrap_or(s.dim);
+        let product = 2.0 * (s.batch.n_rows * last * s.n_classes) as f64;
+        assert!(
+            product > 0.0 && (k.cube_flops - product).abs() < 1.0,
+            "{k:?}"
+        );
+        assert!((t.flops - (k.flops + k.cube_flops)).abs() < 1.0);
     }
 
     #[test]
@@ -316,6 +419,7 @@ mod tests {
             s_per_gb: 2.0,
             s_per_chunk: 0.003,
             s_per_half_gflop: None,
+            s_per_cube_gflop: None,
             measured_on: "t".into(),
         };
         let samples: Vec<(StepWork, f64)> = [
@@ -346,6 +450,7 @@ mod tests {
             s_per_gb: 0.5,
             s_per_chunk: 0.001,
             s_per_half_gflop: Some(0.002),
+            s_per_cube_gflop: None,
             measured_on: "t".into(),
         };
         let half = |flops: f64, bytes: f64, half_flops: f64| StepWork {
@@ -387,6 +492,7 @@ mod tests {
             s_per_gb: 1.0,
             s_per_chunk: 0.0,
             s_per_half_gflop: None,
+            s_per_cube_gflop: None,
             measured_on: "t".into(),
         };
         let samples: Vec<(StepWork, f64)> = [(1e8, 1e7), (4e9, 2e8), (2e9, 9e8), (5e7, 3e9)]

@@ -15,9 +15,11 @@ use crate::request::{Calibrate, grid_point};
 /// The runs `--calibrate` measures (over [`grid_base`]): both layouts, three batch sizes, two
 /// widths and three optimizer pairs, so overhead, matmul work and optimizer traffic vary
 /// independently; then the sparse layout's 8,000 classes at batch 256 in 4 and 16 class chunks,
-/// so the cost of a chunk does too; and, with `half` (a device whose tensors take f16: not
-/// flex's host kernels), both layouts with f16 output products, for their own rate.
-pub fn calibration_points(half: bool) -> Vec<Vec<String>> {
+/// so the cost of a chunk does too; with `half` (a device whose tensors take f16: not
+/// flex's host kernels), both layouts with f16 output products, for their own rate; and with
+/// `kernels` (wgpu), both layouts on widebag's CubeCL kernels (`train.gpu_kernels = "cubecl"`),
+/// for the rate of their fused step's product.
+pub fn calibration_points(half: bool, kernels: bool) -> Vec<Vec<String>> {
     let mut out = Vec::new();
     let pairs = [
         ("sgd", "sgd"),
@@ -68,6 +70,19 @@ pub fn calibration_points(half: bool) -> Vec<Vec<String>> {
             ]);
         }
     }
+    if kernels {
+        for (layout, batch) in [("sparse", 256), ("sparse", 1024), ("dense", 256)] {
+            out.push(vec![
+                format!("model.layout=\"{layout}\""),
+                "data.width=8000".to_string(),
+                "data.n_classes=8000".to_string(),
+                format!("train.batch_size={batch}"),
+                "optim.table=\"adam\"".to_string(),
+                "optim.dense=\"adam\"".to_string(),
+                "train.gpu_kernels=\"cubecl\"".to_string(),
+            ]);
+        }
+    }
     out
 }
 
@@ -89,7 +104,9 @@ fn calibrate(
     mut progress: impl FnMut(&CalibrationRow),
 ) -> Result<(Calibration, Vec<CalibrationRow>), Failure> {
     let mut rows = Vec::new();
-    for overrides in calibration_points(widebag_model::device::runs_f16_products(compute)) {
+    let half = widebag_model::device::runs_f16_products(compute);
+    let kernels = compute.backend == widebag_model::device::BackendKind::Wgpu;
+    for overrides in calibration_points(half, kernels) {
         let mut all = grid_base();
         all.extend(overrides.iter().cloned());
         all.push(format!("train.steps={}", steps.max(3)));
