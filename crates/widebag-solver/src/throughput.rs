@@ -335,45 +335,6 @@ mod tests {
     }
 
     #[test]
-    fn kernel_runs_fit_their_own_rate_and_without_them_kernel_products_cost_f32s() {
-        let truth = Calibration {
-            overhead_s: 0.002,
-            s_per_gflop: 0.02,
-            s_per_gb: 0.5,
-            s_per_chunk: 0.001,
-            s_per_half_gflop: None,
-            s_per_cube_gflop: Some(0.3),
-            measured_on: "t".into(),
-        };
-        let cube = |flops: f64, bytes: f64, cube_flops: f64| StepWork {
-            cube_flops,
-            ..work(flops, bytes, 1.0)
-        };
-        let mut samples: Vec<(StepWork, f64)> = [
-            work(1e8, 1e7, 1.0),
-            work(4e9, 2e8, 1.0),
-            work(2e9, 9e8, 4.0),
-            work(5e7, 3e9, 1.0),
-            cube(1e9, 1e8, 5e8),
-            cube(2e8, 4e8, 2e9),
-        ]
-        .into_iter()
-        .map(|w| (w, truth.step_s(&w)))
-        .collect();
-        let fit = Calibration::fit(&samples, "t".into()).unwrap();
-        assert!(
-            (fit.s_per_cube_gflop.unwrap() - 0.3).abs() < 1e-9,
-            "{fit:?}"
-        );
-        assert!((fit.s_per_gflop - 0.02).abs() < 1e-9, "{fit:?}");
-        samples.truncate(4);
-        let fit = Calibration::fit(&samples, "t".into()).unwrap();
-        assert_eq!(fit.s_per_cube_gflop, None);
-        let (as_cube, as_f32) = (cube(1e9, 1e8, 5e8), work(1.5e9, 1e8, 1.0));
-        assert!((fit.step_s(&as_cube) - fit.step_s(&as_f32)).abs() < 1e-12);
-    }
-
-    #[test]
     fn the_kernels_fused_step_moves_the_weight_gradient_product_to_its_own_rate() {
         use widebag_config::bands::ModelBands;
         use widebag_config::{Config, GpuKernels};
@@ -442,44 +403,72 @@ mod tests {
         assert!((fit.s_per_chunk - 0.003).abs() < 1e-9);
     }
 
+    /// A product kind with a rate of its own: its work, and its rate in a calibration.
+    struct Kind {
+        name: &'static str,
+        set_work: fn(&mut StepWork, f64),
+        rate: fn(&Calibration) -> Option<f64>,
+        set_rate: fn(&mut Calibration, f64),
+    }
+
     #[test]
-    fn half_runs_fit_their_own_rate_and_without_them_half_products_cost_f32s() {
-        let truth = Calibration {
-            overhead_s: 0.002,
-            s_per_gflop: 0.02,
-            s_per_gb: 0.5,
-            s_per_chunk: 0.001,
-            s_per_half_gflop: Some(0.002),
-            s_per_cube_gflop: None,
-            measured_on: "t".into(),
-        };
-        let half = |flops: f64, bytes: f64, half_flops: f64| StepWork {
-            half_flops,
-            ..work(flops, bytes, 1.0)
-        };
-        let mut samples: Vec<(StepWork, f64)> = [
-            work(1e8, 1e7, 1.0),
-            work(4e9, 2e8, 1.0),
-            work(2e9, 9e8, 4.0),
-            work(5e7, 3e9, 1.0),
-            half(1e9, 1e8, 3e9),
-            half(2e8, 4e8, 8e9),
-        ]
-        .into_iter()
-        .map(|w| (w, truth.step_s(&w)))
-        .collect();
-        let fit = Calibration::fit(&samples, "t".into()).unwrap();
-        assert!(
-            (fit.s_per_half_gflop.unwrap() - 0.002).abs() < 1e-9,
-            "{fit:?}"
-        );
-        assert!((fit.s_per_gflop - 0.02).abs() < 1e-9, "{fit:?}");
-        // No half run: no half rate, and a half step is priced at f32's.
-        samples.truncate(4);
-        let fit = Calibration::fit(&samples, "t".into()).unwrap();
-        assert_eq!(fit.s_per_half_gflop, None);
-        let (as_half, as_f32) = (half(1e9, 1e8, 3e9), work(4e9, 1e8, 1.0));
-        assert!((fit.step_s(&as_half) - fit.step_s(&as_f32)).abs() < 1e-12);
+    fn half_and_kernel_runs_fit_their_own_rates_and_without_them_cost_f32s() {
+        let kinds = [
+            Kind {
+                name: "half",
+                set_work: |w, f| w.half_flops = f,
+                rate: |c| c.s_per_half_gflop,
+                set_rate: |c, r| c.s_per_half_gflop = Some(r),
+            },
+            Kind {
+                name: "kernel",
+                set_work: |w, f| w.cube_flops = f,
+                rate: |c| c.s_per_cube_gflop,
+                set_rate: |c, r| c.s_per_cube_gflop = Some(r),
+            },
+        ];
+        for (kind, own_rate) in kinds.iter().zip([0.002, 0.3]) {
+            let mut truth = Calibration {
+                overhead_s: 0.002,
+                s_per_gflop: 0.02,
+                s_per_gb: 0.5,
+                s_per_chunk: 0.001,
+                s_per_half_gflop: None,
+                s_per_cube_gflop: None,
+                measured_on: "t".into(),
+            };
+            (kind.set_rate)(&mut truth, own_rate);
+            let of_kind = |flops: f64, bytes: f64, kind_flops: f64| {
+                let mut w = work(flops, bytes, 1.0);
+                (kind.set_work)(&mut w, kind_flops);
+                w
+            };
+            let mut samples: Vec<(StepWork, f64)> = [
+                work(1e8, 1e7, 1.0),
+                work(4e9, 2e8, 1.0),
+                work(2e9, 9e8, 4.0),
+                work(5e7, 3e9, 1.0),
+                of_kind(1e9, 1e8, 3e9),
+                of_kind(2e8, 4e8, 8e9),
+            ]
+            .into_iter()
+            .map(|w| (w, truth.step_s(&w)))
+            .collect();
+            let fit = Calibration::fit(&samples, "t".into()).unwrap();
+            let name = kind.name;
+            let fitted = (kind.rate)(&fit).unwrap();
+            assert!((fitted - own_rate).abs() < 1e-9, "{name}: {fit:?}");
+            assert!((fit.s_per_gflop - 0.02).abs() < 1e-9, "{name}: {fit:?}");
+            // No run of the kind: no rate of its own, and its products are priced at f32's.
+            samples.truncate(4);
+            let fit = Calibration::fit(&samples, "t".into()).unwrap();
+            assert_eq!((kind.rate)(&fit), None, "{name}");
+            let (as_kind, as_f32) = (of_kind(1e9, 1e8, 3e9), work(4e9, 1e8, 1.0));
+            assert!(
+                (fit.step_s(&as_kind) - fit.step_s(&as_f32)).abs() < 1e-12,
+                "{name}"
+            );
+        }
     }
 
     #[test]
