@@ -29,7 +29,11 @@
 # OUT/vulkan when the machine has no libvulkan.so.1; default .gl), PYTHON (python3 with torch),
 # DEVICE (wgpu), ROWS (25600), STEPS (100), BATCH (128), DIM (1024), HIDDEN ("512"),
 # WIDTH (240000), LAYOUTS ("dense sparse headtail"), LIMIT_S (240: each step's time limit),
-# DEADLINE_S (unset: none; else no step runs past this many seconds from the start).
+# DEADLINE_S (unset: none; else no step runs past this many seconds from the start),
+# QUICKSTART (1; 0 skips step 1), PROFILE (1; 0 skips burn's tensor path's `--profile` runs),
+# CUBECL_PROFILE (1; 0 skips the kernels' `--profile` runs in step 7), WIDEBAG_ARGS (more
+# arguments for every widebag train, explain and plan run, word-split, e.g.
+# `--set model.logits="keep"`: the logits kept for the backward pass, as PyTorch keeps them).
 # Without a GPU it runs the same on any Vulkan adapter (Mesa's lavapipe: small shapes, e.g.
 # DIM=32 HIDDEN=64 STEPS=20 ROWS=5120), which checks the script, not a GPU.
 set -uo pipefail
@@ -51,6 +55,7 @@ width=${WIDTH:-240000}
 layouts=${LAYOUTS:-dense sparse headtail}
 limit=${LIMIT_S:-240}
 deadline=${DEADLINE_S:-}
+read -r -a extra <<< "${WIDEBAG_ARGS:-}"
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 log() { echo "== $*" >&2; }
@@ -122,8 +127,8 @@ run() {
   return 0
 }
 
-run quickstart "$bin" train --device "$device" --json
-if ! grep -q "^quickstart rc=0 " "$out/steps.txt"; then
+[ "${QUICKSTART:-1}" = 1 ] && run quickstart "$bin" train --device "$device" --json
+if [ "${QUICKSTART:-1}" = 1 ] && ! grep -q "^quickstart rc=0 " "$out/steps.txt"; then
   # What the Vulkan loader saw, for the report: the driver files it searched and why it failed.
   ls -l /usr/share/vulkan/icd.d /etc/vulkan/icd.d /usr/local/nvidia/share/vulkan/icd.d \
     > "$out/vulkan-debug.log" 2>&1
@@ -134,7 +139,7 @@ fi
 hidden_toml="[$(echo "$hidden" | tr ' ' ',')]"
 model=(--set "data.width=$width" --set "data.n_classes=$width" --set "model.dim=$dim"
   --set "model.hidden=$hidden_toml" --set "train.batch_size=$batch" --set "train.steps=$steps"
-  --set optim.table=adam --set optim.dense=adam --set optim.lr=0.001)
+  --set optim.table=adam --set optim.dense=adam --set optim.lr=0.001 "${extra[@]}")
 log "data synth: $rows rows"
 "$bin" data synth --rows "$rows" --to libsvm "$out/data.svm" "${model[@]}" 2> "$out/synth.log" ||
   { echo "gpu.sh: data synth failed: $(tail -3 "$out/synth.log")" >&2; exit 1; }
@@ -146,22 +151,30 @@ declare -A layout_args=(
 )
 torch_ok=0
 "$py" -c "import torch, numpy" 2>/dev/null && torch_ok=1
+# profiled NAME ARGS...: `train ARGS --profile --json` as OUT/profile-NAME.json (every stage
+# waited for, device_profile) with cubecl timing every launch, summed per kernel into
+# OUT/kernels-NAME.json.
+profiled() {
+  local name=$1
+  shift
+  CUBECL_DEBUG_OPTION=profile CUBECL_DEBUG_LOG="$out/kernels-$name.log" \
+    run "profile-$name" "$bin" train --device "$device" "${model[@]}" "${file[@]}" "$@" --profile --json
+  if [ -s "$out/kernels-$name.log" ]; then
+    # The steps after the first only (no compilation, no autotune races), when the profile
+    # says how many launches a step makes.
+    local per_step
+    per_step=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["profile"]["device_profile"]["dispatches_per_step"])' \
+      "$out/profile-$name.json" 2>/dev/null || true)
+    python3 "$here/kernel_profile.py" "$out/kernels-$name.log" --steps "$steps" --top 12 \
+      ${per_step:+--steady "$per_step"} > "$out/kernels-$name.json" 2>> "$out/profile-$name.log"
+    xz -f "$out/kernels-$name.log" 2>/dev/null || true
+  fi
+}
 for layout in $layouts; do
   # shellcheck disable=SC2086
   run "widebag-$layout" "$bin" train --device "$device" "${model[@]}" "${file[@]}" ${layout_args[$layout]} --json
   # shellcheck disable=SC2086
-  CUBECL_DEBUG_OPTION=profile CUBECL_DEBUG_LOG="$out/kernels-$layout.log" \
-    run "profile-$layout" "$bin" train --device "$device" "${model[@]}" "${file[@]}" \
-    ${layout_args[$layout]} --profile --json
-  if [ -s "$out/kernels-$layout.log" ]; then
-    # The steps after the first only (no compilation, no autotune races), when the profile
-    # says how many launches a step makes.
-    per_step=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["profile"]["device_profile"]["dispatches_per_step"])' \
-      "$out/profile-$layout.json" 2>/dev/null || true)
-    python3 "$here/kernel_profile.py" "$out/kernels-$layout.log" --steps "$steps" --top 12 \
-      ${per_step:+--steady "$per_step"} > "$out/kernels-$layout.json" 2>> "$out/profile-$layout.log"
-    xz -f "$out/kernels-$layout.log" 2>/dev/null || true
-  fi
+  [ "${PROFILE:-1}" = 1 ] && profiled "$layout" ${layout_args[$layout]}
   # shellcheck disable=SC2086
   run "explain-$layout" "$bin" explain --device "$device" "${model[@]}" "${file[@]}" ${layout_args[$layout]} \
     --measure --steps 3 --json --svg "$out/explain-$layout.svg"
@@ -206,6 +219,11 @@ if [ "${CUBECL_KERNELS:-1}" = 1 ]; then
     run "explain-$layout-cubecl" "$bin" explain --device "$device" "${model[@]}" "${file[@]}" \
       ${layout_args[$layout]} --set 'train.gpu_kernels="cubecl"' --measure --steps 3 --json
   done
+  for layout in $layouts; do
+    # shellcheck disable=SC2086
+    [ "${CUBECL_PROFILE:-1}" = 1 ] && profiled "$layout-cubecl" ${layout_args[$layout]} \
+      --set 'train.gpu_kernels="cubecl"'
+  done
 fi
 
 # The device's throughput model (`plan --calibrate`: 19 small runs, 4 and 16 class chunks, f16
@@ -213,17 +231,21 @@ fi
 # --set keys pinned: the same run), on burn's tensor operations and on the kernels: the step
 # time `plan` predicts against the one measured.
 if [ "${CALIBRATE:-1}" = 1 ]; then
+  # wgpu's WGSL path cannot read a GPU's heap size: plan for the memory nvidia-smi reports.
+  budget=()
+  total_mib=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits 2>/dev/null | head -1)
+  [ -n "$total_mib" ] && budget=(--budget "${total_mib// /}MiB")
   run calibrate "$bin" plan --calibrate --device "$device" --steps 6 --out "$out/calibration.json"
   for layout in $layouts; do
     [ -s "$out/calibration.json" ] || break
     # shellcheck disable=SC2086
     run "plan-$layout" "$bin" plan --device "$device" "${model[@]}" "${file[@]}" ${layout_args[$layout]} \
-      --calibration "$out/calibration.json" --json
+      "${budget[@]}" --calibration "$out/calibration.json" --json
     [ "${CUBECL_KERNELS:-1}" = 1 ] || continue
     # shellcheck disable=SC2086
     run "plan-$layout-cubecl" "$bin" plan --device "$device" "${model[@]}" "${file[@]}" \
       ${layout_args[$layout]} --set 'train.gpu_kernels="cubecl"' \
-      --calibration "$out/calibration.json" --json
+      "${budget[@]}" --calibration "$out/calibration.json" --json
   done
 fi
 
@@ -252,7 +274,7 @@ if q:
     print(f"Quickstart (embedded defaults): backend {q['backend']}, adapter {q['adapter']}, "
           f"{q['examples_per_s']:,.0f} examples/s, peak in use {mib(q.get('peak_in_use_bytes'))}, "
           f"final loss (mean of last 10) {q['final_loss_mean10']:.3f}.\n")
-else:
+elif any(line.startswith("quickstart ") for line in open(f"{out}/steps.txt")):
     print("Quickstart: failed (quickstart.log).\n")
 w0 = next((w for w in (load(f"widebag-{l}") for l in layouts) if w), None)
 if w0:
@@ -306,7 +328,8 @@ if w:
     print(f"widebag: compiler {w.get('compiler') or '—'} (`train --json`'s `compiler`).")
 print("\nwidebag's step profile (`--profile`: ms per step, largest stages; each stage boundary "
       "waits for the device), and what a step after the first asks of the device:")
-for layout in layouts:
+profiled = [v for l in layouts for v in (l, f"{l}-cubecl")]
+for layout in profiled:
     w = load(f"profile-{layout}")
     p = w and w.get("profile")
     if p:
@@ -318,7 +341,7 @@ for layout in layouts:
             print(f"  {d['dispatches_per_step']:.1f} dispatches, {d['reads_per_step']:.1f} blocking "
                   f"reads, {d['allocations_per_step']:.1f} new buffers per step; "
                   f"{d['compiled_after_step_1']} kernels compiled after step 1")
-for layout in layouts:
+for layout in profiled:
     try:
         k = json.load(open(f"{out}/kernels-{layout}.json"))
     except (OSError, ValueError):

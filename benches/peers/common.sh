@@ -63,7 +63,10 @@ timed() {
   shift 2
   local start end
   start=$(date +%s.%N)
-  "$@" > "$stdout" 2> "$stem.log"
+  # A side that fails is reported and the rest still run (its table cells then say so).
+  local rc=0
+  "$@" > "$stdout" 2> "$stem.log" || rc=$?
+  [ "$rc" = 0 ] || echo "${stem##*/} exited $rc (see $stem.log)" >&2
   end=$(date +%s.%N)
   echo "$start $end" > "$stem.wall"
 }
