@@ -7,7 +7,8 @@ and OUT/summary.md (the table it prints).
 SIDE: widebag (configs/gowalla.toml), torch-bag, torch-dense (the PyTorch Mult-DAE peers),
 widebag-fast (FAST_CONFIG) and torch-sampled (FAST_CONFIG's model in PyTorch). Every time is
 on each side's own clock, from the start of its training to the end of the first evaluation at
-or above a target; a ratio is the other side's time over widebag's, run by run.
+or above a target; a ratio is the other side's time over widebag's, run by run. A side with a
+run that left no figures (it failed) is left out of the table, which names it.
 """
 import json
 import os
@@ -80,14 +81,24 @@ def torch_peer(stem):
 
 
 def read(name, run):
+    """One invocation's figures; None where it left none (it failed: its .log says why)."""
     stem = {"widebag": f"widebag-{run}", "widebag-fast": f"widebag-fast-{run}"}.get(name)
-    return widebag(stem) if stem else torch_peer(f"{name}-{run}")
+    try:
+        return widebag(stem) if stem else torch_peer(f"{name}-{run}")
+    except (OSError, ValueError, LookupError):
+        return None
 
 
 inv = {name: [read(name, r) for r in range(1, runs + 1)] for name in sides}
+# A side with a failed run is left out of the table, and the table says so.
+failed = {name: [r + 1 for r, x in enumerate(inv[name]) if x is None] for name in sides
+          if None in inv[name]}
+sides = [name for name in sides if name not in failed]
+inv = {name: inv[name] for name in sides}
 summary = {"target_recall@20": target, "fast_target_recall@20": fast_target,
            "fast_config": fast, "threads": threads, "runs": runs,
-           "machine": open(f"{out}/machine.txt").read(), "invocations": inv}
+           "machine": open(f"{out}/machine.txt").read(), "invocations": inv,
+           "failed_runs": failed}
 
 # Each side's ratios are against widebag's run of the same model: the Mult-DAE peers against
 # configs/gowalla.toml, the sampled peer against FAST_CONFIG.
@@ -141,6 +152,9 @@ if torch_side:
                 f"batches and evaluation inputs built before its clock; ALLOCATOR={allocator}: "
                 f"PyTorch on {alloc}, widebag on its own policy"
                 f"{' over jemalloc' if allocator == 'jemalloc' else ''}.")
+if failed:
+    rows.append("Left out, a run failed (its .log in OUT says why): " + ", ".join(
+        f"{name} (run {', '.join(map(str, rs))})" for name, rs in failed.items()) + ".")
 rows += ["", "| | " + " | ".join(names[n] for n in sides) + " |", "|---" * (len(sides) + 1) + "|"]
 
 
