@@ -33,7 +33,9 @@
 # QUICKSTART (1; 0 skips step 1), PROFILE (1; 0 skips burn's tensor path's `--profile` runs),
 # CUBECL_PROFILE (1; 0 skips the kernels' `--profile` runs in step 7), WIDEBAG_ARGS (more
 # arguments for every widebag train, explain and plan run, word-split, e.g.
-# `--set model.logits="keep"`: the logits kept for the backward pass, as PyTorch keeps them).
+# `--set model.logits="keep"`: the logits kept for the backward pass, as PyTorch keeps them),
+# CALIBRATE_SCALE (8: `plan --calibrate --scale`, the calibration's widths, classes, dim and
+# hidden size times this, so a GPU runs them near the seed model's scale; 1 on lavapipe).
 # Without a GPU it runs the same on any Vulkan adapter (Mesa's lavapipe: small shapes, e.g.
 # DIM=32 HIDDEN=64 STEPS=20 ROWS=5120), which checks the script, not a GPU.
 set -uo pipefail
@@ -226,7 +228,7 @@ if [ "${CUBECL_KERNELS:-1}" = 1 ]; then
   done
 fi
 
-# The device's throughput model (`plan --calibrate`: 19 small runs, 4 and 16 class chunks, f16
+# The device's throughput model (`plan --calibrate`: 19 runs, 4 and 16 class chunks, f16
 # output products and the CubeCL kernels among them), then each layout planned with it (its
 # --set keys pinned: the same run), on burn's tensor operations and on the kernels: the step
 # time `plan` predicts against the one measured.
@@ -235,7 +237,8 @@ if [ "${CALIBRATE:-1}" = 1 ]; then
   budget=()
   total_mib=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits 2>/dev/null | head -1)
   [ -n "$total_mib" ] && budget=(--budget "${total_mib// /}MiB")
-  run calibrate "$bin" plan --calibrate --device "$device" --steps 6 --out "$out/calibration.json"
+  run calibrate "$bin" plan --calibrate --scale "${CALIBRATE_SCALE:-8}" --device "$device" --steps 6 \
+    --out "$out/calibration.json"
   for layout in $layouts; do
     [ -s "$out/calibration.json" ] || break
     # shellcheck disable=SC2086

@@ -271,6 +271,11 @@ pub struct PlanArgs {
         conflicts_with_all = ["grid", "json", "tolerance"]
     )]
     pub calibrate: bool,
+    /// With --calibrate: every run's widths, classes, dim and hidden size times N (a GPU's
+    /// calibration needs runs near the scale it plans: at 1, sized for a CPU adapter, an H200
+    /// ran them launch-bound and the fit mispredicted the seed model's step 5.6x).
+    #[arg(long, value_name = "N", default_value_t = 1, requires = "calibrate")]
+    pub scale: usize,
 }
 
 #[derive(Args)]

@@ -133,6 +133,8 @@ pub struct Calibrate {
     pub device: DeviceArgs,
     pub steps: usize,
     pub out: Option<PathBuf>,
+    /// Each run's widths, classes, dim and hidden size times this (`--scale`, at least 1).
+    pub scale: usize,
 }
 
 pub enum PlanRequest {
@@ -158,6 +160,7 @@ pub fn plan(args: &PlanArgs) -> Result<PlanRequest, Failure> {
             device,
             steps: args.steps,
             out: args.out.clone(),
+            scale: args.scale.max(1),
         }));
     }
     let b = &args.budget;

@@ -2,7 +2,7 @@
 //! whatever adapter there is (lavapipe in CI): kernel launches per step, reads that block the
 //! host, new device buffers, and kernels compiled after the first step, for the seed model's
 //! layouts at the quickstart's size, on burn's tensor operations and on widebag's CubeCL
-//! softmax kernels.
+//! softmax kernels, and for the sampled softmax.
 
 use crate::common;
 
@@ -34,6 +34,18 @@ fn sparse_and_dense_steps_compile_nothing_after_the_first_and_block_once_on_the_
         ("sparse", vec![]),
         ("dense", vec!["model.layout=dense", "data.width=20000"]),
         ("sparse, cubecl", vec!["train.gpu_kernels=cubecl"]),
+        // configs/gowalla-fast.toml's output: a step's candidates (its targets and the drawn
+        // classes) and target entries filled up to a few lengths (48 kernels compiled after
+        // step 1 when each step had its own counts).
+        (
+            "sampled softmax",
+            vec![
+                "model.output=sampled_softmax",
+                "model.score=cosine",
+                "model.sampling.negatives=512",
+                "model.sampling.batch_negatives=true",
+            ],
+        ),
         (
             "dense, cubecl",
             vec![

@@ -9,6 +9,7 @@ use common::{assert_close, assert_fd, batch, fd_dense, fd_table, flex, wgpu_or_s
 use widebag_config::bands::ModelBands;
 use widebag_config::{Activation, Config, DenseOptim, Precision, TableOptim, TargetKind};
 use widebag_csr::CsrBatch;
+use widebag_model::device::BagSum;
 use widebag_model::layout::dense::DenseModel;
 use widebag_model::layout::reference::dense_reference;
 use widebag_model::optim::dense::DenseParam;
@@ -445,10 +446,14 @@ fn embedding_bag_alone_matches_the_dense_product_on_flex() {
     check_bag_alone(flex(), "flex");
 }
 
+/// Both ways of summing the bag on the adapter at hand (a GPU's by element, lavapipe's by
+/// column by default): each against the dense product.
 #[test]
 fn embedding_bag_alone_matches_the_dense_product_on_wgpu() {
     if let Some(c) = wgpu_or_skip("embedding_bag_alone_matches_the_dense_product_on_wgpu") {
-        check_bag_alone(c, "wgpu");
+        for way in [BagSum::ByColumn, BagSum::ByElement] {
+            check_bag_alone(c.clone().with_bag_sum(way), &format!("wgpu, {way:?}"));
+        }
     }
 }
 

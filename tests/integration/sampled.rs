@@ -12,6 +12,7 @@ use common::{
     assert_close, assert_fd, batch, fd_dense, fd_table, flex, wgpu_or_skip, wide, widebag,
 };
 use widebag_config::{Activation, Config, OutputKind, Proposal, Score, TargetKind};
+use widebag_ledger::shapes::step_length_bucket;
 use widebag_model::Compute;
 use widebag_model::output::negatives::NegativeStream;
 use widebag_model::tensors::to_vec;
@@ -108,7 +109,9 @@ fn the_host_sampled_softmax_matches_the_tensor_path_on_flex() {
 }
 
 /// The candidates of `config`'s first step on `b`: its targets and the step's draw, sorted.
-fn candidates(config: &Config, b: &widebag_csr::CsrBatch) -> Vec<u32> {
+/// Step 1's candidates: the batch's targets and the drawn classes, on wgpu (`filled`) filled up
+/// to their length bucket with the stream's fill.
+fn candidates(config: &Config, b: &widebag_csr::CsrBatch, filled: bool) -> Vec<u32> {
     let s = &config.model.sampling;
     let stream = NegativeStream::new(
         config.train.seed,
@@ -122,6 +125,11 @@ fn candidates(config: &Config, b: &widebag_csr::CsrBatch) -> Vec<u32> {
     c.extend(stream.draw(1).unwrap());
     c.sort_unstable();
     c.dedup();
+    if filled {
+        let length = step_length_bucket(c.len(), CLASSES);
+        c.extend(stream.fill(1, &c, length - c.len()).classes);
+        c.sort_unstable();
+    }
     c
 }
 
@@ -148,6 +156,7 @@ fn sampled_cases() -> Vec<(&'static str, Config)> {
 }
 
 fn check_finite_differences(compute: Compute, label: &str, cases: &[(&str, Config)]) {
+    let mut filled = 0;
     for (name, config) in cases {
         assert_eq!(config.model.sampling.proposal, Proposal::Uniform);
         let what = format!("{label}/{name}");
@@ -186,7 +195,8 @@ fn check_finite_differences(compute: Compute, label: &str, cases: &[(&str, Confi
             assert_fd(&format!("{what} {name}[{index}]"), fd, g[index]);
         }
         // The sampled columns: gradient column j is class `cand[j]` of the whole weight.
-        let cand = candidates(config, &b);
+        let cand = candidates(config, &b, label == "wgpu");
+        filled += cand.len() - candidates(config, &b, false).len();
         assert!(cand.len() < CLASSES, "{what}: {} candidates", cand.len());
         let dw = to_vec(dense[n_trunk].clone()).unwrap();
         let db = to_vec(dense[n_trunk + 1].clone()).unwrap();
@@ -212,6 +222,12 @@ fn check_finite_differences(compute: Compute, label: &str, cases: &[(&str, Confi
         let fd = fd_dense(&mut model, &b, ("output.0.weight", outside as usize), eps);
         assert_eq!(fd, 0.0, "{what}: class {outside} was not sampled");
     }
+    // On wgpu some candidates were filled in, and their columns' gradients checked above.
+    assert_eq!(
+        filled > 0,
+        label == "wgpu",
+        "{label}: {filled} classes filled in"
+    );
 }
 
 #[test]

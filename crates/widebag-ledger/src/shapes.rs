@@ -143,9 +143,40 @@ pub fn tail_rows_bucket(rows: usize, batch_rows: usize) -> usize {
     rows.max(8).next_power_of_two().min(batch_rows.max(rows))
 }
 
+/// The length a count that changes from step to step (a sampled step's candidates, its target
+/// entries) is padded to on wgpu: `n` rounded up to a multiple of a sixteenth of the power of
+/// two at or below it (at least 8), so at most 6.25 % more (or 7) and a run's steps take a few
+/// lengths; no more than `cap` (every class) unless `n` is. A JIT backend compiles its
+/// kernels again for a new length's vector width and fusion, so one varying count kept every
+/// sampled step compiling on wgpu.
+pub fn step_length_bucket(n: usize, cap: usize) -> usize {
+    if n == 0 {
+        return 0;
+    }
+    let below = 1usize << (usize::BITS - 1 - n.leading_zeros());
+    let grain = (below / 16).max(8);
+    n.div_ceil(grain).saturating_mul(grain).min(cap.max(n))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn step_lengths_round_up_by_a_sixteenth_within_the_cap() {
+        assert_eq!(step_length_bucket(0, 100), 0);
+        assert_eq!(step_length_bucket(1, 1000), 8);
+        assert_eq!(step_length_bucket(65, 1000), 72);
+        assert_eq!(step_length_bucket(200, 1000), 208);
+        assert_eq!(step_length_bucket(17_000, 1 << 20), 17_408);
+        assert_eq!(step_length_bucket(17_000, 17_100), 17_100);
+        assert_eq!(step_length_bucket(500, 300), 500);
+        for n in 1..5000 {
+            let b = step_length_bucket(n, usize::MAX);
+            assert!(b >= n && b - n < 8.max(n / 16 + 1), "{n} -> {b}");
+            assert!(step_length_bucket(n + 1, usize::MAX) >= b);
+        }
+    }
 
     #[test]
     fn tail_rows_take_power_of_two_buckets_within_the_batch() {

@@ -22,6 +22,20 @@ pub enum BackendKind {
     Flex,
 }
 
+/// How the embedding bag sums a batch's entries into its rows (and autodiff sends their
+/// gradients back to the unique rows).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BagSum {
+    /// burn's `select` and `select_assign`: a unit per column, each walking every entry in turn
+    /// (flex, and a CPU adapter, whose few threads it keeps busy without atomics).
+    ByColumn,
+    /// `gather` and `scatter` by element with `[entries, dim]` indices: a unit per value, the
+    /// adds atomic where the adapter has f32 atomics (a GPU: the column walk left an H200
+    /// nearly idle, 1.5–1.9 ms of the seed model's step).
+    ByElement,
+}
+
 /// An opened device and what widebag needs to know about it.
 #[derive(Clone, Debug)]
 pub struct Compute {
@@ -44,6 +58,8 @@ pub struct Compute {
     /// build has burn's `vulkan` feature and the adapter takes it, else `"wgsl"`), read from
     /// the runtime's own name so that a fallback shows; `None` on flex.
     pub compiler: Option<String>,
+    /// How the embedding bag sums its entries on this device.
+    pub bag_sum: BagSum,
 }
 
 /// The compiler of `device`'s cubecl runtime (its name reads `…wgpu<spirv>…`, `wgpu<wgsl>` or
@@ -77,7 +93,14 @@ impl Compute {
             memory_bytes: system_memory_bytes(),
             fallback_notice: None,
             compiler: None,
+            bag_sum: BagSum::ByColumn,
         }
+    }
+
+    /// The embedding bag summed by `bag_sum` (tests: each way on any adapter).
+    pub fn with_bag_sum(mut self, bag_sum: BagSum) -> Self {
+        self.bag_sum = bag_sum;
+        self
     }
 
     /// Caps the buffer limit (for tests and for `model.max_buffer_mib`).
@@ -239,6 +262,10 @@ fn open_wgpu_kind(kind: Option<DeviceKind>) -> Result<Compute, ModelError> {
             memory_bytes: *memory_bytes,
             fallback_notice: None,
             compiler: compiler_of(device),
+            bag_sum: match adapter.contains("(Cpu,") {
+                true => BagSum::ByColumn,
+                false => BagSum::ByElement,
+            },
         }),
         Err(e) => Err(ModelError::NoAdapter(e.clone())),
     }

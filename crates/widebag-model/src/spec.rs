@@ -70,6 +70,8 @@ pub struct ModelSpec {
     pub batch_size: usize,
     pub class_chunk: usize,
     pub max_buffer_bytes: u64,
+    /// How the embedding bag sums its entries (by the device).
+    pub bag_sum: crate::device::BagSum,
     /// Columns one row reduction over classes spans at most ([`reduce_cols`]).
     pub reduce_cols: usize,
     /// Host kernels (flex) or burn's tensor operations for the softmax and the updates.
@@ -149,6 +151,7 @@ impl ModelSpec {
             batch_size: config.train.batch_size,
             class_chunk,
             max_buffer_bytes,
+            bag_sum: compute.bag_sum,
             reduce_cols: reduce_cols(compute.backend),
             compute_path: ComputePath::choose(&compute.device, config.train.cpu_kernels),
             softmax_kernels: SoftmaxKernels::choose(compute.backend, config.train.gpu_kernels),

@@ -18,8 +18,9 @@ use crate::request::{Calibrate, grid_point};
 /// so the cost of a chunk does too; with `half` (a device whose tensors take f16: not
 /// flex's host kernels), both layouts with f16 output products, for their own rate; and with
 /// `kernels` (wgpu), both layouts on widebag's CubeCL kernels (`train.gpu_kernels = "cubecl"`),
-/// for the rate of their fused step's product.
-pub fn calibration_points(half: bool, kernels: bool) -> Vec<Vec<String>> {
+/// for the rate of their fused step's product. `scale` multiplies every width, class count, class
+/// chunk, dim and hidden size (a GPU's runs near the scale it plans, `plan --calibrate --scale`).
+pub fn calibration_points(half: bool, kernels: bool, scale: usize) -> Vec<Vec<String>> {
     let mut out = Vec::new();
     let pairs = [
         ("sgd", "sgd"),
@@ -28,9 +29,9 @@ pub fn calibration_points(half: bool, kernels: bool) -> Vec<Vec<String>> {
     ];
     let mut i = 0;
     for layout in ["sparse", "dense"] {
-        for width in [2000, 8000] {
+        for width in [2000 * scale, 8000 * scale] {
             for batch in [64, 256, 1024] {
-                if layout == "dense" && width == 8000 && batch == 1024 {
+                if layout == "dense" && width == 8000 * scale && batch == 1024 {
                     continue;
                 }
                 let (t, d) = pairs[i % pairs.len()];
@@ -46,11 +47,12 @@ pub fn calibration_points(half: bool, kernels: bool) -> Vec<Vec<String>> {
             }
         }
     }
-    for chunk in [2000, 500] {
+    let wide = 8000 * scale;
+    for chunk in [2000 * scale, 500 * scale] {
         out.push(vec![
             "model.layout=\"sparse\"".to_string(),
-            "data.width=8000".to_string(),
-            "data.n_classes=8000".to_string(),
+            format!("data.width={wide}"),
+            format!("data.n_classes={wide}"),
             "train.batch_size=256".to_string(),
             "optim.table=\"adam\"".to_string(),
             "optim.dense=\"adam\"".to_string(),
@@ -66,13 +68,23 @@ pub fn calibration_points(half: bool, kernels: bool) -> Vec<Vec<String>> {
         for (layout, batch) in [("sparse", 256), ("sparse", 1024), ("dense", 256)] {
             out.push(vec![
                 format!("model.layout=\"{layout}\""),
-                "data.width=8000".to_string(),
-                "data.n_classes=8000".to_string(),
+                format!("data.width={wide}"),
+                format!("data.n_classes={wide}"),
                 format!("train.batch_size={batch}"),
                 "optim.table=\"adam\"".to_string(),
                 "optim.dense=\"adam\"".to_string(),
                 set.to_string(),
             ]);
+        }
+    }
+    // grid_base's dim (32) and hidden size (64), scaled.
+    if scale > 1 {
+        let sizes = [
+            format!("model.dim={}", 32 * scale),
+            format!("model.hidden=[{}]", 64 * scale),
+        ];
+        for run in &mut out {
+            run.extend(sizes.iter().cloned());
         }
     }
     out
@@ -91,14 +103,14 @@ pub struct CalibrationRow {
 /// timed) and fits the throughput model to them.
 fn calibrate(
     compute: &Compute,
-    steps: usize,
+    (steps, scale): (usize, usize),
     device: &DeviceArgs,
     mut progress: impl FnMut(&CalibrationRow),
 ) -> Result<(Calibration, Vec<CalibrationRow>), Failure> {
     let mut rows = Vec::new();
     let half = widebag_model::device::runs_f16_products(compute);
     let kernels = compute.backend == widebag_model::device::BackendKind::Wgpu;
-    for overrides in calibration_points(half, kernels) {
+    for overrides in calibration_points(half, kernels, scale) {
         let mut all = grid_base();
         all.extend(overrides.iter().cloned());
         all.push(format!("train.steps={}", steps.max(3)));
@@ -141,7 +153,8 @@ fn calibrate(
 pub fn run_calibrate(req: &Calibrate) -> Outcome {
     let config = grid_point(&[], &req.device)?;
     let compute = open_compute(config.train.device)?;
-    let (calibration, rows) = calibrate(&compute, req.steps.max(6), &req.device, |r| {
+    let steps_scale = (req.steps.max(6), req.scale);
+    let (calibration, rows) = calibrate(&compute, steps_scale, &req.device, |r| {
         eprintln!(
             "widebag: calibrate {}: {:.4} s/step",
             r.overrides.join(" "),
@@ -172,8 +185,8 @@ mod tests {
 
     #[test]
     fn half_and_kernel_runs_come_after_the_thirteen_where_the_device_takes_them() {
-        assert_eq!(calibration_points(false, false).len(), 13);
-        let all = calibration_points(true, true);
+        assert_eq!(calibration_points(false, false, 1).len(), 13);
+        let all = calibration_points(true, true, 1);
         assert_eq!(all.len(), 19);
         let with = |runs: &[Vec<String>], set: &str| {
             runs.iter()
@@ -182,6 +195,28 @@ mod tests {
         };
         assert_eq!(with(&all[13..16], "output_precision=\"f16\""), 3);
         assert_eq!(with(&all[16..], "gpu_kernels=\"cubecl\""), 3);
-        assert_eq!(with(&calibration_points(false, true), "f16"), 0);
+        assert_eq!(with(&calibration_points(false, true, 1), "f16"), 0);
+    }
+
+    #[test]
+    fn a_scaled_calibration_runs_the_same_points_wider_and_deeper() {
+        let (one, eight) = (
+            calibration_points(true, true, 1),
+            calibration_points(true, true, 8),
+        );
+        assert_eq!(one.len(), eight.len());
+        for (a, b) in one.iter().zip(&eight) {
+            assert!(!a.iter().any(|s| s.starts_with("model.dim")), "{a:?}");
+            assert!(b.contains(&"model.dim=256".to_string()), "{b:?}");
+            assert!(b.contains(&"model.hidden=[512]".to_string()), "{b:?}");
+            for key in ["data.width=", "data.n_classes=", "model.class_chunk="] {
+                let value = |run: &[String]| -> Option<usize> {
+                    run.iter()
+                        .find_map(|s| s.strip_prefix(key))
+                        .map(|v| v.parse().unwrap())
+                };
+                assert_eq!(value(a).map(|v| v * 8), value(b), "{key}: {a:?} {b:?}");
+            }
+        }
     }
 }

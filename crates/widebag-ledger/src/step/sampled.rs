@@ -62,7 +62,7 @@ pub(super) fn forward(b: &mut Builder, spec: &StepSpec) {
     );
     let batch = Lifetime::span(ForwardLogits, BackwardEnd);
     let ints = "candidate columns and target flat indices (i32)";
-    let n_ints = cand + spec.batch.n_targets;
+    let n_ints = cand + spec.sampled_targets();
     b.add(
         ints,
         "output",
@@ -77,7 +77,7 @@ pub(super) fn forward(b: &mut Builder, spec: &StepSpec) {
     b.f32(
         weights,
         "output",
-        &[spec.batch.n_targets],
+        &[spec.sampled_targets()],
         Category::BatchBuffers,
         batch,
     );

@@ -560,11 +560,30 @@ impl StepSpec {
     }
 
     /// A sampled step's candidates at most: the batch's targets and the drawn classes, no
-    /// more than every class.
+    /// more than every class; on wgpu padded to its length bucket
+    /// ([`shapes::step_length_bucket`]: the step fills it with more drawn classes).
     pub fn sampled_candidates(&self) -> u64 {
-        match self.sampled {
-            Some(s) => (self.batch.n_targets + s.negatives).min(self.n_classes),
-            None => 0,
+        let Some(s) = self.sampled else { return 0 };
+        let most = (self.batch.n_targets + s.negatives).min(self.n_classes);
+        match self.sampled_padded() {
+            false => most,
+            true => shapes::step_length_bucket(most as usize, self.n_classes as usize) as u64,
+        }
+    }
+
+    /// Whether a sampled step pads its candidates and target entries to their length buckets:
+    /// on a device that compiles its kernels (wgpu), not on flex.
+    fn sampled_padded(&self) -> bool {
+        self.sampled.is_some() && !self.device.host_memory
+    }
+
+    /// A sampled step's target entries at most: on wgpu padded to their length bucket (the
+    /// padding weighs nothing).
+    pub fn sampled_targets(&self) -> u64 {
+        let n = self.batch.n_targets;
+        match self.sampled_padded() {
+            true => shapes::step_length_bucket(n as usize, usize::MAX) as u64,
+            false => n,
         }
     }
 }

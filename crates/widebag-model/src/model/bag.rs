@@ -1,11 +1,14 @@
 //! The embedding bag over the input bands: the batch's unique ids split by band and shard once
 //! per step ([`BandIds`]), its entries uploaded grouped by segment in pieces within the buffer
 //! limit ([`BagInputs`]), each segment's rows gathered off its table, and each row's weighted sum
-//! of its ids' rows, the tail bands projected up to the full dim.
+//! of its ids' rows, the tail bands projected up to the full dim, by column or by element
+//! ([`BagSum`]: on a GPU `gather` and `scatter` with broadcast `[entries, dim]` indices, a unit
+//! per value, and so their backward passes too).
 
 use burn::tensor::{Device, IndexingUpdateOp, Int, Tensor};
 use widebag_csr::CsrBatch;
 
+use crate::device::BagSum;
 use crate::error::ModelError;
 use crate::model::SparseModel;
 use crate::table::bands::{BandIds, BandSegment};
@@ -136,18 +139,28 @@ impl SparseModel {
             .iter()
             .map(|b| Tensor::<2>::zeros([inputs.n_rows, b.band.dim], &ad))
             .collect();
+        let by_element = self.spec.bag_sum == BagSum::ByElement;
         for piece in &inputs.pieces {
             let band = inputs.bands[piece.segment];
-            let entries = rows[piece.segment]
-                .clone()
-                .select(0, piece.local_pos.clone())
-                * piece.values.clone();
-            bags[band] = bags[band].clone().select_assign(
-                0,
-                piece.entry_rows.clone(),
-                entries,
-                IndexingUpdateOp::Add,
-            );
+            let rows = rows[piece.segment].clone();
+            bags[band] = match by_element {
+                false => {
+                    let entries = rows.select(0, piece.local_pos.clone()) * piece.values.clone();
+                    let at = piece.entry_rows.clone();
+                    bags[band]
+                        .clone()
+                        .select_assign(0, at, entries, IndexingUpdateOp::Add)
+                }
+                true => {
+                    let [n, dim] = [piece.values.dims()[0], rows.dims()[1]];
+                    let wide = |t: &Tensor<1, Int>| t.clone().reshape([n, 1]).expand([n, dim]);
+                    let entries = rows.gather(0, wide(&piece.local_pos)) * piece.values.clone();
+                    let at = wide(&piece.entry_rows);
+                    bags[band]
+                        .clone()
+                        .scatter(0, at, entries, IndexingUpdateOp::Add)
+                }
+            };
         }
         let mut bags = bags.into_iter();
         let mut x = bags.next().expect("a head band");

@@ -1,6 +1,9 @@
 //! The negatives a sampled output loss draws each step ([`NegativeStream`]): distinct classes
 //! from the proposal, a pure function of the seed and the step (a resumed run draws the same
-//! ones), with each class's log-probability of being in a step's sample (the log-Q correction).
+//! ones), with each class's log-probability of being in a step's sample (the log-Q correction);
+//! on the tensor path a step's candidates are filled up to a fixed length with more classes
+//! drawn uniformly from those not yet in ([`NegativeStream::fill`]), and each class's
+//! probability of being in the filled sample corrects its score ([`Fill::log_inclusion`]).
 
 use widebag_config::Proposal;
 use widebag_data::rng::{SplitMix64, hash2};
@@ -24,6 +27,38 @@ pub struct NegativeStream {
 
 /// Mixed into the seed so the negatives' stream is not the data's or dropout's.
 const STREAM: u64 = 0x6e65_6761_7469_7665;
+/// Mixed into the seed for the classes that fill a step's candidates up.
+const FILL_STREAM: u64 = 0x6669_6c6c_2d75_7021;
+
+/// A step's fill: `classes` more distinct classes drawn uniformly from the `left` classes that
+/// were in neither the batch's targets nor the step's draw.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Fill {
+    pub classes: Vec<u32>,
+    pub left: usize,
+}
+
+impl Fill {
+    /// The fraction of the classes left that the fill took (0 without a fill).
+    pub fn fraction(&self) -> f64 {
+        match self.left {
+            0 => 0.0,
+            left => self.classes.len() as f64 / left as f64,
+        }
+    }
+
+    /// Log-probability that a class the step's draw would include with log-probability
+    /// `drawn` is among the drawn or the filled classes: `ln(p + (1 − p) · f)`, `f` the
+    /// fraction the fill took (a uniform pick among the classes the draw left).
+    pub fn log_inclusion(&self, drawn: f32) -> f32 {
+        let f = self.fraction();
+        if f == 0.0 {
+            return drawn;
+        }
+        let p = f64::from(drawn).exp();
+        (p + (1.0 - p) * f).max(f64::MIN_POSITIVE).ln() as f32
+    }
+}
 
 impl NegativeStream {
     /// `negatives` distinct classes a step of `n_classes` by `proposal`; `counts` are the
@@ -84,9 +119,43 @@ impl NegativeStream {
         out
     }
 
+    /// `count` distinct classes of those not in `taken` (sorted, distinct), drawn uniformly:
+    /// a pure function of the seed, the step and `taken`. Fewer where fewer are left.
+    pub fn fill(&self, step: u64, taken: &[u32], count: usize) -> Fill {
+        let mut left: Vec<u32> = Vec::with_capacity(self.n_classes.saturating_sub(taken.len()));
+        let mut t = taken.iter().peekable();
+        for c in 0..self.n_classes as u32 {
+            match t.peek() {
+                Some(&&x) if x == c => {
+                    t.next();
+                }
+                _ => left.push(c),
+            }
+        }
+        let n_left = left.len();
+        let count = count.min(n_left);
+        let mut rng = SplitMix64::new(hash2(self.seed ^ FILL_STREAM, step));
+        // A partial Fisher-Yates shuffle: the first `count` of `left` are a uniform pick.
+        for i in 0..count {
+            let j = i + rng.below((n_left - i) as u64) as usize;
+            left.swap(i, j);
+        }
+        left.truncate(count);
+        left.sort_unstable();
+        Fill {
+            classes: left,
+            left: n_left,
+        }
+    }
+
     /// Log-probability that class `c` is in a step's sample.
     pub fn log_inclusion(&self, c: u32) -> f32 {
         self.log_inclusion[c as usize]
+    }
+
+    /// The classes drawn from.
+    pub fn n_classes(&self) -> usize {
+        self.n_classes
     }
 
     /// Distinct classes drawn a step (at most).
@@ -155,6 +224,51 @@ mod tests {
         assert_ne!(a, s.draw_unchecked(13));
         let again = NegativeStream::new(7, 1000, 50, Proposal::Uniform, 0.75, &[]);
         assert_eq!(a, again.draw_unchecked(12));
+    }
+
+    #[test]
+    fn a_fill_takes_distinct_classes_outside_the_taken_ones_uniformly() {
+        let s = NegativeStream::new(9, 100, 10, Proposal::Uniform, 0.75, &[]);
+        let taken: Vec<u32> = (0..100).step_by(3).collect();
+        let f = s.fill(4, &taken, 20);
+        assert_eq!(f.classes.len(), 20);
+        assert_eq!(f.left, 100 - taken.len());
+        assert!(f.classes.windows(2).all(|w| w[0] < w[1]));
+        assert!(f.classes.iter().all(|c| c % 3 != 0));
+        assert_eq!(f, s.fill(4, &taken, 20));
+        assert_ne!(f, s.fill(5, &taken, 20));
+        // Asked for more than is left: every class left.
+        assert_eq!(s.fill(4, &taken, 1000).classes.len(), 100 - taken.len());
+        // Each class left is taken about count / left of the time.
+        let mut seen = [0u32; 100];
+        for step in 0..4000 {
+            for c in s.fill(step, &taken, 20).classes {
+                seen[c as usize] += 1;
+            }
+        }
+        let expected = 4000.0 * 20.0 / 66.0;
+        for c in (0..100).filter(|c| c % 3 != 0) {
+            let n = f64::from(seen[c]);
+            assert!((n - expected).abs() < 5.0 * expected.sqrt(), "{c}: {n}");
+        }
+    }
+
+    #[test]
+    fn a_filled_sample_includes_a_class_by_its_draw_or_the_fill() {
+        let none = Fill::default();
+        assert_eq!(none.log_inclusion(-2.0), -2.0);
+        let half = Fill {
+            classes: vec![1; 5],
+            left: 10,
+        };
+        let p = (-2.0f64).exp();
+        let want = (p + (1.0 - p) * 0.5).ln() as f32;
+        assert!((half.log_inclusion(-2.0) - want).abs() < 1e-6);
+        let all = Fill {
+            classes: vec![1; 10],
+            left: 10,
+        };
+        assert!(all.log_inclusion(-30.0).abs() < 1e-6);
     }
 
     #[test]

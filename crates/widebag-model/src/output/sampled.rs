@@ -1,7 +1,10 @@
 //! The sampled output losses ([`SampledOutput`]): a step scores only the batch's positives and
 //! the step's drawn negatives ([`NegativeStream`]), shared by every row, on autodiff with the
 //! trunk; the gradient and the optimizer step touch only those classes' columns
-//! ([`update_columns`]). The losses: a sampled softmax with log-Q correction, word2vec's
+//! ([`update_columns`]). On wgpu a step's candidates and target entries are padded
+//! to a few lengths ([`shapes::step_length_bucket`]: more drawn classes, target entries that
+//! weigh nothing), so a JIT backend (wgpu) compiles its kernels in the first steps, not at
+//! every step's new count. The losses: a sampled softmax with log-Q correction, word2vec's
 //! negative sampling, SimpleX's cosine contrastive loss (`model.output`). The parameters are the
 //! full softmax's ([`FullParams`]): evaluation and perplexity score every class, checkpoints,
 //! export and prediction read them as they read the full softmax's.
@@ -10,7 +13,7 @@ use burn::tensor::activation::relu;
 use burn::tensor::{Device, Int, Tensor};
 use widebag_config::{OutputKind, SamplingConfig, Score};
 use widebag_csr::Targets;
-use widebag_ledger::shapes::ClassChunk;
+use widebag_ledger::shapes::{self, ClassChunk};
 use widebag_ledger::step::OutputLayerKind;
 
 use crate::cpu::access::HostMatrix;
@@ -23,7 +26,7 @@ use crate::optim::columns::update_columns;
 use crate::optim::dense::DenseParam;
 use crate::output::clusters::log_softmax_rows;
 use crate::output::full::FullParams;
-use crate::output::negatives::NegativeStream;
+use crate::output::negatives::{Fill, NegativeStream};
 use crate::output::sampled_host;
 use crate::output::scores::{BlockScorer, ChunksWanted, ScoreKind, Visit};
 use crate::output::softmax::{self, ChunkTargets};
@@ -114,8 +117,13 @@ pub(crate) struct Candidates {
     pub weights: Vec<f32>,
     /// Per candidate: whether it is a positive of some row of the batch.
     pub positive: Vec<bool>,
-    /// Per candidate: whether it was drawn.
+    /// Per candidate: whether it was drawn (or filled in).
     pub drawn: Vec<bool>,
+    /// The classes that filled the candidates up to their length (none on flex).
+    pub fill: Fill,
+    /// Whether the candidates were filled up to their length bucket and the target entries
+    /// are padded to theirs (wgpu).
+    pub padded: bool,
 }
 
 impl Candidates {
@@ -150,7 +158,37 @@ impl Candidates {
             weights,
             positive,
             drawn: is_drawn,
+            fill: Fill::default(),
+            padded: false,
         }
+    }
+
+    /// The candidates of the batch's `targets` and the step's `drawn` classes, filled up to
+    /// their length bucket with classes from `stream`'s fill for `step`.
+    pub(crate) fn filled(
+        targets: &Targets,
+        drawn: Vec<u32>,
+        stream: &NegativeStream,
+        step: u64,
+    ) -> Self {
+        let mut taken: Vec<u32> = targets
+            .classes
+            .iter()
+            .copied()
+            .chain(drawn.iter().copied())
+            .collect();
+        taken.sort_unstable();
+        taken.dedup();
+        let n_classes = stream.n_classes();
+        let length = shapes::step_length_bucket(taken.len(), n_classes);
+        let fill = stream.fill(step, &taken, length - taken.len());
+        let mut all = drawn;
+        all.extend_from_slice(&fill.classes);
+        all.sort_unstable();
+        let mut cand = Self::new(targets, &all);
+        cand.fill = fill;
+        cand.padded = true;
+        cand
     }
 
     /// `[rows, C]`: each row's weight on each candidate as a negative (0 for its own
@@ -321,12 +359,15 @@ impl SampledOutput {
         (Tensor::cat(ws, 1), Tensor::cat(bs, 1))
     }
 
-    /// Each candidate's log-inclusion probability, 0 for the batch's positives (log-Q).
+    /// Each candidate's log-inclusion probability, 0 for the batch's positives (log-Q): by the
+    /// step's draw, and the fill's where the candidates were filled up.
     fn log_q(&self, cand: &Candidates) -> Vec<f32> {
         (0..cand.classes.len())
             .map(|c| match cand.positive[c] {
                 true => 0.0,
-                false => self.stream.log_inclusion(cand.classes[c]),
+                false => cand
+                    .fill
+                    .log_inclusion(self.stream.log_inclusion(cand.classes[c])),
             })
             .collect()
     }
@@ -376,9 +417,17 @@ impl SampledOutput {
                     .sum()
             })
             .collect();
+        // On wgpu the target entries padded to their length bucket by entry 0 weighing nothing.
+        let entries = match cand.padded {
+            false => cand.flat.len(),
+            true => shapes::step_length_bucket(cand.flat.len(), usize::MAX),
+        };
+        let (mut flat, mut weights) = (cand.flat.clone(), cand.weights.clone());
+        flat.resize(entries, 0);
+        weights.resize(entries, 0.0);
         let pick = |t: Tensor<2>| -> Tensor<1> {
-            let picked = t.reshape([rows * n]).select(0, ints(&cand.flat, &dev));
-            (picked * floats(cand.weights.clone(), [cand.flat.len()], &dev)).sum()
+            let picked = t.reshape([rows * n]).select(0, ints(&flat, &dev));
+            (picked * floats(weights.clone(), [entries], &dev)).sum()
         };
         let total = match self.loss {
             SampledLoss::Softmax => {
@@ -457,7 +506,11 @@ impl OutputLayer for SampledOutput {
             let loss = self.full_loss(h, targets, probe)?;
             return Ok(OutputPass::new(loss, Vec::new(), ()));
         }
-        let cand = Candidates::new(targets, &self.stream.draw(self.step)?);
+        let drawn = self.stream.draw(self.step)?;
+        let cand = match crate::device::is_flex(&self.device) {
+            true => Candidates::new(targets, &drawn),
+            false => Candidates::filled(targets, drawn, &self.stream, self.step),
+        };
         let touched = self.cut(&cand.classes);
         if self.host {
             let pass = self.forward_host(h, &cand, touched);
