@@ -46,6 +46,8 @@
 # WIDEBAG_DEVICE (default cpu; wgpu on a GPU) and PEER_DEVICE (default cpu; cuda on a GPU) say
 # where each side trains and evaluates: the same run on a GPU, the peer's batches and evaluation
 # inputs moved to the device before its clock, each of its epochs waited for before it is timed.
+# On wgpu the first run on a machine also autotunes and compiles every kernel (cubecl keeps
+# them in target/environment/ for later runs: docs/gpu.md): RUNS=2 or more times warm runs too.
 # Writes OUT/summary.json, OUT/summary.md (the table it prints), OUT/machine.txt and each
 # invocation's raw output: widebag-RUN.json, .log, .wall (start and end) and its run directory
 # widebag-run-RUN/, torch-PEER-RUN.jsonl, .log, .wall (widebag-fast-RUN.* and

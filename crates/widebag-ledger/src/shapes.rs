@@ -167,7 +167,8 @@ mod tests {
         assert_eq!(step_length_bucket(0, 100), 0);
         assert_eq!(step_length_bucket(1, 1000), 8);
         assert_eq!(step_length_bucket(65, 1000), 72);
-        assert_eq!(step_length_bucket(200, 1000), 208);
+        assert_eq!(step_length_bucket(200, 1000), 200);
+        assert_eq!(step_length_bucket(201, 1000), 208);
         assert_eq!(step_length_bucket(17_000, 1 << 20), 17_408);
         assert_eq!(step_length_bucket(17_000, 17_100), 17_100);
         assert_eq!(step_length_bucket(500, 300), 500);
