@@ -1,7 +1,7 @@
 //! The negatives a sampled output loss draws each step ([`NegativeStream`]): distinct classes
 //! from the proposal, a pure function of the seed and the step (a resumed run draws the same
 //! ones), with each class's log-probability of being in a step's sample (the log-Q correction);
-//! on the tensor path a step's candidates are filled up to a fixed length with more classes
+//! on wgpu a step's candidates are filled up to a fixed length with more classes
 //! drawn uniformly from those not yet in ([`NegativeStream::fill`]), and each class's
 //! probability of being in the filled sample corrects its score ([`Fill::log_inclusion`]).
 

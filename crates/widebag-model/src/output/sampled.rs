@@ -128,14 +128,7 @@ pub(crate) struct Candidates {
 
 impl Candidates {
     pub(crate) fn new(targets: &Targets, drawn: &[u32]) -> Self {
-        let mut classes: Vec<u32> = targets
-            .classes
-            .iter()
-            .copied()
-            .chain(drawn.iter().copied())
-            .collect();
-        classes.sort_unstable();
-        classes.dedup();
+        let classes = sorted_union(&targets.classes, drawn);
         let at = |c: u32| classes.binary_search(&c).expect("a candidate") as u32;
         let n = classes.len() as u32;
         let (mut flat, mut weights) = (Vec::new(), Vec::new());
@@ -171,14 +164,7 @@ impl Candidates {
         stream: &NegativeStream,
         step: u64,
     ) -> Self {
-        let mut taken: Vec<u32> = targets
-            .classes
-            .iter()
-            .copied()
-            .chain(drawn.iter().copied())
-            .collect();
-        taken.sort_unstable();
-        taken.dedup();
+        let taken = sorted_union(&targets.classes, &drawn);
         let n_classes = stream.n_classes();
         let length = shapes::step_length_bucket(taken.len(), n_classes);
         let fill = stream.fill(step, &taken, length - taken.len());
@@ -224,6 +210,14 @@ impl Candidates {
         }
         out
     }
+}
+
+/// The distinct classes of `a` and `b`, sorted.
+fn sorted_union(a: &[u32], b: &[u32]) -> Vec<u32> {
+    let mut out: Vec<u32> = a.iter().chain(b).copied().collect();
+    out.sort_unstable();
+    out.dedup();
+    out
 }
 
 /// `log(1 + e^x)` without overflow.
