@@ -31,7 +31,8 @@
 # WIDTH (240000), LAYOUTS ("dense sparse headtail"), LIMIT_S (240: each step's time limit),
 # DEADLINE_S (unset: none; else no step runs past this many seconds from the start),
 # QUICKSTART (1; 0 skips step 1), PROFILE (1; 0 skips burn's tensor path's `--profile` runs),
-# CUBECL_PROFILE (1; 0 skips the kernels' `--profile` runs in step 7), WIDEBAG_ARGS (more
+# CUBECL_PROFILE (1; 0 skips the kernels' `--profile` runs in step 7), TILED (1; 0 skips the
+# sparse layout's runs with `model.logits = "tiled"` and its plan by time), WIDEBAG_ARGS (more
 # arguments for every widebag train, explain and plan run, word-split, e.g.
 # `--set model.logits="keep"`: the logits kept for the backward pass, as PyTorch keeps them),
 # CALIBRATE_SCALE (8: `plan --calibrate --scale`, the calibration's widths, classes, dim and
@@ -226,9 +227,22 @@ if [ "${CUBECL_KERNELS:-1}" = 1 ]; then
     [ "${CUBECL_PROFILE:-1}" = 1 ] && profiled "$layout-cubecl" ${layout_args[$layout]} \
       --set 'train.gpu_kernels="cubecl"'
   done
+  # The sparse layout with its logits formed tile by tile inside the kernels, never written
+  # (`model.logits = "tiled"`, Cut Cross-Entropy's structure; TILED=0 skips it).
+  if [ "${TILED:-1}" = 1 ] && [[ " $layouts " == *" sparse "* ]]; then
+    tiled=(--set 'train.gpu_kernels="cubecl"' --set 'model.logits="tiled"')
+    # shellcheck disable=SC2086
+    run widebag-sparse-tiled "$bin" train --device "$device" "${model[@]}" "${file[@]}" \
+      ${layout_args[sparse]} "${tiled[@]}" --json
+    # shellcheck disable=SC2086
+    run explain-sparse-tiled "$bin" explain --device "$device" "${model[@]}" "${file[@]}" \
+      ${layout_args[sparse]} "${tiled[@]}" --measure --steps 3 --json
+    # shellcheck disable=SC2086
+    [ "${CUBECL_PROFILE:-1}" = 1 ] && profiled sparse-tiled ${layout_args[sparse]} "${tiled[@]}"
+  fi
 fi
 
-# The device's throughput model (`plan --calibrate`: 19 runs, 4 and 16 class chunks, f16
+# The device's throughput model (`plan --calibrate`: 21 runs, 4 and 16 class chunks, f16
 # output products and the CubeCL kernels among them), then each layout planned with it (its
 # --set keys pinned: the same run), on burn's tensor operations and on the kernels: the step
 # time `plan` predicts against the one measured.
@@ -249,6 +263,17 @@ if [ "${CALIBRATE:-1}" = 1 ]; then
     run "plan-$layout-cubecl" "$bin" plan --device "$device" "${model[@]}" "${file[@]}" \
       ${layout_args[$layout]} --set 'train.gpu_kernels="cubecl"' \
       "${budget[@]}" --calibration "$out/calibration.json" --json
+    [ "$layout" = sparse ] && [ "${TILED:-1}" = 1 ] || continue
+    # shellcheck disable=SC2086
+    run plan-sparse-tiled "$bin" plan --device "$device" "${model[@]}" "${file[@]}" \
+      ${layout_args[sparse]} --set 'train.gpu_kernels="cubecl"' --set 'model.logits="tiled"' \
+      "${budget[@]}" --calibration "$out/calibration.json" --json
+    # The throughput objective choosing the logits' form (made again, kept, tiled) by time.
+    # shellcheck disable=SC2086
+    run plan-sparse-by-time "$bin" plan --device "$device" "${model[@]}" "${file[@]}" \
+      ${layout_args[sparse]} --set 'train.gpu_kernels="cubecl"' \
+      --set 'plan.objective="throughput"' "${budget[@]}" \
+      --calibration "$out/calibration.json" --json
   done
 fi
 
@@ -310,16 +335,18 @@ for layout in (l for l in layouts if half and l != "headtail"):
     print(f"| {layout}, {half} products | {num(we) if w else 'failed'} | {num(te)} | {ratio} | "
           f"{mib(w.get('peak_in_use_bytes')) if w else '—'} | "
           f"{mib(t['peak_bytes']) if t else '—'} | — | — | — | {loss} |")
-for layout in layouts:
-    w, t = load(f"widebag-{layout}-cubecl"), load(f"torch-{layout}")
-    e = load(f"explain-{layout}-cubecl")
+for layout, what in [(v, k) for l in layouts for v, k in
+                     ((f"{l}-cubecl", "CubeCL softmax kernels"), (f"{l}-tiled", "CubeCL tiled logits"))]:
+    base = layout.rsplit("-", 1)[0]
+    w, t = load(f"widebag-{layout}"), load(f"torch-{base}")
+    e = load(f"explain-{layout}")
     if not w:
         continue
     we, te = w["examples_per_s"], (t["examples_per_s"] if t else None)
     ratio = f"{we / te:.2f}×" if te else "—"
     err = f"{e['error_pct']:.1f} %" if e and e.get("error_pct") is not None else "—"
     loss = f"{w['final_loss_mean10']:.3f} / " + (f"{t['final_loss_mean10']:.3f}" if t else "—")
-    print(f"| {layout}, CubeCL softmax kernels | {num(we)} | {num(te)} | {ratio} | "
+    print(f"| {base}, {what} | {num(we)} | {num(te)} | {ratio} | "
           f"{mib(w.get('peak_in_use_bytes'))} | {mib(t['peak_bytes']) if t else '—'} | "
           f"{mib(e['predicted_sampled_peak_bytes']) if e else '—'} | "
           f"{mib(e.get('measured_peak_bytes')) if e else '—'} | {err} | {loss} |")
@@ -331,7 +358,7 @@ if w:
     print(f"widebag: compiler {w.get('compiler') or '—'} (`train --json`'s `compiler`).")
 print("\nwidebag's step profile (`--profile`: ms per step, largest stages; each stage boundary "
       "waits for the device), and what a step after the first asks of the device:")
-profiled = [v for l in layouts for v in (l, f"{l}-cubecl")]
+profiled = [v for l in layouts for v in (l, f"{l}-cubecl", f"{l}-tiled")]
 for layout in profiled:
     w = load(f"profile-{layout}")
     p = w and w.get("profile")
@@ -370,7 +397,7 @@ if cal:
           f"{rate('s_per_cube_gflop')} ms/GFLOP; the seed model planned with it against the "
           f"measured step:\n")
     print("| layout | predicted ms/step | measured ms/step | predicted / measured |\n|---|---|---|---|")
-    for layout in [v for l in layouts for v in (l, f"{l}-cubecl")]:
+    for layout in [v for l in layouts for v in (l, f"{l}-cubecl", f"{l}-tiled")]:
         p, w = load(f"plan-{layout}"), load(f"widebag-{layout}")
         if not p and not w:
             continue

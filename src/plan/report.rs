@@ -117,6 +117,7 @@ fn write_plan(out: &mut String, r: &Report) -> std::fmt::Result {
     write_peak(out, &r.plan)?;
     write_runner_ups(out, &r.plan)?;
     write_remedies(out, &r.plan)?;
+    write_logits(out, &r.plan)?;
     write_layouts(out, &r.plan)?;
     write_suggestions(out, &r.plan)
 }
@@ -292,6 +293,34 @@ fn write_remedies(out: &mut String, p: &Plan) -> std::fmt::Result {
                  this data; `widebag frontier` measures it on this data)"
             )?;
         }
+    }
+    Ok(())
+}
+
+/// The full softmax's logits chosen by time, each form weighed with its peak and throughput.
+fn write_logits(out: &mut String, p: &Plan) -> std::fmt::Result {
+    let Some(choice) = &p.logits else {
+        return Ok(());
+    };
+    writeln!(
+        out,
+        "  logits      model.logits = \"{}\" (configured \"{}\"), by the throughput model:",
+        choice.chosen.name(),
+        choice.configured.name()
+    )?;
+    for o in &choice.options {
+        writeln!(
+            out,
+            "    {:<10} peak {:>11}  {:>10.0} examples/s  {}",
+            o.logits.name(),
+            format_bytes(o.predicted_peak_bytes),
+            o.predicted_examples_per_s,
+            match (o.logits == choice.chosen, o.fits) {
+                (true, _) => "chosen",
+                (false, true) => "fits, slower",
+                (false, false) => "does not fit",
+            }
+        )?;
     }
     Ok(())
 }

@@ -375,3 +375,86 @@ fn row_lse_merges_in_shared_memory_without_plane_operations() {
         assert_close(&format!("{asked:?}/{ran:?}"), &got, &reference, 1e-5, 1e-6);
     }
 }
+
+/// `model.logits = "tiled"`: the logits formed tile by tile inside widebag's CubeCL kernels,
+/// never written whole, against flex's host kernels after 4 steps (next-id targets and bags with
+/// the multinomial output and with the adaptive softmax's head and tail clusters; the full
+/// softmax in three class chunks each of several 64-class tiles and a ragged last
+/// one, a hidden width that is no multiple of the kernels' 16-unit stages), and against the
+/// recomputed logits on wgpu at a batch of several 64-row tiles: the gradients without a step,
+/// and 4 steps.
+#[test]
+fn tiled_logits_on_wgpu_train_like_the_host_kernels() {
+    let Some(gpu) = wgpu_or_skip("tiled_logits_on_wgpu_train_like_the_host_kernels") else {
+        return;
+    };
+    use widebag_config::Logits;
+    for (target, output, last) in [
+        (TargetKind::NextId, OutputKind::Full, 70),
+        (TargetKind::Bag, OutputKind::Multinomial, 12),
+        // The adaptive softmax: the head and both tail clusters through the same tiles.
+        (TargetKind::NextId, OutputKind::Adaptive, 12),
+        (TargetKind::Bag, OutputKind::Adaptive, 70),
+    ] {
+        let mut c = config(target, output, TableOptim::Adam, DenseOptim::Adam);
+        c.model.hidden = vec![last];
+        c.model.class_chunk = 700;
+        c.train.batch_size = 150;
+        c.train.gpu_kernels = GpuKernels::Cubecl;
+        let what = format!("{target:?}/{}/{last}", output.name());
+        let gradients = |logits: Logits| {
+            let mut c = c.clone();
+            c.model.logits = logits;
+            let mut model: SparseModel = wide(&c, &gpu);
+            let grads = model.gradients(&batch(&c, 0)).unwrap();
+            let mut flat = grads.rows_to_vec().unwrap();
+            for g in grads.dense() {
+                flat.extend(to_vec(g.clone()).unwrap());
+            }
+            (grads.loss, flat)
+        };
+        let (tiled_loss, tiled) = gradients(Logits::Tiled);
+        let (loss, recomputed) = gradients(Logits::Recompute);
+        assert!(recomputed.iter().any(|&g| g != 0.0), "{what}");
+        assert_close(&format!("{what} loss"), &[tiled_loss], &[loss], 1e-5, 1e-5);
+        assert_close(
+            &format!("{what} gradients"),
+            &tiled,
+            &recomputed,
+            1e-5,
+            1e-4,
+        );
+        // 4 steps against the recomputed logits on wgpu (batch 150) and, at the batch of 24 the
+        // other kernels' test takes, against flex's host kernels (Adam's first steps on a table
+        // row magnify a gradient's rounding: at batch 150 the recomputed logits on wgpu and the
+        // host kernels are 3e-4 apart in one table weight).
+        let train = |c: &Config, logits: Logits| {
+            let mut c = c.clone();
+            c.model.logits = logits;
+            train_sparse_on(&c, &gpu, 4)
+        };
+        let (tiled_loss, tiled_w) = train(&c, Logits::Tiled);
+        let (loss, w) = train(&c, Logits::Recompute);
+        let against = format!("{what} against the recomputed logits");
+        assert_close(
+            &format!("{against}: losses"),
+            &tiled_loss,
+            &loss,
+            1e-5,
+            1e-5,
+        );
+        assert_close(&format!("{against}: weights"), &tiled_w, &w, 1e-4, 1e-4);
+        c.train.batch_size = 24;
+        let (cube_loss, cube_w) = train(&c, Logits::Tiled);
+        let (host_loss, host_w) = train_sparse(&c, CpuKernels::Host, 4);
+        let against = format!("{what} against the host kernels");
+        assert_close(
+            &format!("{against}: losses"),
+            &cube_loss,
+            &host_loss,
+            1e-5,
+            1e-5,
+        );
+        assert_close(&format!("{against}: weights"), &cube_w, &host_w, 1e-4, 1e-4);
+    }
+}

@@ -203,15 +203,7 @@ fn explain_measure_prices_the_output_step_inside_backward_on_wgpu() {
         );
         assert_eq!(output_grads(&cube), 0, "{layout}: stepped inside backward");
         for (what, v) in [("tensor", &tensor), ("cubecl", &cube)] {
-            for p in v["points"].as_array().unwrap() {
-                let (Some(predicted), Some(measured)) =
-                    (p["predicted_bytes"].as_u64(), p["measured_bytes"].as_u64())
-                else {
-                    continue;
-                };
-                let err = (predicted as f64 - measured as f64).abs() / measured as f64;
-                assert!(err <= 0.01, "{layout}, {what}: {p}");
-            }
+            assert_points_within_1_pct(v, &format!("{layout}, {what}"));
         }
         let peak = |v: &serde_json::Value| v["measured_peak_bytes"].as_u64().unwrap();
         // The full softmax's peak is lower by its weight gradient; the adaptive softmax's by
@@ -227,6 +219,94 @@ fn explain_measure_prices_the_output_step_inside_backward_on_wgpu() {
             peak(&cube),
             peak(&tensor)
         );
+    }
+}
+
+/// Every point `explain --measure` read (`v`) within 1 % of the ledger's prediction.
+fn assert_points_within_1_pct(v: &serde_json::Value, what: &str) {
+    for p in v["points"].as_array().unwrap() {
+        let (Some(predicted), Some(measured)) =
+            (p["predicted_bytes"].as_u64(), p["measured_bytes"].as_u64())
+        else {
+            continue;
+        };
+        let err = (predicted as f64 - measured as f64).abs() / measured as f64;
+        assert!(err <= 0.01, "{what}: {p}");
+    }
+}
+
+/// `model.logits = "tiled"` on wgpu: the ledger prices each row's pairs per 64-class tile where
+/// the recomputed logits' forward holds a chunk's `[batch, classes]` logits (the adaptive
+/// softmax: its widest cluster's), the allocator agrees within 1 % at every point, and the
+/// forward's point is lower by the logits it never writes (so the tiles ran: a silent fallback
+/// would hold them).
+#[test]
+fn explain_measure_prices_tiled_logits_on_wgpu() {
+    if !has_wgpu("explain_measure_tiled_logits") {
+        return;
+    }
+    let [batch, classes] = [64u64, 30_000];
+    let run = |logits: &str, adaptive: bool| {
+        let mut sets = vec![
+            "train.gpu_kernels=\"cubecl\"".to_string(),
+            "model.hidden=[64]".to_string(),
+            format!("data.n_classes={classes}"),
+            "data.width=20000".to_string(),
+            format!("train.batch_size={batch}"),
+            format!("model.logits=\"{logits}\""),
+        ];
+        if adaptive {
+            // benches/gpu.sh's head/tail layout.
+            sets.extend([
+                "model.output=\"adaptive\"".to_string(),
+                "model.input_bands.cutoffs=\"auto\"".to_string(),
+                "model.output_bands.cutoffs=\"auto\"".to_string(),
+            ]);
+        }
+        let mut args = vec!["explain", "--device", "wgpu", "--measure", "--steps", "2"];
+        args.push("--json");
+        for set in &sets {
+            args.extend(["--set", set]);
+        }
+        json(&widebag(&args))
+    };
+    let named = |v: &serde_json::Value, n: &str| {
+        v["ledger"]["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["name"].as_str().unwrap().starts_with(n))
+    };
+    let at = |v: &serde_json::Value, point: &str| {
+        let points = v["points"].as_array().unwrap();
+        let p = points.iter().find(|p| p["point"] == point).unwrap();
+        p["measured_bytes"].as_u64().unwrap()
+    };
+    for adaptive in [false, true] {
+        let (recompute, tiled) = (run("recompute", adaptive), run("tiled", adaptive));
+        let logits = match adaptive {
+            false => "logits of one class chunk",
+            true => "logits of the widest cluster",
+        };
+        assert!(named(&tiled, "each row's (max, sum) per 64-class tile"));
+        assert!(
+            !named(&tiled, logits) && named(&recompute, logits),
+            "{logits}"
+        );
+        for (what, v) in [("recompute", &recompute), ("tiled", &tiled)] {
+            assert_points_within_1_pct(v, &format!("{what}, adaptive {adaptive}"));
+        }
+        let (r, t) = (
+            at(&recompute, "forward_logits"),
+            at(&tiled, "forward_logits"),
+        );
+        // The full softmax's `[64, 30,000]` logits; the adaptive softmax's widest cluster's
+        // (0.62 MB measured on lavapipe): at least a tenth of that.
+        let fewer = match adaptive {
+            false => batch * classes * 4 * 9 / 10,
+            true => 62_000,
+        };
+        assert!(t + fewer <= r, "adaptive {adaptive}: tiled {t} against {r}");
     }
 }
 

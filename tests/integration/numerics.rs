@@ -151,6 +151,19 @@ fn embedding_bag_matches_dense_and_finite_differences_on_wgpu() {
     }
 }
 
+/// The logits formed tile by tile inside widebag's CubeCL kernels (`model.logits = "tiled"`, two
+/// class chunks of one ragged tile each): the loss and every gradient against the dense
+/// formulation and finite differences, whose losses the tiles form too.
+#[test]
+fn tiled_logits_match_dense_and_finite_differences_on_wgpu() {
+    if let Some(c) = wgpu_or_skip("tiled_logits_on_wgpu") {
+        check_layers_against_dense_and_fd(c, "wgpu, tiled logits", |c| {
+            c.train.gpu_kernels = widebag_config::GpuKernels::Cubecl;
+            c.model.logits = widebag_config::Logits::Tiled;
+        });
+    }
+}
+
 fn check_lazy_adam(compute: Compute, label: &str) {
     // Every row appears in every batch: width 6 and 60 draws per row.
     let mut config = small_config(TargetKind::NextId);

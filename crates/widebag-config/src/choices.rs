@@ -381,6 +381,11 @@ pub enum Logits {
     /// The forward pass keeps the `[batch, classes]` logits and the backward pass turns them
     /// into their gradient in place, as PyTorch does: one output matmul fewer, the buffer priced.
     Keep,
+    /// Neither pass writes the logits (Cut Cross-Entropy's structure): widebag's CubeCL kernels
+    /// form them tile by tile in registers, the forward pass folding each tile into the rows'
+    /// log-sum-exp, the backward pass forming the logit gradient from them where they are
+    /// formed (the sparse layout's full softmax, `train.gpu_kernels = "cubecl"`, on wgpu).
+    Tiled,
 }
 
 impl Logits {
@@ -388,6 +393,7 @@ impl Logits {
         match self {
             Logits::Recompute => "recompute",
             Logits::Keep => "keep",
+            Logits::Tiled => "tiled",
         }
     }
 }

@@ -164,7 +164,8 @@ pub struct ModelConfig {
     pub checkpointing: Checkpointing,
     /// `recompute` (the default), or `keep`: the full softmax's `[batch, classes]` logits (the
     /// adaptive softmax's `[batch, head]`) kept for the backward pass on flex's host kernels (one
-    /// output matmul fewer per step).
+    /// output matmul fewer per step); or `tiled`: never written, formed tile by tile inside
+    /// widebag's CubeCL kernels in both passes (wgpu, `train.gpu_kernels = "cubecl"`).
     pub logits: Logits,
     /// The operands of the full softmax's three products (the logits, `dL/dh` and the weight
     /// gradient) on burn's tensors: `f32` (the default), or `f16`/`bf16` operands summed in f32

@@ -3,7 +3,7 @@
 use widebag_kinds::{Format, LabelMode, ShuffleMode, TextMode};
 
 use crate::band_keys::BandPlacement;
-use crate::choices::{Checkpointing, Layout, Precision};
+use crate::choices::{Checkpointing, GpuKernels, Layout, Logits, Precision};
 use crate::sampling::Score;
 use crate::schema::{Config, DataConfig, ModelConfig, OutputKind, PLAN_KNOBS};
 use crate::units;
@@ -330,7 +330,32 @@ fn check_model(c: &Config) -> Result<(), (&'static str, String)> {
         check_user_vector(m)?;
     }
     check_output_precision(m)?;
+    check_tiled_logits(c)?;
     check_sampled(c)
+}
+
+/// `model.logits = "tiled"` is the sparse layout's full or adaptive softmax with dot scores on
+/// widebag's CubeCL kernels, whose tiles are f32 (the device is checked where it opens: not
+/// flex; the adaptive softmax in one process, where the output layer is built).
+fn check_tiled_logits(c: &Config) -> Result<(), (&'static str, String)> {
+    let m = &c.model;
+    if m.logits != Logits::Tiled {
+        return Ok(());
+    }
+    let why = if c.train.gpu_kernels != GpuKernels::Cubecl {
+        "forms the logits in widebag's CubeCL kernels: set train.gpu_kernels = \"cubecl\""
+    } else if m.layout != Layout::Sparse {
+        "is the sparse layout's (the dense layout keeps its one chunk's logits)"
+    } else if m.output.sampled() {
+        "is the full or adaptive softmax's (a sampled output forms a few columns' logits)"
+    } else if m.tie_output || m.score != Score::Dot {
+        "is the full or adaptive softmax's with dot scores and an output layer of its own"
+    } else if !m.output_precision.is_f32() {
+        "forms f32 products (set model.output_precision = \"f32\")"
+    } else {
+        return Ok(());
+    };
+    Err(("model.logits", format!("\"tiled\" {why}")))
 }
 
 /// Half-precision output products are the full softmax's (one chunked softmax over every
@@ -525,4 +550,39 @@ fn check_plan(c: &Config) -> Result<(), (&'static str, String)> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `model.logits = "tiled"` runs where widebag's CubeCL kernels form the full or adaptive
+    /// softmax's tiles, and every other combination is refused naming the key.
+    #[test]
+    fn tiled_logits_need_the_cubecl_kernels_and_the_sparse_full_softmax() {
+        let mut ok = Config::default();
+        ok.model.logits = Logits::Tiled;
+        ok.train.gpu_kernels = GpuKernels::Cubecl;
+        assert_eq!(check_tiled_logits(&ok), Ok(()));
+        type Change = fn(&mut Config);
+        let mut adaptive = ok.clone();
+        adaptive.model.output = OutputKind::Adaptive;
+        adaptive.model.output_bands.cutoffs = crate::Cutoffs::Ids(vec![100, 500]);
+        assert_eq!(check_tiled_logits(&adaptive), Ok(()));
+        let refused: [(&str, Change); 5] = [
+            ("gpu_kernels", |c| c.train.gpu_kernels = GpuKernels::Tensor),
+            ("sparse layout", |c| c.model.layout = Layout::Dense),
+            ("sampled", |c| c.model.output = OutputKind::SampledSoftmax),
+            ("dot scores", |c| c.model.tie_output = true),
+            ("f32 products", |c| {
+                c.model.output_precision = Precision::F16
+            }),
+        ];
+        for (what, change) in refused {
+            let mut c = ok.clone();
+            change(&mut c);
+            let (key, why) = check_tiled_logits(&c).unwrap_err();
+            assert_eq!(key, "model.logits", "{what}: {why}");
+        }
+    }
 }

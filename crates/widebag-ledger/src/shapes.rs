@@ -9,6 +9,10 @@ pub const F32_BYTES: u64 = 4;
 /// Bytes of the i32 index tensors widebag uploads.
 pub const I32_BYTES: u64 = 4;
 
+/// The side of a tile of logits that widebag's CubeCL kernels form in registers
+/// (`model.logits = "tiled"`): batch rows by classes.
+pub const LOGIT_TILE: usize = 64;
+
 /// Bytes of one class block's `[batch, block]` logits in flex's host softmax: about an L2
 /// cache, so a block is made, read and turned into its gradients while it stays there.
 pub const HOST_BLOCK_BYTES: usize = 1 << 20;

@@ -319,7 +319,7 @@ pub fn stores_bf16(compute: &Compute) -> bool {
 }
 
 /// An error naming the key unless every half-precision table and state `config` places on the
-/// device is a dtype the device supports (lavapipe has f16, not bf16). Host-placed bands, and
+/// device is a dtype the device supports, and the output layer's precision and kernels run there (lavapipe has f16, not bf16). Host-placed bands, and
 /// every table under flex's host kernels, keep their rows in host memory: any precision.
 pub fn check_precisions(
     config: &widebag_config::Config,
@@ -355,7 +355,25 @@ pub fn check_precisions(
             }
         }
     }
-    check_output_precision(config, compute, host_kernels)
+    check_output_precision(config, compute, host_kernels)?;
+    check_tiled_logits(config, compute)
+}
+
+/// An error naming `model.logits` when it asks for the tiled logits where widebag's CubeCL
+/// kernels do not run: flex (the config's own checks ask for `train.gpu_kernels = "cubecl"`).
+fn check_tiled_logits(
+    config: &widebag_config::Config,
+    compute: &Compute,
+) -> Result<(), ModelError> {
+    if config.model.logits != widebag_config::Logits::Tiled || !is_flex(&compute.device) {
+        return Ok(());
+    }
+    Err(ModelError::Unsupported {
+        key: "model.logits",
+        message: "\"tiled\" forms the logits in widebag's CubeCL kernels, on wgpu: flex has none \
+                  (train on wgpu, or use \"recompute\" or \"keep\")"
+            .to_string(),
+    })
 }
 
 /// An error naming `model.output_precision` unless its half dtype runs where the output layer

@@ -15,11 +15,12 @@
 //! optimizer pairs), `estimate` (the only caller of the ledger), `search` (bisecting the batch,
 //! choosing per objective), `remedy` (the layout remedies and the ladder of layouts compared),
 //! `reference` (what each remedy cost on the reference datasets, printed beside it), `suggest`
-//! (changes when nothing fits), `report` (the output types), and `solve`, which runs them in
-//! order.
+//! (changes when nothing fits), `logits` (the full softmax's logits kept, made again or tiled,
+//! chosen by time), `report` (the output types), and `solve`, which runs them in order.
 
 mod enumerate;
 mod estimate;
+mod logits;
 mod problem;
 mod reference;
 mod remedy;
@@ -31,6 +32,7 @@ mod suggest;
 pub mod throughput;
 
 pub use enumerate::capability;
+pub use logits::{LogitsChoice, LogitsOption};
 pub use problem::{Pins, Problem, SolverError, default_budget_bytes, reserve_bytes, slack_bytes};
 pub use remedy::{Change, LayoutOption, Remedy, RemedyTaken};
 pub use report::{Candidate, Plan, RankPlan, Suggestion};

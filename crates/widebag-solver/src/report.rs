@@ -74,6 +74,10 @@ pub struct Plan {
     /// The other layouts compared (the configured one and each rung of remedies), each with its
     /// best plan and why it lost.
     pub layouts: Vec<LayoutOption>,
+    /// The full softmax's logits chosen by time (the throughput objective, `model.logits`
+    /// unpinned, where its forms differ): every form weighed and the one taken.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub logits: Option<crate::logits::LogitsChoice>,
     /// Ledger evaluations the search made.
     pub evaluations: usize,
     /// Across ranks (`Problem::ranks` > 1): every rank's part of the chosen plan.
@@ -119,12 +123,16 @@ impl Plan {
         }
     }
 
-    /// `config` with the plan's choices applied: batch, optimizers and layout remedies.
+    /// `config` with the plan's choices applied: batch, optimizers, layout remedies and the
+    /// logits' form.
     pub fn apply_to(&self, config: &Config) -> Config {
         let mut c = config.clone();
         c.train.batch_size = self.chosen.batch_size;
         for r in &self.remedies {
             r.apply(&mut c);
+        }
+        if let Some(choice) = &self.logits {
+            c.model.logits = choice.chosen;
         }
         c.optim.table = self.chosen.table;
         c.optim.dense = self.chosen.dense;

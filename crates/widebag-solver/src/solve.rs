@@ -49,9 +49,17 @@ pub fn solve(problem: &Problem) -> Result<Plan, SolverError> {
     if plan.fits {
         let est = Estimator::new(problem);
         (set, config) = prune(problem, &est, &plan, set, config);
-        evaluations += est.evaluations();
         plan = plan_layout(problem, &config)?;
         evaluations += plan.evaluations;
+        if let Some((choice, c)) = crate::logits::choose(problem, &est, &plan, &config) {
+            if c.model.logits != config.model.logits {
+                config = c;
+                plan = plan_layout(problem, &config)?;
+                evaluations += plan.evaluations;
+            }
+            plan.logits = Some(choice);
+        }
+        evaluations += est.evaluations();
     }
     let layouts: Vec<LayoutOption> = plans
         .iter()
@@ -342,6 +350,7 @@ fn solve_layout(problem: &Problem) -> Result<Plan, SolverError> {
         suggestions,
         remedies: Vec::new(),
         layouts: Vec::new(),
+        logits: None,
         evaluations: est.evaluations(),
         ranks,
     })

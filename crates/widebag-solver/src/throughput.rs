@@ -11,7 +11,8 @@
 //! `"bf16"` (a GPU's tensor cores; f32's rate where no half run was measured), and `cube_flops`
 //! the output layer's weight-gradient product where widebag's CubeCL kernels form it inside the
 //! step they fuse into the backward pass (`train.gpu_kernels = "cubecl"`: their own tile
-//! product, not burn's matmul; f32's rate where no such run was measured),
+//! product, not burn's matmul; f32's rate where no such run was measured), and with
+//! `model.logits = "tiled"` the logits' product of each pass too (the same kernels' tiles),
 //!
 //! with coefficients fitted by least squares to measured steps (`widebag plan --calibrate`), one
 //! set per device kind ([`Calibration::built_in`]). Examples/s is `batch / step_s`.
@@ -213,8 +214,8 @@ pub struct StepWork {
     /// The output layer's products under half-precision operands (else in `flops`).
     #[serde(default)]
     pub half_flops: f64,
-    /// The output layer's weight-gradient product inside the CubeCL kernels' fused step (else
-    /// in `flops` or `half_flops`).
+    /// The output layer's weight-gradient product inside the CubeCL kernels' fused step, and
+    /// the tiled logits' products of both passes (else in `flops` or `half_flops`).
     #[serde(default)]
     pub cube_flops: f64,
 }
@@ -264,9 +265,15 @@ impl StepWork {
                 }
                 let (up, down) = spec.host_traffic_bytes();
                 bytes += (up + down) as f64;
-                // flex's host softmax makes the logits again in backward unless it keeps them
-                // (`model.logits`): one output matmul more.
-                if spec.host_kernels() && !spec.keeps_logits() {
+                // The full softmax makes its logits again in backward unless it keeps them
+                // (`model.logits = "keep"`): one output matmul more, on flex's host kernels as
+                // on burn's tensors; tiled (`"tiled"`), the CubeCL kernels form them in both
+                // passes (below).
+                let full = matches!(
+                    spec.output_layer(),
+                    OutputLayerKind::ChunkedSoftmax | OutputLayerKind::HostSoftmax
+                );
+                if full && !spec.keeps_logits() && !spec.tiles_logits() {
                     flops += 2.0 * b * last * classes;
                 }
                 if matches!(
@@ -298,12 +305,21 @@ impl StepWork {
             DenseOptim::Adam | DenseOptim::AdamW => 9.0,
         };
         bytes += dense_params * f32b * (dense_passes + 2.0 * dense_state);
-        // The weight-gradient product, one of the three, in the kernels' fused step (f32).
-        let cube_flops = match spec.output_update() {
+        // The weight-gradient product, one of the three, in the kernels' fused step (f32); with
+        // tiled logits the logits' product too, in each pass (the forward's moved out of
+        // `output_flops`), and a third of the logits' traffic: the gradient written once and
+        // read by the two products, no logits written or read.
+        let mut cube_flops = match spec.output_update() {
             OutputUpdate::InBackward => output_flops / 3.0,
             OutputUpdate::AfterBackward => 0.0,
         };
-        let output_flops = output_flops - cube_flops;
+        let mut output_flops = output_flops - cube_flops;
+        if spec.tiles_logits() {
+            let logits_product = 2.0 * b * last * classes;
+            output_flops -= logits_product;
+            cube_flops += 2.0 * logits_product;
+            bytes -= 3.0 * b * classes * f32b;
+        }
         // Half operands where the output layer is the full softmax on tensors (the key is
         // refused elsewhere).
         let (flops, half_flops) = match spec.output_precision.is_f32() {

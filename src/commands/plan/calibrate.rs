@@ -18,7 +18,7 @@ use crate::request::{Calibrate, grid_point};
 /// so the cost of a chunk does too; with `half` (a device whose tensors take f16: not
 /// flex's host kernels), both layouts with f16 output products, for their own rate; and with
 /// `kernels` (wgpu), both layouts on widebag's CubeCL kernels (`train.gpu_kernels = "cubecl"`),
-/// for the rate of their fused step's product. `scale` multiplies every width, class count, class
+/// for the rate of their fused step's product, and the sparse layout with their tiled logits. `scale` multiplies every width, class count, class
 /// chunk, dim and hidden size (a GPU's runs near the scale it plans, `plan --calibrate --scale`).
 pub fn calibration_points(half: bool, kernels: bool, scale: usize) -> Vec<Vec<String>> {
     let mut out = Vec::new();
@@ -74,6 +74,22 @@ pub fn calibration_points(half: bool, kernels: bool, scale: usize) -> Vec<Vec<St
                 "optim.table=\"adam\"".to_string(),
                 "optim.dense=\"adam\"".to_string(),
                 set.to_string(),
+            ]);
+        }
+    }
+    // The CubeCL kernels' tiled logits (`model.logits = "tiled"`): their products in both
+    // passes at the kernels' rate, the sparse layout's two batches.
+    if kernels {
+        for batch in [256, 1024] {
+            out.push(vec![
+                "model.layout=\"sparse\"".to_string(),
+                format!("data.width={wide}"),
+                format!("data.n_classes={wide}"),
+                format!("train.batch_size={batch}"),
+                "optim.table=\"adam\"".to_string(),
+                "optim.dense=\"adam\"".to_string(),
+                "train.gpu_kernels=\"cubecl\"".to_string(),
+                "model.logits=\"tiled\"".to_string(),
             ]);
         }
     }
@@ -184,17 +200,18 @@ mod tests {
     use super::calibration_points;
 
     #[test]
-    fn half_and_kernel_runs_come_after_the_thirteen_where_the_device_takes_them() {
+    fn half_kernel_and_tiled_runs_come_after_the_thirteen_where_the_device_takes_them() {
         assert_eq!(calibration_points(false, false, 1).len(), 13);
         let all = calibration_points(true, true, 1);
-        assert_eq!(all.len(), 19);
+        assert_eq!(all.len(), 21);
         let with = |runs: &[Vec<String>], set: &str| {
             runs.iter()
                 .filter(|r| r.iter().any(|s| s.contains(set)))
                 .count()
         };
         assert_eq!(with(&all[13..16], "output_precision=\"f16\""), 3);
-        assert_eq!(with(&all[16..], "gpu_kernels=\"cubecl\""), 3);
+        assert_eq!(with(&all[16..], "gpu_kernels=\"cubecl\""), 5);
+        assert_eq!(with(&all[19..], "logits=\"tiled\""), 2);
         assert_eq!(with(&calibration_points(false, true, 1), "f16"), 0);
     }
 

@@ -128,13 +128,29 @@ pub(super) fn cube_activations(b: &mut Builder, spec: &StepSpec) {
         .iter()
         .map(|&(r, n, _)| r * n)
         .fold(rows * head_classes(spec), u64::max);
-    b.f32(
-        "logits of the widest cluster (one cluster at a time)",
-        "output",
-        &[widest],
-        Category::Logits,
-        Lifetime::at(ForwardLogits),
-    );
+    if spec.tiles_logits() {
+        // Tiled (`model.logits = "tiled"`): each row's `(max, sum)` per 64-class tile.
+        let pairs = |r: u64, n: u64| r * 2 * n.div_ceil(shapes::LOGIT_TILE as u64);
+        let widest_pairs = tails
+            .iter()
+            .map(|&(r, n, _)| pairs(r, n))
+            .fold(pairs(rows, head_classes(spec)), u64::max);
+        b.f32(
+            "each row's (max, sum) per 64-class tile of the widest cluster",
+            "output",
+            &[widest_pairs],
+            Category::Logits,
+            Lifetime::at(ForwardLogits),
+        );
+    } else {
+        b.f32(
+            "logits of the widest cluster (one cluster at a time)",
+            "output",
+            &[widest],
+            Category::Logits,
+            Lifetime::at(ForwardLogits),
+        );
+    }
     b.f32(
         "logit gradient of the widest cluster (one cluster at a time)",
         "output",

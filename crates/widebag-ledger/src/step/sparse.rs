@@ -333,11 +333,9 @@ fn forward(b: &mut Builder, spec: &StepSpec, cuts: &Cuts) {
 }
 
 /// The chunked full softmax's forward on tensors: the targets' flat indices, one chunk's
-/// logits at a time, each row's log-sum-exp kept for backward.
+/// logits at a time (or its tiles' pairs), each row's log-sum-exp kept for backward.
 fn chunked_forward(b: &mut Builder, spec: &StepSpec, cuts: &Cuts) {
     use Point::*;
-    let rows = spec.batch.n_rows;
-    let first = cuts.chunks[0].n as u64;
     b.half_hidden(spec);
     b.add(
         "target flat indices per class chunk (i32, for the loss)",
@@ -349,26 +347,9 @@ fn chunked_forward(b: &mut Builder, spec: &StepSpec, cuts: &Cuts) {
         Pool::Dynamic,
         Lifetime::span(ForwardLogits, BackwardEnd),
     );
-    // Kept for the backward pass (which then makes none again), every chunk's logits stay
-    // to the forward pass's end: the first chunk's from its moment, the others' after it.
-    let kept = spec.keeps_logits();
-    let first_to = if kept { ForwardEnd } else { ForwardLogits };
-    b.f32(
-        "logits of one class chunk",
-        "output",
-        &[rows, first],
-        Category::Logits,
-        Lifetime::span(ForwardLogits, first_to),
-    );
-    let others = cuts.chunks.iter().map(|c| c.n as u64).sum::<u64>() - first;
-    if kept && others > 0 {
-        b.f32(
-            "the other chunks' logits, kept for the backward pass",
-            "output",
-            &[rows, others],
-            Category::Logits,
-            Lifetime::at(ForwardEnd),
-        );
+    match spec.tiles_logits() {
+        true => tile_pairs(b, spec, cuts.chunks[0].n as u64),
+        false => chunk_logits(b, spec, cuts),
     }
     let (sum, at) = (
         "running sum of the targets' logits",
@@ -378,9 +359,59 @@ fn chunked_forward(b: &mut Builder, spec: &StepSpec, cuts: &Cuts) {
     b.f32(
         "log-sum-exp per row",
         "output",
-        &[rows, 1],
+        &[spec.batch.n_rows, 1],
         Category::Activations,
         Lifetime::span(ForwardEnd, BackwardEnd),
+    );
+}
+
+/// One chunk's logits at a time; kept for the backward pass (which then makes none again),
+/// every chunk's logits stay to the forward pass's end: the first chunk's from its moment, the
+/// others' after it.
+fn chunk_logits(b: &mut Builder, spec: &StepSpec, cuts: &Cuts) {
+    use Point::*;
+    let rows = spec.batch.n_rows;
+    let kept = spec.keeps_logits();
+    let first_to = if kept { ForwardEnd } else { ForwardLogits };
+    b.f32(
+        "logits of one class chunk",
+        "output",
+        &[rows, cuts.chunks[0].n as u64],
+        Category::Logits,
+        Lifetime::span(ForwardLogits, first_to),
+    );
+    // Kept, each other chunk's logits are a buffer of their own (the chunks are of one width
+    // but the last).
+    let mut others: BTreeMap<u64, u64> = BTreeMap::new();
+    for c in &cuts.chunks[1..] {
+        *others.entry(c.n as u64).or_default() += 1;
+    }
+    for (n, count) in others.into_iter().filter(|_| kept) {
+        b.add(
+            "the other chunks' logits, kept for the backward pass",
+            "output",
+            &[rows, n],
+            F32_BYTES,
+            count,
+            Category::Logits,
+            Pool::Dynamic,
+            Lifetime::at(ForwardEnd),
+        );
+    }
+}
+
+/// The logits formed tile by tile in the CubeCL kernels (`model.logits = "tiled"`): each row's
+/// `(max, sum)` per 64-class tile of the first chunk. (The targets' rows of `h` and columns of
+/// `W` gathered for their logits run fused into their sum: measured on lavapipe, no buffer of
+/// theirs is alive at this point.)
+fn tile_pairs(b: &mut Builder, spec: &StepSpec, first: u64) {
+    let tiles = first.div_ceil(shapes::LOGIT_TILE as u64);
+    b.f32(
+        "each row's (max, sum) per 64-class tile of one class chunk",
+        "output",
+        &[spec.batch.n_rows, 2 * tiles],
+        Category::Logits,
+        Lifetime::at(Point::ForwardLogits),
     );
 }
 

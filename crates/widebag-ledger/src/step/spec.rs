@@ -187,7 +187,7 @@ pub struct StepSpec {
     /// What the MLP saves for backward (`model.checkpointing`).
     #[serde(default)]
     pub checkpointing: Checkpointing,
-    /// What flex's host softmax keeps of the full softmax's logits (`model.logits`).
+    /// What the full softmax keeps of its logits, or whether it tiles them (`model.logits`).
     #[serde(default)]
     pub logits: Logits,
     /// The full softmax's product operands on burn's tensors (`model.output_precision`): in a
@@ -478,6 +478,22 @@ impl StepSpec {
                     | OutputLayerKind::HostAdaptiveSoftmax
                     | OutputLayerKind::ChunkedSoftmax
             )
+    }
+
+    /// Whether the full softmax forms its logits tile by tile inside widebag's CubeCL kernels
+    /// (`model.logits = "tiled"`, the sparse layout's chunked softmax or the adaptive softmax's
+    /// clusters, the kernels on a device of its own): no chunk's or cluster's logits are
+    /// written in either pass.
+    pub fn tiles_logits(&self) -> bool {
+        self.logits == Logits::Tiled
+            && self.layout == Layout::Sparse
+            && match self.output_layer() {
+                OutputLayerKind::ChunkedSoftmax => {
+                    self.gpu_output_update == OutputUpdate::InBackward
+                }
+                OutputLayerKind::CubeAdaptiveSoftmax => true,
+                _ => false,
+            }
     }
 
     /// Where the step's output layer takes its optimizer step: inside the backward pass only

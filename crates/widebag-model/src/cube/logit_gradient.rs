@@ -9,6 +9,7 @@ use burn_backend::cubecl::dtype_to_storage_type;
 use burn_cubecl::cubecl;
 use burn_cubecl::cubecl::calculate_cube_count_elemwise;
 use burn_cubecl::cubecl::prelude::*;
+use burn_cubecl::tensor::CubeTensor;
 
 use super::{BurnTensor, block_units, bridge};
 
@@ -81,13 +82,7 @@ pub fn in_place(
     // the logits' device.
     let targets = match targets {
         None => None,
-        Some(t) => match (
-            bridge::int_in(t.flat.clone()),
-            bridge::float_in(t.weight.clone()),
-        ) {
-            (Some(flat), Some(weight)) => Some((flat, weight)),
-            _ => return None,
-        },
+        Some(t) => Some(targets_in(t)?),
     };
     let mut g = bridge::float_in(z)?;
     if !g.can_mut() {
@@ -108,21 +103,36 @@ pub fn in_place(
         scale.into_tensor_arg(),
         dtype_to_storage_type(dtype),
     );
-    if let Some((flat, weight)) = targets {
-        let m = flat.meta.num_elements();
-        let int_dtype = flat.dtype;
-        subtract_targets::launch(
-            &client,
-            calculate_cube_count_elemwise(&client, m, dim),
-            dim,
-            g.clone().into_tensor_arg(),
-            flat.into_tensor_arg(),
-            weight.into_tensor_arg(),
-            [
-                dtype_to_storage_type(dtype),
-                dtype_to_storage_type(int_dtype),
-            ],
-        );
+    if let Some(targets) = targets {
+        subtract(&g, targets);
     }
     Some(bridge::float_out(g))
+}
+
+/// One chunk's targets out of burn's queue: `[M]` flat positions and `[M]` scaled weights.
+pub(super) fn targets_in(t: ScaledTargets<'_>) -> Option<(CubeTensor, CubeTensor)> {
+    Some((
+        bridge::int_in(t.flat.clone())?,
+        bridge::float_in(t.weight.clone())?,
+    ))
+}
+
+/// `g[flat_k] −= weight_k` for each of the targets (`g` `[rows, n]`, written in place).
+pub(super) fn subtract(g: &CubeTensor, (flat, weight): (CubeTensor, CubeTensor)) {
+    let client = g.client.clone();
+    let dim = CubeDim::new_1d(block_units(g) as u32);
+    let m = flat.meta.num_elements();
+    let (dtype, int_dtype) = (g.dtype, flat.dtype);
+    subtract_targets::launch(
+        &client,
+        calculate_cube_count_elemwise(&client, m, dim),
+        dim,
+        g.clone().into_tensor_arg(),
+        flat.into_tensor_arg(),
+        weight.into_tensor_arg(),
+        [
+            dtype_to_storage_type(dtype),
+            dtype_to_storage_type(int_dtype),
+        ],
+    );
 }

@@ -16,6 +16,7 @@ pub mod bridge;
 pub mod logit_gradient;
 pub mod output_step;
 pub mod row_lse;
+pub mod tiles;
 
 use burn_cubecl::tensor::CubeTensor;
 

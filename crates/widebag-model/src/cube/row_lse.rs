@@ -20,7 +20,7 @@ use super::{BurnTensor, block_units, bridge};
 
 /// The max of `m1` and `m2`.
 #[cube]
-fn larger<F: Float>(m1: F, m2: F) -> F {
+pub(super) fn larger<F: Float>(m1: F, m2: F) -> F {
     let mut m = m2;
     if m1 > m2 {
         m = m1;
@@ -29,7 +29,8 @@ fn larger<F: Float>(m1: F, m2: F) -> F {
 }
 
 /// Folds row `CUBE_POS` of `z` (`[rows, n]`) into `running` (`[rows, 2]`: max, sum); with
-/// `first` the running pair is written, not read.
+/// `first` the running pair is written, not read. With `pairs`, `z` holds `n / 2` pairs
+/// `(max, sum)` of a row's tiles (`super::tiles::pairs`), not logits.
 #[cube(launch)]
 fn fold_rows<F: Float>(
     z: &Tensor<F>,
@@ -37,6 +38,7 @@ fn fold_rows<F: Float>(
     #[comptime] first: bool,
     #[comptime] units: usize,
     #[comptime] planes: bool,
+    #[comptime] pairs: bool,
     #[define(F)] _dtype: ElemType,
 ) {
     let row = CUBE_POS;
@@ -44,7 +46,10 @@ fn fold_rows<F: Float>(
         terminate!();
     }
     let unit = UNIT_POS as usize;
-    let n = z.shape(1);
+    let mut n = z.shape(1);
+    if pairs {
+        n /= 2;
+    }
     let base = row * z.stride(0);
     let step = z.stride(1);
     // The most negative finite f32 (WGSL takes no infinite literal): e^(floor − z) is 0.
@@ -52,12 +57,19 @@ fn fold_rows<F: Float>(
     let mut s = F::new(0.0_f32);
     let mut j = unit;
     while j < n {
-        let v = z[base + j * step];
+        // A logit counts `e^0 = 1` at its own max; a tile's pair its sum.
+        let mut at = j;
+        let mut t = F::new(1.0_f32);
+        if pairs {
+            at = 2 * j;
+            t = z[base + (at + 1) * step];
+        }
+        let v = z[base + at * step];
         if v > m {
-            s = s * (m - v).exp() + F::new(1.0_f32);
+            s = s * (m - v).exp() + t;
             m = v;
         } else {
-            s += (v - m).exp();
+            s += t * (v - m).exp();
         }
         j += CUBE_DIM as usize;
     }
@@ -185,6 +197,19 @@ impl RowLse {
         let Some(z) = bridge::float_in(z) else {
             return false;
         };
+        self.fold(z, false);
+        true
+    }
+
+    /// Folds in one chunk's logits as the tiles' `[rows, 2 · tiles]` pairs
+    /// (`super::tiles::pairs`: the logits never written).
+    pub fn add_pairs(&mut self, pairs: CubeTensor) {
+        self.fold(pairs, true);
+    }
+
+    /// Folds `z` (`[rows, n]` logits, or with `pairs` `[rows, 2 · tiles]` tiles' pairs) into
+    /// the running pairs.
+    fn fold(&mut self, z: CubeTensor, pairs: bool) {
         let rows = z.meta.shape()[0];
         let first = self.running.is_none();
         let running = self.running.take().unwrap_or_else(|| {
@@ -214,10 +239,10 @@ impl RowLse {
             first,
             units,
             planes,
+            pairs,
             dtype_to_storage_type(dtype),
         );
         self.running = Some(running);
-        true
     }
 
     /// The merge the last chunk added ran (`None` before the first).

@@ -33,6 +33,9 @@ use crate::tensors::{ints, scalar};
 pub struct CubeAdaptiveSoftmax {
     pub(crate) params: AdaptiveParams,
     objective: Objective,
+    /// Each cluster's logits made again in the backward pass, or formed in the kernels' tiles
+    /// in both passes ([`Logits::Tiled`]).
+    logits: Logits,
     device: Device,
 }
 
@@ -43,6 +46,8 @@ struct ClusterPass {
     targets: ChunkTargets,
     lse: Tensor<2>,
     chunk: [ClassChunk; 1],
+    /// What the forward pass left of the cluster's logits.
+    kept: softmax::Pass1Logits,
 }
 
 /// A tail cluster's rows of the batch and their hidden states, with its softmax.
@@ -98,12 +103,13 @@ fn entries_as_targets(n_rows: usize, n: usize, entries: &[(u32, u32, f32)]) -> T
 
 impl ClusterPass {
     /// The forward pass of one cluster (`(weight, bias)` over its `n` classes) on `input`'s rows
-    /// against `entries`, its loss the mean over the batch's `batch_rows`.
+    /// against `entries`, its loss the mean over the batch's `batch_rows`, its logits made
+    /// again in the backward pass or tiled (`logits`).
     fn forward(
         input: Hidden,
         (weight, bias): (&DenseParam, &DenseParam),
-        entries: &[(u32, u32, f32)],
-        batch_rows: usize,
+        (entries, batch_rows): (&[(u32, u32, f32)], usize),
+        logits: Logits,
         probe: &mut StepProbe,
     ) -> (Self, Tensor<1>) {
         let device = input.h.device();
@@ -118,7 +124,7 @@ impl ClusterPass {
             &chunk,
             &targets,
             SoftmaxKernels::Cube,
-            Logits::Recompute,
+            logits,
             probe,
         );
         let pass = Self {
@@ -126,13 +132,14 @@ impl ClusterPass {
             targets,
             lse: fwd.lse,
             chunk,
+            kept: fwd.kept,
         };
         (pass, fwd.loss)
     }
 
     /// The cluster's backward pass: `dL/d input`, its weight's and bias's gradients to `sink`.
     fn backward(
-        &self,
+        self,
         (weight, bias): (&mut DenseParam, &mut DenseParam),
         sink: &mut Sink<'_>,
         probe: &mut StepProbe,
@@ -151,7 +158,7 @@ impl ClusterPass {
             &self.chunk,
             &self.targets,
             &self.lse,
-            (Vec::new(), SoftmaxKernels::Cube),
+            (self.kept, SoftmaxKernels::Cube),
             &mut apply,
             probe,
         )
@@ -159,10 +166,21 @@ impl ClusterPass {
 }
 
 impl CubeAdaptiveSoftmax {
-    pub fn new(params: AdaptiveParams, objective: Objective, device: Device) -> Self {
+    /// `logits`: [`Logits::Tiled`], or any other form: made again in the backward pass.
+    pub fn new(
+        params: AdaptiveParams,
+        objective: Objective,
+        logits: Logits,
+        device: Device,
+    ) -> Self {
+        let logits = match logits {
+            Logits::Tiled => Logits::Tiled,
+            _ => Logits::Recompute,
+        };
         Self {
             params,
             objective,
+            logits,
             device,
         }
     }
@@ -272,7 +290,9 @@ impl OutputLayer for CubeAdaptiveSoftmax {
         let split = AdaptiveTargets::new(targets, &p.bands);
         let input = Hidden::new(h.clone(), Operands::F32);
         let head_layer = (&p.head.weight, &p.head.bias);
-        let (head, mut loss) = ClusterPass::forward(input, head_layer, &split.head, n_rows, probe);
+        let logits = self.logits;
+        let head_targets = (split.head.as_slice(), n_rows);
+        let (head, mut loss) = ClusterPass::forward(input, head_layer, head_targets, logits, probe);
         let mut tails = Vec::with_capacity(split.tails.len());
         for (t, cluster) in split.tails.iter().zip(&p.clusters) {
             if t.rows.is_empty() {
@@ -286,7 +306,8 @@ impl OutputLayer for CubeAdaptiveSoftmax {
             let hk = h.clone().select(0, rows.clone());
             let u = Hidden::new(hk.clone().matmul(cluster.proj.value.clone()), Operands::F32);
             let layer = (&cluster.weight, &cluster.bias);
-            let (softmax, tail_loss) = ClusterPass::forward(u, layer, &t.entries, n_rows, probe);
+            let entries = (t.entries.as_slice(), n_rows);
+            let (softmax, tail_loss) = ClusterPass::forward(u, layer, entries, logits, probe);
             loss = loss + tail_loss;
             tails.push(Some(TailPass { rows, hk, softmax }));
         }

@@ -81,16 +81,31 @@ pub fn build(
             // Off autodiff on the CubeCL kernels in one process (the ledger's
             // `OutputLayerKind::CubeAdaptiveSoftmax`), else on autodiff.
             false if spec.softmax_kernels == SoftmaxKernels::Cube && ranks.size == 1 => {
-                Box::new(CubeAdaptiveSoftmax::new(params, objective, device.clone()))
+                let logits = spec.logits;
+                Box::new(CubeAdaptiveSoftmax::new(
+                    params,
+                    objective,
+                    logits,
+                    device.clone(),
+                ))
+            }
+            false if spec.logits == widebag_config::Logits::Tiled => {
+                return Err(ModelError::Unsupported {
+                    key: "model.logits",
+                    message: "\"tiled\": the adaptive softmax across ranks runs on autodiff, \
+                              not on the CubeCL kernels' tiles (one process, or \"recompute\")"
+                        .into(),
+                });
             }
             false => Box::new(AdaptiveSoftmax::new(params, objective)),
         });
     }
     let full = FullParams::new(spec, ranks, optim, init, device);
     if !host {
-        // Kept logits in one process only, as the ledger prices them (`keeps_logits`).
-        let logits = match ranks.size {
-            1 => spec.logits,
+        // Kept logits in one process only, as the ledger prices them (`keeps_logits`); tiled
+        // ones (none kept) in any.
+        let logits = match (ranks.size, spec.logits) {
+            (1, _) | (_, widebag_config::Logits::Tiled) => spec.logits,
             _ => widebag_config::Logits::Recompute,
         };
         return Ok(Box::new(ChunkedSoftmax::new(

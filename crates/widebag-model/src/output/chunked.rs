@@ -45,7 +45,7 @@ struct Saved {
     layer: Vec<(Tensor<2>, Tensor<2>)>,
     targets: ChunkTargets,
     lse: Tensor<2>,
-    kept: Vec<Tensor<2>>,
+    kept: softmax::Pass1Logits,
 }
 
 impl ChunkedSoftmax {

@@ -135,9 +135,29 @@ pub struct SoftmaxForward {
     pub lse: Tensor<2>,
     /// `[1]` mean loss over rows.
     pub loss: Tensor<1>,
-    /// Each chunk's logits with [`Logits::Keep`] (for the backward pass, which then makes none
-    /// again); empty with [`Logits::Recompute`].
-    pub kept: Vec<Tensor<2>>,
+    /// What the backward pass forms each chunk's logit gradient from.
+    pub kept: Pass1Logits,
+}
+
+/// What pass 1 leaves pass 2 of each chunk's logits.
+pub enum Pass1Logits {
+    /// Nothing: pass 2 makes them again ([`Logits::Recompute`]).
+    Recompute,
+    /// Each chunk's logits ([`Logits::Keep`]): pass 2 makes none again.
+    Kept(Vec<Tensor<2>>),
+    /// Nothing, and pass 2 forms the gradient from the logits' tiles inside the CubeCL kernels
+    /// ([`Logits::Tiled`], [`cube::tiles`]): no logits buffer in either pass.
+    Tiles,
+}
+
+impl Pass1Logits {
+    /// The next chunk's kept logits, if any, moved out (their buffer is then written in place).
+    fn next_kept(&mut self) -> Option<Tensor<2>> {
+        match self {
+            Pass1Logits::Kept(kept) if !kept.is_empty() => Some(kept.remove(0)),
+            _ => None,
+        }
+    }
 }
 
 /// Gradients of the output layer.
@@ -236,6 +256,25 @@ impl ChunkLse {
         }
     }
 
+    /// Folds in the logits `h w + b` formed tile by tile in the CubeCL kernels, and gives the
+    /// tiles' pairs (`cube::tiles::pairs`); `None`, with nothing done, on the tensor path or
+    /// past the tile grid's limit.
+    fn add_products(
+        &mut self,
+        h: &Tensor<2>,
+        w: &Tensor<2>,
+        b: &Tensor<2>,
+    ) -> Option<burn_cubecl::tensor::CubeTensor> {
+        match self {
+            ChunkLse::Tensor(_) => None,
+            ChunkLse::Cube(lse) => {
+                let pairs = cube::tiles::pairs(h, w, b)?;
+                lse.add_pairs(pairs.clone());
+                Some(pairs)
+            }
+        }
+    }
+
     fn finish(self) -> Tensor<2> {
         match self {
             ChunkLse::Tensor(lse) => lse.finish(),
@@ -326,7 +365,8 @@ pub fn log_probs(h: &Tensor<2>, layer: &[(&Tensor<2>, &Tensor<2>)], max_cols: us
 }
 
 /// Pass 1: running max and sum over chunks, and the loss; with [`Logits::Keep`] each chunk's
-/// logits kept for pass 2.
+/// logits kept for pass 2; with [`Logits::Tiled`] on the CubeCL kernels none formed outside
+/// them (each target's logit from its row of `h` and its column of `W`).
 pub fn forward(
     h: &Hidden,
     layer: &[(&Tensor<2>, &Tensor<2>)],
@@ -339,6 +379,8 @@ pub fn forward(
     let mut kept = Vec::new();
     let device = h.h.device();
     let mut lse = ChunkLse::new(kernels, &device);
+    // Tiles need f32 operands (the config refuses half ones with them).
+    let mut tiled = keep == Logits::Tiled && h.operands.half().is_none();
     // Σ over the batch's targets of weight · logit: the loss needs only the batch's total (its
     // mean over rows), so each chunk's target logits are picked by flat index and summed. (A
     // dense `[B, n]` target tensor built by `scatter_nd` into zeros and reduced with the logits
@@ -346,6 +388,19 @@ pub fn forward(
     // backward pass's use of it is right.)
     let mut target_sum = Tensor::<1>::zeros([1], &device);
     for (c, (chunk, (w, b))) in chunks.iter().zip(layer).enumerate() {
+        let pairs = tiled.then(|| lse.add_products(&h.h, w, b)).flatten();
+        tiled = pairs.is_some();
+        if tiled {
+            if let Some(sum) = target_logit_sum(&h.h, (w, b), targets, c) {
+                target_sum = target_sum + sum;
+            }
+            if c == 0 {
+                // The first chunk's tiles' pairs alive here, as its logits are otherwise.
+                probe.detail(Point::ForwardLogits);
+            }
+            drop(pairs);
+            continue;
+        }
         let z = h.logits(w, b);
         if c == 0 {
             // The first chunk is the largest and, classes being sorted by frequency, the one
@@ -371,7 +426,32 @@ pub fn forward(
         .reshape([1])
         - target_sum)
         .div_scalar(loss_rows);
+    let kept = match keep {
+        Logits::Keep => Pass1Logits::Kept(kept),
+        Logits::Tiled if tiled => Pass1Logits::Tiles,
+        _ => Pass1Logits::Recompute,
+    };
     SoftmaxForward { lse, loss, kept }
+}
+
+/// `[1]` Σ weight · logit over chunk `c`'s targets, each target's logit `h_r · W[:, j] + b_j`
+/// from the row of `h` and the column of `W` it takes (`[targets, last]` gathers; no logits
+/// formed); `None` when the chunk holds no target.
+fn target_logit_sum(
+    h: &Tensor<2>,
+    (w, b): (&Tensor<2>, &Tensor<2>),
+    targets: &ChunkTargets,
+    c: usize,
+) -> Option<Tensor<1>> {
+    let (idx, weights) = targets.per_chunk[c].as_ref()?;
+    let m = weights.dims()[0];
+    let rows = idx.clone().narrow(1, 0, 1).reshape([m]);
+    let cols = idx.clone().narrow(1, 1, 1).reshape([m]);
+    let h_rows = h.clone().select(0, rows);
+    let w_cols = w.clone().select(1, cols.clone()).transpose();
+    let b_cols = b.clone().select(1, cols).reshape([m]);
+    let z = (h_rows * w_cols).sum_dim(1).reshape([m]) + b_cols;
+    Some((z * weights.clone()).sum())
 }
 
 /// One chunk's logit gradient `(w_r softmax(z) − y) / B` as burn's tensor operations, `y`
@@ -400,6 +480,8 @@ struct Pass2<'a> {
     /// `w_r / B` per row, where the CubeCL kernels form the gradient.
     row_scale: Option<Tensor<2>>,
     inv_rows: f64,
+    /// Whether the kernels form the gradient from the logits' tiles (pass 1 did).
+    tiles: bool,
 }
 
 impl<'a> Pass2<'a> {
@@ -407,7 +489,7 @@ impl<'a> Pass2<'a> {
         h: &'a Hidden,
         targets: &'a ChunkTargets,
         lse: &'a Tensor<2>,
-        kernels: SoftmaxKernels,
+        (kernels, kept): (SoftmaxKernels, &Pass1Logits),
     ) -> Self {
         let inv_rows = 1.0 / targets.loss_rows.max(1) as f64;
         let cube = kernels == SoftmaxKernels::Cube && cube::bridge::on_cubecl(&h.h.device());
@@ -417,6 +499,7 @@ impl<'a> Pass2<'a> {
             lse,
             row_scale: cube.then(|| targets.row_weight.clone().mul_scalar(inv_rows)),
             inv_rows,
+            tiles: cube && matches!(kept, Pass1Logits::Tiles),
         }
     }
 
@@ -428,14 +511,23 @@ impl<'a> Pass2<'a> {
         (w, b): (&Tensor<2>, &Tensor<2>),
     ) -> Tensor<2> {
         let (h, targets, lse, inv_rows) = (self.h, self.targets, self.lse, self.inv_rows);
+        let scaled = targets.scaled(c, inv_rows);
+        let chunk_targets = || {
+            scaled
+                .as_ref()
+                .map(|(flat, weight)| cube::logit_gradient::ScaledTargets { flat, weight })
+        };
+        if let (true, Some(row_scale)) = (self.tiles, &self.row_scale) {
+            let tiled = cube::tiles::gradient((&h.h, w, b), lse, row_scale, chunk_targets());
+            if let Some(g) = tiled {
+                return g;
+            }
+        }
         let z = kept.unwrap_or_else(|| h.logits(w, b));
         let Some(row_scale) = &self.row_scale else {
             return tensor_gradient(z, lse, targets, (c, chunk.n), inv_rows);
         };
-        let scaled = targets.scaled(c, inv_rows);
-        let chunk_targets = scaled
-            .as_ref()
-            .map(|(flat, weight)| cube::logit_gradient::ScaledTargets { flat, weight });
+        let chunk_targets = chunk_targets();
         // `None` only off a cubecl device or past the grid's limit: the logits made again and
         // the gradient formed by tensor operations.
         cube::logit_gradient::in_place(z, lse, row_scale, chunk_targets).unwrap_or_else(|| {
@@ -459,16 +551,15 @@ pub fn backward(
     chunks: &[ClassChunk],
     targets: &ChunkTargets,
     lse: &Tensor<2>,
-    (kept, kernels): (Vec<Tensor<2>>, SoftmaxKernels),
+    (mut kept, kernels): (Pass1Logits, SoftmaxKernels),
     probe: &mut StepProbe,
 ) -> SoftmaxGrads {
-    let mut kept = kept.into_iter();
     let last = chunks.len().saturating_sub(1);
-    let pass = Pass2::new(h, targets, lse, kernels);
+    let pass = Pass2::new(h, targets, lse, (kernels, &kept));
     let mut dh: Option<Tensor<2>> = None;
     let mut grads = Vec::with_capacity(chunks.len());
     for (c, (chunk, &(w, b))) in chunks.iter().zip(layer).enumerate() {
-        let g = pass.gradient((c, chunk), kept.next(), (w, b));
+        let g = pass.gradient((c, chunk), kept.next_kept(), (w, b));
         let (dh_c, dw) = h.gradient_products(&g, w);
         dh = accumulate(dh, dh_c);
         grads.push((dw, g.clone().sum_dim(0)));
@@ -494,16 +585,15 @@ pub fn backward_applying(
     chunks: &[ClassChunk],
     targets: &ChunkTargets,
     lse: &Tensor<2>,
-    (kept, kernels): (Vec<Tensor<2>>, SoftmaxKernels),
+    (mut kept, kernels): (Pass1Logits, SoftmaxKernels),
     apply: &mut dyn FnMut(usize, &Tensor<2>),
     probe: &mut StepProbe,
 ) -> Tensor<2> {
-    let mut kept = kept.into_iter();
     let last = chunks.len().saturating_sub(1);
-    let pass = Pass2::new(h, targets, lse, kernels);
+    let pass = Pass2::new(h, targets, lse, (kernels, &kept));
     let mut dh: Option<Tensor<2>> = None;
     for (c, (chunk, (w, b))) in chunks.iter().zip(layer).enumerate() {
-        let g = pass.gradient((c, chunk), kept.next(), (&w, &b));
+        let g = pass.gradient((c, chunk), kept.next_kept(), (&w, &b));
         dh = accumulate(dh, h.dh_product(&g, &w));
         drop((w, b));
         if c == last {
