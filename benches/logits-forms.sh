@@ -27,7 +27,7 @@ device=${DEVICE:-wgpu}
   "${sets[@]}" "${pins[@]}" --json > "$out/plan.json"
 for form in recompute keep tiled; do
   "$bin" explain --device "$device" "${sets[@]}" --set "model.logits=\"$form\"" --measure \
-    --steps 2 --json 2> "$out/explain-$form.log" > "$out/explain-$form.json"
+    --steps 2 --json --svg "$out/explain-$form.svg" 2> "$out/explain-$form.log" > "$out/explain-$form.json"
 done
 for i in $(seq "${RUNS:-1}"); do
   for form in recompute keep tiled; do
