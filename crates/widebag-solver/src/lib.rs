@@ -32,10 +32,9 @@ mod suggest;
 pub mod throughput;
 
 pub use enumerate::capability;
-pub use logits::{LogitsChoice, LogitsOption};
 pub use problem::{Pins, Problem, SolverError, default_budget_bytes, reserve_bytes, slack_bytes};
 pub use remedy::{Change, LayoutOption, Remedy, RemedyTaken};
-pub use report::{Candidate, Plan, RankPlan, Suggestion};
+pub use report::{Candidate, LogitsChoice, LogitsOption, Plan, RankPlan, Suggestion};
 pub use sample::RowSample;
 pub use solve::solve;
 pub use throughput::{Calibration, StepWork};

@@ -7,31 +7,12 @@
 //! calibration measured their rate) — and the fastest that fits is taken, ties to the
 //! configured form.
 
-use serde::Serialize;
 use widebag_config::{Config, GpuKernels, Logits, Objective};
 
 use crate::estimate::{Estimator, Variant};
 use crate::problem::Problem;
 use crate::remedy::bands_of;
-use crate::report::Plan;
-
-/// One form of the logits, priced at the batch and optimizers the plan chose with the configured
-/// form.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct LogitsOption {
-    pub logits: Logits,
-    pub fits: bool,
-    pub predicted_peak_bytes: u64,
-    pub predicted_examples_per_s: f64,
-}
-
-/// The logits' form the plan takes, and every form it weighed.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct LogitsChoice {
-    pub chosen: Logits,
-    pub configured: Logits,
-    pub options: Vec<LogitsOption>,
-}
+use crate::report::{LogitsChoice, LogitsOption, Plan};
 
 /// The forms `config` can run on the problem's device: `tiled` only with widebag's CubeCL
 /// kernels on a device of its own whose calibration measured their products' rate (a form the

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 use widebag_config::units::format_bytes;
-use widebag_config::{Config, DenseOptim, Layout, Objective, TableOptim};
+use widebag_config::{Config, DenseOptim, Layout, Logits, Objective, TableOptim};
 use widebag_ledger::Point;
 
 use crate::problem::{Problem, slack_bytes};
@@ -77,12 +77,30 @@ pub struct Plan {
     /// The full softmax's logits chosen by time (the throughput objective, `model.logits`
     /// unpinned, where its forms differ): every form weighed and the one taken.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub logits: Option<crate::logits::LogitsChoice>,
+    pub logits: Option<LogitsChoice>,
     /// Ledger evaluations the search made.
     pub evaluations: usize,
     /// Across ranks (`Problem::ranks` > 1): every rank's part of the chosen plan.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub ranks: Vec<RankPlan>,
+}
+
+/// One form of the logits, priced at the batch and optimizers the plan chose with the configured
+/// form.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct LogitsOption {
+    pub logits: Logits,
+    pub fits: bool,
+    pub predicted_peak_bytes: u64,
+    pub predicted_examples_per_s: f64,
+}
+
+/// The logits' form the plan takes, and every form it weighed.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct LogitsChoice {
+    pub chosen: Logits,
+    pub configured: Logits,
+    pub options: Vec<LogitsOption>,
 }
 
 impl Plan {
