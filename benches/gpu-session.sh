@@ -18,7 +18,8 @@
 # packages), .gpu/widebag.xz (a stripped release build, xz), .gpu/widebag-vk.xz (optional:
 # `--features vulkan`), .gpu/gowalla (train.txt, test.txt).
 # Checked on lavapipe with small shapes (no GPU: checks the script, not a device):
-#   SMALL=1 OUT=/tmp/out GW=../shared/data/gowalla bash benches/gpu-session.sh
+#   SMALL=1 OUT=/tmp/out GW=../shared/data/gowalla WIDEBAG_BIN=target/release/widebag \
+#     bash benches/gpu-session.sh
 set -uo pipefail
 T0=$SECONDS
 END=${END_S:-555}
@@ -38,10 +39,12 @@ fi
 icd=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
 [ -f $icd ] && export VK_DRIVER_FILES=$icd __EGL_VENDOR_LIBRARY_FILENAMES=/usr/local/nvidia/share/glvnd/egl_vendor.d/10_nvidia.json
 unxz() { python3 -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], "wb"))' "$1" "$2" && chmod +x "$2"; }
-if [ -f .gpu/widebag.xz ]; then
-  unxz .gpu/widebag.xz "$R/widebag"
+# WIDEBAG_BIN (a binary here, e.g. target/release/widebag for the lavapipe check) over the carried
+# .gpu/widebag.xz.
+if [ -n "${WIDEBAG_BIN:-}" ]; then
+  cp "$WIDEBAG_BIN" "$R/widebag"
 else
-  cp "${WIDEBAG_BIN:-target/release/widebag}" "$R/widebag"
+  unxz .gpu/widebag.xz "$R/widebag"
 fi
 [ -f .gpu/widebag-vk.xz ] && unxz .gpu/widebag-vk.xz "$R/widebag-vk"
 { nvidia-smi 2>&1; python3 -c 'import torch; print("torch", torch.__version__, torch.version.cuda)' 2>&1; } > "$R/smi.txt"
@@ -62,11 +65,12 @@ cat "$R/g/steps.txt"
 # 2. Gowalla, both sides on the GPU, each stopping at its first evaluation at or above 0.1641:
 # the sampled config and its PyTorch peer, twice each (the second warm).
 ep=()
-[ "${SMALL:-0}" = 1 ] && ep=(EPOCHS=2)
+peer=${PEER_DEVICE:-cuda}
+[ "${SMALL:-0}" = 1 ] && ep=(EPOCHS=2) && peer=${PEER_DEVICE:-cpu}
 t=$(lim 150)
 if [ "$t" != 0 ]; then
   timeout "$t" env "${ep[@]}" WIDEBAG_BIN="$R/widebag" GOWALLA_DIR="${GW:-.gpu/gowalla}" RUNS=2 \
-    STOP_AT_TARGET=1 FAST_TARGET=0.1641 MULTDAE=0 PEERS= WIDEBAG_DEVICE=wgpu PEER_DEVICE=cuda \
+    STOP_AT_TARGET=1 FAST_TARGET=0.1641 MULTDAE=0 PEERS= WIDEBAG_DEVICE=wgpu PEER_DEVICE="$peer" \
     bash benches/peers/time-to-recall.sh "$R/ttr" > "$R/ttr.log" 2>&1
   say "time-to-recall rc=$?"
   tail -16 "$R/ttr.log"

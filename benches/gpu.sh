@@ -268,7 +268,9 @@ if [ "${CALIBRATE:-1}" = 1 ]; then
     run plan-sparse-tiled "$bin" plan --device "$device" "${model[@]}" "${file[@]}" \
       ${layout_args[sparse]} --set 'train.gpu_kernels="cubecl"' --set 'model.logits="tiled"' \
       "${budget[@]}" --calibration "$out/calibration.json" --json
-    # The throughput objective choosing the logits' form (made again, kept, tiled) by time.
+    # The throughput objective choosing the logits' form (made again, kept, tiled) by time
+    # (a WIDEBAG_ARGS that sets model.logits pins it: that plan then keeps the form it was given;
+    # benches/gpu-session.sh plans it unpinned).
     # shellcheck disable=SC2086
     run plan-sparse-by-time "$bin" plan --device "$device" "${model[@]}" "${file[@]}" \
       ${layout_args[sparse]} --set 'train.gpu_kernels="cubecl"' \
